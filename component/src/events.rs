@@ -1,0 +1,131 @@
+//! Event ingest: validating a published load event.
+//!
+//! The body of a delivery is the load exactly as it was published, so ingest validates the
+//! bytes without ever re-serializing them.
+
+use crate::env::Env;
+use crate::ids::IdKind;
+use crate::keys;
+use crate::kv::Kv;
+
+/// The event types the service emits (SPEC §6). Nothing else is accepted.
+pub const EVENT_TYPES: [&str; 3] = ["load.created", "load.updated", "load.status_changed"];
+
+/// Whether `s` is one of [`EVENT_TYPES`].
+pub fn is_event_type(s: &str) -> bool {
+    EVENT_TYPES.contains(&s)
+}
+
+/// Why a published event was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishError {
+    /// Not one of [`EVENT_TYPES`]; carries the rejected type.
+    UnknownEventType(String),
+    /// The load is not a JSON object with a string `id`, or is too large.
+    InvalidLoad(String),
+    /// The store failed; nothing was accepted.
+    StoreUnavailable(String),
+}
+
+/// What ingest did with an accepted event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishReceipt {
+    /// The stored event's id (`evt_...`).
+    pub event_id: String,
+    /// Deliveries created, one per matching active subscription.
+    pub deliveries: u32,
+    /// When the earliest created attempt is due (ms since the epoch), if any.
+    pub next_due_ms: Option<u64>,
+}
+
+/// Largest load accepted, in bytes.
+pub const LOAD_LIMIT: usize = crate::router::INGEST_BODY_LIMIT;
+
+/// Checks an event before anything is stored: a known type, and a load that is a JSON
+/// object with a non-empty string `id`, at most [`LOAD_LIMIT`] bytes.
+pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
+    if !is_event_type(event_type) {
+        return Err(PublishError::UnknownEventType(event_type.to_owned()));
+    }
+    if load.len() > LOAD_LIMIT {
+        return Err(PublishError::InvalidLoad(format!(
+            "the load is larger than {} KiB",
+            LOAD_LIMIT / 1024
+        )));
+    }
+    let value: serde_json::Value = serde_json::from_slice(load)
+        .map_err(|e| PublishError::InvalidLoad(format!("the load is not valid JSON: {e}")))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| PublishError::InvalidLoad("the load must be a JSON object".into()))?;
+    match object.get("id") {
+        Some(serde_json::Value::String(id)) if !id.is_empty() => Ok(()),
+        _ => Err(PublishError::InvalidLoad(
+            "the load must have a non-empty string \"id\"".into(),
+        )),
+    }
+}
+
+/// Accepts one event: validates it and stores the raw load once, under a fresh event id.
+///
+/// Fan-out to subscriptions is the delivery engine's; until it exists the receipt reports
+/// zero deliveries.
+pub fn publish<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+) -> Result<PublishReceipt, PublishError> {
+    validate(event_type, load)?;
+    let event_id = IdKind::Event.generate(env.entropy);
+    env.kv
+        .set(&keys::event_body(&event_id), load)
+        .map_err(|e| PublishError::StoreUnavailable(e.to_string()))?;
+    Ok(PublishReceipt {
+        event_id,
+        deliveries: 0,
+        next_due_ms: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_a_load_object_with_a_string_id() {
+        assert_eq!(
+            validate("load.created", br#"{"id":"L1","status":"ASSIGNED"}"#),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn refuses_unknown_types_and_bad_loads() {
+        assert!(matches!(
+            validate("load.deleted", b"{}"),
+            Err(PublishError::UnknownEventType(t)) if t == "load.deleted"
+        ));
+        for bad in [
+            &b"[]"[..],
+            b"{}",
+            br#"{"id":7}"#,
+            br#"{"id":""}"#,
+            b"{",
+            b"",
+        ] {
+            assert!(
+                matches!(
+                    validate("load.updated", bad),
+                    Err(PublishError::InvalidLoad(_))
+                ),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let big = format!(r#"{{"id":"x","pad":"{}"}}"#, "a".repeat(LOAD_LIMIT));
+        assert!(matches!(
+            validate("load.updated", big.as_bytes()),
+            Err(PublishError::InvalidLoad(_))
+        ));
+    }
+}

@@ -1,0 +1,168 @@
+//! Plain HTTP request and response values, free of any binding types. The shell converts
+//! `wasi:http` resources to and from these.
+
+/// An incoming HTTP request, fully read.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Upper-case method name (`GET`, `POST`, ...).
+    pub method: String,
+    /// The path, without the query string.
+    pub path: String,
+    /// The raw query string, without the `?`.
+    pub query: Option<String>,
+    /// Header names in lower case, values as received.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body, up to the read limit.
+    pub body: Vec<u8>,
+    /// True when the body was longer than the shell was willing to read: the request is
+    /// answered 413 whatever the route.
+    pub body_truncated: bool,
+}
+
+impl Request {
+    /// A request with the given method and path and nothing else.
+    pub fn new(method: &str, path_and_query: &str) -> Self {
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+            None => (path_and_query.to_owned(), None),
+        };
+        Request {
+            method: method.to_ascii_uppercase(),
+            path,
+            query,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a header (builder style).
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.as_bytes().to_vec()));
+        self
+    }
+
+    /// Sets the body (builder style).
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// The first value of header `name` (lower case), if present and valid UTF-8.
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    /// The value of query parameter `name`, percent-decoded. `Err` when it is present but
+    /// not valid percent-encoded UTF-8.
+    pub fn query_param(&self, name: &str) -> Result<Option<String>, BadQuery> {
+        let Some(query) = &self.query else {
+            return Ok(None);
+        };
+        for pair in query.split('&') {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if percent_decode(k)? == name {
+                return percent_decode(v).map(Some);
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A query string that is not valid percent-encoded UTF-8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadQuery;
+
+/// Decodes `%XX` escapes and `+` (as a space) in a query component.
+fn percent_decode(s: &str) -> Result<String, BadQuery> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).ok_or(BadQuery)?;
+                let hex = std::str::from_utf8(hex).map_err(|_| BadQuery)?;
+                out.push(u8::from_str_radix(hex, 16).map_err(|_| BadQuery)?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| BadQuery)
+}
+
+/// An HTTP response produced by the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A JSON response with the given status and body.
+    pub fn json(status: u16, body: &serde_json::Value) -> Self {
+        Response {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// Adds a header (builder style).
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_ascii_lowercase(), value.into()));
+        self
+    }
+
+    /// The first value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON (`Null` when it is not JSON); for tests and tools.
+    pub fn json_body(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_params_are_percent_decoded() {
+        let r = Request::new("get", "/v1/webhooks?limit=5&cursor=a%2Bb+c");
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.path, "/v1/webhooks");
+        assert_eq!(r.query_param("limit"), Ok(Some("5".into())));
+        assert_eq!(r.query_param("cursor"), Ok(Some("a+b c".into())));
+        assert_eq!(r.query_param("missing"), Ok(None));
+        assert!(
+            Request::new("GET", "/?cursor=%zz")
+                .query_param("cursor")
+                .is_err()
+        );
+        assert!(
+            Request::new("GET", "/?cursor=%ff")
+                .query_param("cursor")
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! Prefixed identifiers (`sub_`, `dlv_`, `evt_`, `req_`, `key_`): the prefix says what an id
+//! names, the rest is random hex, so ids are unguessable and never collide in practice.
+
+use crate::env::Entropy;
+
+/// The kinds of identifier the service hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    /// A subscription (`sub_`).
+    Subscription,
+    /// A delivery: one event to one subscription (`dlv_`).
+    Delivery,
+    /// A published event (`evt_`).
+    Event,
+    /// An API request (`req_`).
+    Request,
+    /// An API key (`key_`).
+    ApiKey,
+}
+
+/// Random bytes in an id: 96 bits, written as 24 hex digits.
+const RANDOM_BYTES: usize = 12;
+
+impl IdKind {
+    /// The id prefix, underscore included.
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            IdKind::Subscription => "sub_",
+            IdKind::Delivery => "dlv_",
+            IdKind::Event => "evt_",
+            IdKind::Request => "req_",
+            IdKind::ApiKey => "key_",
+        }
+    }
+
+    /// A fresh id of this kind.
+    pub fn generate(self, entropy: &dyn Entropy) -> String {
+        let mut bytes = [0u8; RANDOM_BYTES];
+        entropy.fill(&mut bytes);
+        format!("{}{}", self.prefix(), hex::encode(bytes))
+    }
+
+    /// Whether `s` has the exact shape of an id of this kind. Anything else (a path segment
+    /// from a request, say) is rejected before it gets near a store key.
+    pub fn matches(self, s: &str) -> bool {
+        s.strip_prefix(self.prefix()).is_some_and(|rest| {
+            rest.len() == RANDOM_BYTES * 2
+                && rest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::SeededEntropy;
+
+    #[test]
+    fn generated_ids_match_their_kind_only() {
+        let e = SeededEntropy::new(1);
+        let id = IdKind::Subscription.generate(&e);
+        assert!(id.starts_with("sub_"));
+        assert!(IdKind::Subscription.matches(&id));
+        assert!(!IdKind::Delivery.matches(&id));
+        assert!(!IdKind::Subscription.matches("sub_../../etc"));
+        assert!(!IdKind::Subscription.matches(&format!("{id}0")));
+        assert!(!IdKind::Subscription.matches(&id.to_uppercase()));
+    }
+
+    #[test]
+    fn same_seed_same_ids() {
+        let a = IdKind::Request.generate(&SeededEntropy::new(42));
+        let b = IdKind::Request.generate(&SeededEntropy::new(42));
+        let c = IdKind::Request.generate(&SeededEntropy::new(43));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}

@@ -1,0 +1,242 @@
+//! The key-value store as the core sees it: a small trait over `wasi:keyvalue` draft2
+//! (store, atomics, batch), plus an in-memory implementation for unit tests.
+//!
+//! Every read-modify-write in the core goes through [`update`], a compare-and-swap loop, so
+//! two instances working on one store never lose each other's writes.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A failure of the key-value store (the host's `wasi:keyvalue` error, or a fault injected in
+/// simulation). The text is for logs only; it never reaches an API response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvError(pub String);
+
+impl fmt::Display for KvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key-value store error: {}", self.0)
+    }
+}
+
+impl std::error::Error for KvError {}
+
+/// The operations the core needs from a key-value bucket.
+///
+/// Mirrors `wasi:keyvalue/{store,atomics,batch}@0.2.0-draft2`: the shell implements it over the
+/// real imports, [`MemoryKv`] implements it for unit tests.
+pub trait Kv {
+    /// A compare-and-swap handle: remembers the value seen by [`Kv::cas_begin`].
+    type Cas;
+
+    /// Reads one key; `None` when it does not exist.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError>;
+    /// Writes one key unconditionally.
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError>;
+    /// Deletes one key; deleting a missing key is not an error.
+    fn delete(&self, key: &str) -> Result<(), KvError>;
+    /// Reads many keys at once; the result has one entry per key, in order.
+    fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError>;
+    /// Atomically adds `delta` to a counter key (missing counts as 0) and returns the new value.
+    fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError>;
+    /// Starts a compare-and-swap on `key`: returns the handle and the value it saw.
+    fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError>;
+    /// Writes `value` if the key still holds what `cas_begin` saw. `Ok(false)` means another
+    /// writer got there first and nothing was written.
+    fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError>;
+}
+
+/// What an [`update`] closure decides after seeing the current value.
+pub enum Update<T> {
+    /// Write this new value (by compare-and-swap) and return `T`.
+    Write(Vec<u8>, T),
+    /// Write nothing and return `T`.
+    Keep(T),
+}
+
+/// Why an [`update`] did not complete.
+#[derive(Debug)]
+pub enum UpdateError<E> {
+    /// The store failed.
+    Kv(KvError),
+    /// The closure refused the current value.
+    Rejected(E),
+    /// Other writers kept winning the race; nothing was written.
+    Contended,
+}
+
+impl<E> From<KvError> for UpdateError<E> {
+    fn from(e: KvError) -> Self {
+        UpdateError::Kv(e)
+    }
+}
+
+/// How many times [`update`] retries a lost compare-and-swap before giving up.
+pub const CAS_ATTEMPTS: usize = 32;
+
+/// Read-modify-write of one key by compare-and-swap, retried while other writers win.
+///
+/// `f` sees the current value and decides; it may run several times, so it must not have
+/// side effects beyond its return value.
+pub fn update<K: Kv, T, E>(
+    kv: &K,
+    key: &str,
+    mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
+) -> Result<T, UpdateError<E>> {
+    for _ in 0..CAS_ATTEMPTS {
+        let (cas, current) = kv.cas_begin(key)?;
+        match f(current.as_deref()).map_err(UpdateError::Rejected)? {
+            Update::Keep(out) => return Ok(out),
+            Update::Write(value, out) => {
+                if kv.cas_swap(cas, &value)? {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Err(UpdateError::Contended)
+}
+
+/// An in-memory [`Kv`] for unit tests, with optional fault injection: every operation counts,
+/// and the operation whose number is `fail_at` fails.
+#[derive(Default)]
+pub struct MemoryKv {
+    inner: RefCell<MemoryInner>,
+}
+
+#[derive(Default)]
+struct MemoryInner {
+    map: BTreeMap<String, Vec<u8>>,
+    ops: u64,
+    fail_at: Option<u64>,
+}
+
+impl MemoryKv {
+    /// An empty store with no faults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes operation number `n` (1-based, counted from now on) fail; `None` clears it.
+    pub fn fail_at(&self, n: Option<u64>) {
+        let mut inner = self.inner.borrow_mut();
+        inner.fail_at = n.map(|n| inner.ops + n);
+    }
+
+    /// Number of operations performed so far.
+    pub fn ops(&self) -> u64 {
+        self.inner.borrow().ops
+    }
+
+    /// A copy of every key and value, for assertions.
+    pub fn dump(&self) -> BTreeMap<String, Vec<u8>> {
+        self.inner.borrow().map.clone()
+    }
+
+    fn op(&self) -> Result<std::cell::RefMut<'_, MemoryInner>, KvError> {
+        let mut inner = self.inner.borrow_mut();
+        inner.ops += 1;
+        if inner.fail_at == Some(inner.ops) {
+            return Err(KvError(format!(
+                "injected fault at operation {}",
+                inner.ops
+            )));
+        }
+        Ok(inner)
+    }
+}
+
+impl Kv for MemoryKv {
+    type Cas = (String, Option<Vec<u8>>);
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        Ok(self.op()?.map.get(key).cloned())
+    }
+
+    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+        self.op()?.map.insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> Result<(), KvError> {
+        self.op()?.map.remove(key);
+        Ok(())
+    }
+
+    fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        let inner = self.op()?;
+        Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
+    }
+
+    fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+        let mut inner = self.op()?;
+        let current = match inner.map.get(key) {
+            None => 0,
+            Some(bytes) => std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+                .ok_or_else(|| KvError(format!("{key} does not hold a counter")))?,
+        };
+        let next = current + delta;
+        inner
+            .map
+            .insert(key.to_owned(), next.to_string().into_bytes());
+        Ok(next)
+    }
+
+    fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+        let seen = self.op()?.map.get(key).cloned();
+        Ok(((key.to_owned(), seen.clone()), seen))
+    }
+
+    fn cas_swap(&self, (key, seen): Self::Cas, value: &[u8]) -> Result<bool, KvError> {
+        let mut inner = self.op()?;
+        if inner.map.get(&key) != seen.as_ref() {
+            return Ok(false);
+        }
+        inner.map.insert(key, value.to_vec());
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_writes_through_cas() {
+        let kv = MemoryKv::new();
+        let out = update(&kv, "k", |cur| {
+            assert!(cur.is_none());
+            Ok::<_, ()>(Update::Write(b"1".to_vec(), 7))
+        });
+        assert_eq!(out.ok(), Some(7));
+        assert_eq!(kv.get("k").ok().flatten().as_deref(), Some(&b"1"[..]));
+    }
+
+    #[test]
+    fn update_retries_when_another_writer_wins() {
+        let kv = MemoryKv::new();
+        let mut first = true;
+        let out = update(&kv, "k", |cur| -> Result<_, ()> {
+            if first {
+                first = false;
+                // Someone else writes between our read and our swap.
+                kv.set("k", b"other").map_err(|_| ())?;
+                return Ok(Update::Write(b"mine".to_vec(), "lost"));
+            }
+            assert_eq!(cur, Some(&b"other"[..]));
+            Ok(Update::Write(b"mine".to_vec(), "won"))
+        });
+        assert_eq!(out.ok(), Some("won"));
+    }
+
+    #[test]
+    fn injected_fault_fails_exactly_that_operation() {
+        let kv = MemoryKv::new();
+        kv.fail_at(Some(2));
+        assert!(kv.set("a", b"1").is_ok());
+        assert!(kv.get("a").is_err());
+        assert!(kv.get("a").is_ok());
+    }
+}

@@ -1,0 +1,190 @@
+//! Request routing: path and method to handler, plus the checks every route shares (body
+//! limits, authentication, the request id on every response).
+
+use crate::env::Env;
+use crate::error::ApiError;
+use crate::http::{Request, Response};
+use crate::ids::IdKind;
+use crate::kv::Kv;
+use crate::{keys, operator};
+use serde_json::json;
+
+/// Largest body the partner and operator APIs accept.
+pub const API_BODY_LIMIT: usize = 64 * 1024;
+/// Largest body event ingest accepts (a load).
+pub const INGEST_BODY_LIMIT: usize = 256 * 1024;
+/// The most the shell reads of any body: anything longer is answered 413 unread.
+pub const READ_LIMIT: usize = INGEST_BODY_LIMIT;
+
+/// A recognised path. Path parameters are carried as validated strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `/healthz`: liveness plus a store probe.
+    Health,
+    /// `/internal/v1/settings`: the effective settings (operator).
+    OperatorSettings,
+}
+
+impl Route {
+    /// Resolves a path; `None` is a 404.
+    pub fn parse(path: &str) -> Option<Route> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match segments.as_slice() {
+            ["healthz"] => Some(Route::Health),
+            ["internal", "v1", "settings"] => Some(Route::OperatorSettings),
+            _ => None,
+        }
+    }
+
+    /// The methods this route answers; anything else is a 405 with `Allow`.
+    pub fn methods(&self) -> &'static [&'static str] {
+        match self {
+            Route::Health | Route::OperatorSettings => &["GET"],
+        }
+    }
+
+    /// The body size limit of this route.
+    pub fn body_limit(&self) -> usize {
+        API_BODY_LIMIT
+    }
+}
+
+/// The result of one request: the response, and an internal note for the log when the
+/// request failed for a reason the client must not see.
+#[derive(Debug)]
+pub struct Handled {
+    /// The response to send.
+    pub response: Response,
+    /// The request id given to this request (also in the body and `X-Request-Id`).
+    pub request_id: String,
+    /// Internal cause of a failure, for the log.
+    pub log: Option<String>,
+}
+
+/// Handles one HTTP request. Never panics on request data: every failure becomes the JSON
+/// error envelope.
+pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request) -> Handled {
+    let request_id = IdKind::Request.generate(env.entropy);
+    let (response, log) = match dispatch(env, req, &request_id) {
+        Ok(resp) => (resp, None),
+        Err(err) => {
+            let log = err.log.clone();
+            (err.into_response(&request_id), log)
+        }
+    };
+    Handled {
+        response: response.with_header("x-request-id", request_id.clone()),
+        request_id,
+        log,
+    }
+}
+
+/// The response for a request that arrived while the settings could not be parsed.
+pub fn misconfigured(request_id: &str, problem: &str) -> Handled {
+    let err = ApiError::internal(format!("invalid configuration: {problem}"));
+    let log = err.log.clone();
+    Handled {
+        response: err
+            .into_response(request_id)
+            .with_header("x-request-id", request_id),
+        request_id: request_id.to_owned(),
+        log,
+    }
+}
+
+fn dispatch<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
+    if !route.methods().contains(&req.method.as_str()) {
+        return Err(ApiError::method_not_allowed(route.methods()));
+    }
+    if req.body_truncated || req.body.len() > route.body_limit() {
+        return Err(ApiError::payload_too_large(route.body_limit()));
+    }
+    match route {
+        Route::Health => health(env, request_id),
+        Route::OperatorSettings => {
+            operator::authorize(env, req)?;
+            Ok(operator::settings(env, request_id))
+        }
+    }
+}
+
+/// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.
+/// Reports the component's view of the time, which makes the clock seam observable.
+fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiError> {
+    env.kv.get(keys::HEALTH_PROBE)?;
+    Ok(Response::json(
+        200,
+        &json!({"status": "ok", "serverTimeMs": env.now_ms, "requestId": request_id}),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::env::SeededEntropy;
+    use crate::kv::MemoryKv;
+
+    fn run(kv: &MemoryKv, req: Request) -> Handled {
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(7);
+        let env = Env {
+            now_ms: 1_700_000_000_000,
+            kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        handle(&env, &req)
+    }
+
+    #[test]
+    fn health_reports_ok_and_time() {
+        let h = run(&MemoryKv::new(), Request::new("GET", "/healthz"));
+        assert_eq!(h.response.status, 200);
+        let body = h.response.json_body();
+        assert_eq!(body["serverTimeMs"], 1_700_000_000_000u64);
+        assert_eq!(body["requestId"], h.request_id.as_str());
+        assert_eq!(
+            h.response.header("x-request-id"),
+            Some(h.request_id.as_str())
+        );
+    }
+
+    #[test]
+    fn unknown_route_is_a_404_envelope() {
+        let h = run(&MemoryKv::new(), Request::new("GET", "/nope"));
+        assert_eq!(h.response.status, 404);
+        assert_eq!(h.response.json_body()["error"]["code"], "not_found");
+        assert!(h.response.header("x-request-id").is_some());
+    }
+
+    #[test]
+    fn wrong_method_is_a_405_with_allow() {
+        let h = run(&MemoryKv::new(), Request::new("DELETE", "/healthz"));
+        assert_eq!(h.response.status, 405);
+        assert_eq!(h.response.header("allow"), Some("GET"));
+    }
+
+    #[test]
+    fn store_failure_is_a_503_envelope() {
+        let kv = MemoryKv::new();
+        kv.fail_at(Some(1));
+        let h = run(&kv, Request::new("GET", "/healthz"));
+        assert_eq!(h.response.status, 503);
+        assert_eq!(h.response.json_body()["error"]["code"], "store_unavailable");
+        assert!(h.log.is_some());
+    }
+
+    #[test]
+    fn oversized_body_is_a_413() {
+        let mut req = Request::new("GET", "/healthz");
+        req.body_truncated = true;
+        let h = run(&MemoryKv::new(), req);
+        assert_eq!(h.response.status, 413);
+    }
+}

@@ -1,0 +1,29 @@
+//! # edgehook host
+//!
+//! The wasmtime host for the edgehook component. One library, two modes:
+//!
+//! - **Simulation** ([`sim::Simulation`]): the real `.wasm` on virtual clocks, an in-memory
+//!   key-value store with fault injection, seeded randomness and scripted endpoints. Tests and
+//!   scenarios run here, with no sockets and no sleeps.
+//! - **Production** (`edgehook serve`): the same component behind a real HTTP server.
+//!
+//! ```no_run
+//! use edgehook_host::sim::Simulation;
+//!
+//! let mut sim = Simulation::new(42)?;
+//! let health = sim.request("GET", "/healthz", &[], b"")?;
+//! assert_eq!(health.status, 200);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+mod bindings;
+pub mod clock;
+pub mod outbound;
+pub mod runtime;
+pub mod serve;
+pub mod sim;
+pub mod store;
+
+pub use runtime::{
+    COMPONENT_WASM, HostEnv, HttpResponse, PublishError, PublishReceipt, Runtime, TickReport,
+};

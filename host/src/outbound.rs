@@ -1,0 +1,230 @@
+//! Outgoing HTTP from the component (`wasi:http/outgoing-handler`): the [`Outbound`] trait
+//! every sender implements, and [`SimNet`], the simulated network of scripted endpoints.
+
+use crate::clock::VirtualClock;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+/// The future an [`Outbound`] returns.
+pub type OutboundFuture =
+    Pin<Box<dyn Future<Output = Result<http::Response<WasiBody>, HttpError>> + Send>>;
+
+/// Where the component's outgoing requests go.
+pub trait Outbound: Send + Sync + 'static {
+    /// Sends one request (its body is still streaming from the guest) and returns the
+    /// response, or the `wasi:http` error the guest should see.
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> OutboundFuture;
+}
+
+/// The wasmtime-wasi-http hooks that hand every outgoing request to an [`Outbound`].
+pub(crate) struct Hooks(Arc<dyn Outbound>);
+
+impl Hooks {
+    pub(crate) fn new(outbound: Arc<dyn Outbound>) -> Self {
+        Hooks(outbound)
+    }
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), HttpError>> + Send>;
+
+impl WasiHttpHooks for Hooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: IoFuture,
+    ) -> Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), HttpError>> + Send>
+    {
+        let sent = self.0.send(request, options);
+        Box::new(async move {
+            let response = sent.await?;
+            Ok((response, Box::new(async { Ok(()) }) as IoFuture))
+        })
+    }
+}
+
+/// An outbound that refuses everything: for hosts that must not send.
+pub struct NoNetwork;
+
+impl Outbound for NoNetwork {
+    fn send(&self, _: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
+        Box::pin(async { Err(HttpError::HttpRequestDenied) })
+    }
+}
+
+/// What a simulated endpoint does with one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Answers at once with this status (and an empty body).
+    Status(u16),
+    /// Answers with `status` after `delay` of virtual time. When the delay reaches the
+    /// attempt's first-byte timeout, the guest sees a timeout instead.
+    Delayed {
+        /// Virtual time before the answer.
+        delay: Duration,
+        /// The status then.
+        status: u16,
+    },
+    /// The connection is refused.
+    Refused,
+    /// The name does not resolve.
+    NoSuchHost,
+    /// The connection is reset mid-response.
+    Reset,
+}
+
+/// One request a simulated endpoint received, exactly as sent.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The full URL.
+    pub url: String,
+    /// The method.
+    pub method: String,
+    /// Headers in the order sent (lower-case names), values as raw bytes.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The raw body bytes.
+    pub body: Vec<u8>,
+    /// Virtual wall time when it arrived (ms since the epoch).
+    pub at_ms: u64,
+}
+
+impl Received {
+    /// The first value of a header, as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+#[derive(Default)]
+struct Endpoint {
+    script: VecDeque<Reply>,
+    /// What it answers once the script is used up.
+    then: Option<Reply>,
+}
+
+#[derive(Default)]
+struct NetInner {
+    endpoints: BTreeMap<String, Endpoint>,
+    received: Vec<Received>,
+}
+
+/// The simulated network: endpoints keyed by URL, each with a script of replies. Every
+/// request is recorded. Nothing ever leaves the process; a URL without an endpoint gets
+/// [`Reply::NoSuchHost`].
+#[derive(Clone)]
+pub struct SimNet {
+    inner: Arc<Mutex<NetInner>>,
+    clock: VirtualClock,
+}
+
+impl SimNet {
+    /// An empty network on the given clock.
+    pub fn new(clock: VirtualClock) -> Self {
+        SimNet {
+            inner: Arc::default(),
+            clock,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NetInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets up (or replaces) the endpoint at `url`: it answers with `script` in order, then
+    /// with the script's last reply forever (200 for an empty script).
+    pub fn endpoint(&self, url: &str, script: impl IntoIterator<Item = Reply>) {
+        let script: VecDeque<Reply> = script.into_iter().collect();
+        let then = Some(script.back().cloned().unwrap_or(Reply::Status(200)));
+        self.lock()
+            .endpoints
+            .insert(url.to_owned(), Endpoint { script, then });
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn received(&self) -> Vec<Received> {
+        self.lock().received.clone()
+    }
+
+    /// The requests received by one URL.
+    pub fn received_by(&self, url: &str) -> Vec<Received> {
+        self.lock()
+            .received
+            .iter()
+            .filter(|r| r.url == url)
+            .cloned()
+            .collect()
+    }
+
+    fn next_reply(&self, url: &str) -> Reply {
+        let mut inner = self.lock();
+        match inner.endpoints.get_mut(url) {
+            None => Reply::NoSuchHost,
+            Some(ep) => ep
+                .script
+                .pop_front()
+                .or_else(|| ep.then.clone())
+                .unwrap_or(Reply::Status(200)),
+        }
+    }
+}
+
+impl Outbound for SimNet {
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> OutboundFuture {
+        let net = self.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await?.to_bytes();
+            let url = parts.uri.to_string();
+            net.lock().received.push(Received {
+                url: url.clone(),
+                method: parts.method.to_string(),
+                headers: parts
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+                    .collect(),
+                body: body.to_vec(),
+                at_ms: net.clock.now_ms(),
+            });
+            let timeout = options.and_then(|o| o.first_byte_timeout);
+            let status = match net.next_reply(&url) {
+                Reply::Status(s) => s,
+                Reply::Delayed { delay, status } => {
+                    if timeout.is_some_and(|t| delay >= t) {
+                        return Err(HttpError::ConnectionReadTimeout);
+                    }
+                    status
+                }
+                Reply::Refused => return Err(HttpError::ConnectionRefused),
+                Reply::NoSuchHost => return Err(HttpError::DestinationNotFound),
+                Reply::Reset => return Err(HttpError::ConnectionTerminated),
+            };
+            let response = http::Response::builder()
+                .status(status)
+                .body(
+                    Full::new(Bytes::new())
+                        .map_err(|never| match never {})
+                        .boxed_unsync(),
+                )
+                .map_err(|e| HttpError::InternalError(Some(e.to_string())))?;
+            Ok(response)
+        })
+    }
+}

@@ -1,0 +1,304 @@
+//! Running the component: one compiled component per process, pre-instantiated on a pooling
+//! allocator, and a fresh `Store` for every call (the component is stateless between calls).
+//!
+//! A [`HostEnv`] says what the component sees: the key-value backend, config values, clocks,
+//! randomness and where outgoing HTTP goes. Simulation and `serve` differ only in their
+//! `HostEnv`.
+
+use crate::bindings::{self, ServicePre};
+use crate::clock::VirtualClock;
+use crate::outbound::{Hooks, Outbound};
+use crate::store::KvBackend;
+use anyhow::{Result, anyhow};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rand::{Rng as _, SeedableRng, rngs::StdRng};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// The component built from `component/` by this crate's build script.
+pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_COMPONENT_WASM"));
+
+/// Instances the pooling allocator keeps slots for.
+const POOL_INSTANCES: u32 = 256;
+/// Linear memory one instance may grow to.
+const MAX_MEMORY_BYTES: usize = 256 << 20;
+
+/// What one call's component instance is connected to.
+#[derive(Clone)]
+pub struct HostEnv {
+    /// The key-value backend behind `wasi:keyvalue`.
+    pub kv: Arc<dyn KvBackend>,
+    /// Values behind `wasi:config/store` (snake_case keys).
+    pub config: Arc<BTreeMap<String, String>>,
+    /// Virtual clocks (simulation), or `None` for the real ones.
+    pub clock: Option<VirtualClock>,
+    /// Where outgoing requests go.
+    pub outbound: Arc<dyn Outbound>,
+    /// Seeded randomness (simulation), or `None` for the operating system's.
+    pub seed: Option<Arc<Mutex<StdRng>>>,
+}
+
+impl HostEnv {
+    /// Seeded randomness from `seed`: every call draws its own generator from it in turn, so
+    /// the same sequence of calls sees the same bytes.
+    pub fn seeded(seed: u64) -> Arc<Mutex<StdRng>> {
+        Arc::new(Mutex::new(StdRng::seed_from_u64(seed)))
+    }
+}
+
+/// The per-call store data.
+pub struct State {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) kv: Arc<dyn KvBackend>,
+    pub(crate) config: Arc<BTreeMap<String, String>>,
+    hooks: Hooks,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+/// A response from the component, body collected.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers (lower-case names).
+    pub headers: Vec<(String, String)>,
+    /// Body bytes.
+    pub body: Bytes,
+}
+
+impl HttpResponse {
+    /// The first value of a header (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON (`Null` if it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// The receipt of an accepted event (`events.publish`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishReceipt {
+    /// The stored event's id.
+    pub event_id: String,
+    /// Deliveries created.
+    pub deliveries: u32,
+    /// When the earliest attempt is due (ms since the epoch).
+    pub next_due_ms: Option<u64>,
+}
+
+/// Why `events.publish` refused an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishError {
+    /// Not an event type the service emits.
+    UnknownEventType(String),
+    /// Not a JSON object with a string `id`, or too large.
+    InvalidLoad(String),
+    /// The store failed; nothing was accepted.
+    StoreUnavailable(String),
+}
+
+/// What `scheduler.tick` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Attempts run.
+    pub attempted: u32,
+    /// Attempts that succeeded.
+    pub succeeded: u32,
+    /// Attempts that failed.
+    pub failed: u32,
+    /// When the next attempt is due (ms since the epoch).
+    pub next_due_ms: Option<u64>,
+}
+
+/// The compiled component, ready to instantiate.
+pub struct Runtime {
+    engine: Engine,
+    pre: ServicePre<State>,
+}
+
+impl Runtime {
+    /// Compiles `wasm` and links it against the host's imports.
+    pub fn new(wasm: &[u8]) -> Result<Self> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_INSTANCES)
+            .total_memories(POOL_INSTANCES)
+            .total_tables(POOL_INSTANCES)
+            .max_memory_size(MAX_MEMORY_BYTES);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+        let component = Component::new(&engine, wasm)
+            .map_err(|e| anyhow::Error::from(e).context("compiling the component"))?;
+        let mut linker = Linker::<State>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        bindings::add_to_linker(&mut linker)?;
+        let pre = ServicePre::new(linker.instantiate_pre(&component)?)?;
+        Ok(Runtime { engine, pre })
+    }
+
+    /// The embedded component, compiled once per process.
+    pub fn embedded() -> Result<&'static Runtime> {
+        static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+        RUNTIME
+            .get_or_init(|| Runtime::new(COMPONENT_WASM).map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
+    fn store(&self, env: &HostEnv) -> Store<State> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.inherit_stderr();
+        if let Some(clock) = &env.clock {
+            wasi.wall_clock(clock.wall())
+                .monotonic_clock(clock.monotonic());
+        }
+        if let Some(seed) = &env.seed {
+            let mut master = seed.lock().unwrap_or_else(|p| p.into_inner());
+            wasi.secure_random(StdRng::seed_from_u64(master.next_u64()))
+                .insecure_random(StdRng::seed_from_u64(master.next_u64()))
+                .insecure_random_seed(u128::from(master.next_u64()));
+        }
+        let state = State {
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            kv: env.kv.clone(),
+            config: env.config.clone(),
+            hooks: Hooks::new(env.outbound.clone()),
+        };
+        Store::new(&self.engine, state)
+    }
+
+    /// Sends one HTTP request to the component's `wasi:http/incoming-handler` and collects
+    /// the response.
+    pub async fn handle(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<HttpResponse> {
+        let mut store = self.store(env);
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let req = store.data_mut().http().new_incoming_request(
+            wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
+            req,
+        )?;
+        let out = store.data_mut().http().new_response_outparam(sender)?;
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        // The guest sets the response head first and streams the body after, so it runs as
+        // its own task while this one reads.
+        let task = tokio::spawn(async move {
+            instance
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await
+        });
+        let response = match receiver.await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
+            Err(_) => {
+                let outcome = task.await?;
+                return Err(match outcome {
+                    Ok(()) => anyhow!("the component never set a response"),
+                    Err(e) => anyhow::Error::from(e).context("the component trapped"),
+                });
+            }
+        };
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| anyhow!("reading the component's response body: {e:?}"))?
+            .to_bytes();
+        task.await??;
+        Ok(HttpResponse {
+            status: parts.status.as_u16(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body,
+        })
+    }
+
+    /// Calls the `events.publish` export.
+    pub async fn publish(
+        &self,
+        env: &HostEnv,
+        event_type: &str,
+        load: &[u8],
+    ) -> Result<Result<PublishReceipt, PublishError>> {
+        use bindings::events::Error;
+        let mut store = self.store(env);
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let result = instance
+            .edgehook_webhooks_events()
+            .call_publish(&mut store, event_type, load)
+            .await?;
+        Ok(match result {
+            Ok(r) => Ok(PublishReceipt {
+                event_id: r.event_id,
+                deliveries: r.deliveries,
+                next_due_ms: r.next_due_ms,
+            }),
+            Err(Error::UnknownEventType(t)) => Err(PublishError::UnknownEventType(t)),
+            Err(Error::InvalidLoad(m)) => Err(PublishError::InvalidLoad(m)),
+            Err(Error::StoreUnavailable(m)) => Err(PublishError::StoreUnavailable(m)),
+        })
+    }
+
+    /// Calls the `scheduler.tick` export.
+    pub async fn tick(&self, env: &HostEnv) -> Result<TickReport> {
+        let mut store = self.store(env);
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let r = instance
+            .edgehook_webhooks_scheduler()
+            .call_tick(&mut store)
+            .await?;
+        Ok(TickReport {
+            attempted: r.attempted,
+            succeeded: r.succeeded,
+            failed: r.failed,
+            next_due_ms: r.next_due_ms,
+        })
+    }
+}

@@ -1,0 +1,216 @@
+//! `edgehook serve`: the component behind a real HTTP/1.1 server, with real clocks and
+//! randomness and a timer that calls `tick` when the component says work is due.
+
+use crate::runtime::{HostEnv, HttpResponse, Runtime};
+use anyhow::{Context as _, Result};
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+
+/// The most of a request body the server reads; the component answers 413 past its limits.
+const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
+/// How long shutdown waits for in-flight requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// A running server's shared parts.
+#[derive(Clone)]
+pub struct Server {
+    runtime: &'static Runtime,
+    env: HostEnv,
+    /// Woken when a request may have created due work (publish, replay, ...).
+    wake: Arc<Notify>,
+}
+
+impl Server {
+    /// A server for the embedded component over `env`.
+    pub fn new(env: HostEnv) -> Result<Self> {
+        Ok(Server {
+            runtime: Runtime::embedded()?,
+            env,
+            wake: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Serves on `listener` until `shutdown` turns true, then stops accepting and waits (up to
+    /// a grace period) for requests in flight.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let timer = tokio::spawn(self.clone().timer(shutdown.clone()));
+        let (active_tx, active_rx) = watch::channel(());
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => { log_line("warn", "accept failed", &[("error", e.to_string())]); continue; }
+                    };
+                    let server = self.clone();
+                    let guard = active_rx.clone();
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req| {
+                            let server = server.clone();
+                            async move { Ok::<_, Infallible>(server.respond(req, peer).await) }
+                        });
+                        let conn = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service);
+                        let _ = conn.await;
+                        drop(guard);
+                    });
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        drop(listener);
+        drop(active_rx);
+        // Every connection task holds a receiver; closed() resolves when all are gone.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, active_tx.closed()).await;
+        let _ = timer.await;
+        Ok(())
+    }
+
+    async fn respond(
+        &self,
+        req: hyper::Request<Incoming>,
+        peer: SocketAddr,
+    ) -> hyper::Response<Full<Bytes>> {
+        let started = Instant::now();
+        let method = req.method().to_string();
+        let path = req.uri().path().to_owned();
+        let outcome = self.forward(req).await;
+        let response = match outcome {
+            Ok(resp) => resp,
+            Err(e) => {
+                log_line(
+                    "error",
+                    "request failed in the host",
+                    &[("error", format!("{e:#}"))],
+                );
+                HttpResponse {
+                    status: 500,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body: Bytes::from_static(
+                        br#"{"error":{"code":"internal","message":"Internal error.","details":[]},"requestId":null}"#,
+                    ),
+                }
+            }
+        };
+        log_line(
+            "info",
+            "request",
+            &[
+                ("method", method.clone()),
+                ("path", path),
+                ("status", response.status.to_string()),
+                (
+                    "requestId",
+                    response.header("x-request-id").unwrap_or("").to_owned(),
+                ),
+                (
+                    "ms",
+                    format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0),
+                ),
+                ("peer", peer.to_string()),
+            ],
+        );
+        if method != "GET" {
+            self.wake.notify_one();
+        }
+        let mut builder = hyper::Response::builder().status(response.status);
+        for (n, v) in &response.headers {
+            builder = builder.header(n, v);
+        }
+        builder
+            .body(Full::new(response.body))
+            .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())))
+    }
+
+    async fn forward(&self, req: hyper::Request<Incoming>) -> Result<HttpResponse> {
+        let (parts, mut body) = req.into_parts();
+        let mut buf = BytesMut::new();
+        while buf.len() < BODY_READ_LIMIT {
+            match body.frame().await {
+                Some(frame) => {
+                    if let Ok(data) = frame?.into_data() {
+                        buf.extend_from_slice(&data);
+                    }
+                }
+                None => break,
+            }
+        }
+        buf.truncate(BODY_READ_LIMIT);
+        let req = hyper::Request::from_parts(parts, Full::new(buf.freeze()));
+        self.runtime.handle(&self.env, req).await
+    }
+
+    /// Calls `tick` when due, when woken by a request, and once at start (work left by a
+    /// previous run). Does nothing while nothing is due.
+    async fn timer(self, mut shutdown: watch::Receiver<bool>) {
+        let mut next_due: Option<u64> = Some(0);
+        loop {
+            let wait = next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms())));
+            tokio::select! {
+                _ = async { match wait { Some(w) => tokio::time::sleep(w).await, None => std::future::pending().await } } => {}
+                _ = self.wake.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+            match self.runtime.tick(&self.env).await {
+                Ok(report) => {
+                    if report.attempted > 0 {
+                        log_line(
+                            "info",
+                            "tick",
+                            &[
+                                ("attempted", report.attempted.to_string()),
+                                ("succeeded", report.succeeded.to_string()),
+                                ("failed", report.failed.to_string()),
+                            ],
+                        );
+                    }
+                    next_due = report.next_due_ms;
+                }
+                Err(e) => {
+                    log_line("error", "tick failed", &[("error", format!("{e:#}"))]);
+                    next_due = Some(now_ms() + 1000);
+                }
+            }
+        }
+    }
+}
+
+/// Binds `addr`.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (is another server running there?)"))
+}
+
+/// Wall time, ms since the epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Writes one structured (JSON) log line to stdout.
+pub fn log_line(level: &str, msg: &str, fields: &[(&str, String)]) {
+    let mut line = serde_json::Map::new();
+    line.insert("ts".into(), now_ms().into());
+    line.insert("level".into(), level.into());
+    line.insert("msg".into(), msg.into());
+    for (k, v) in fields {
+        line.insert((*k).into(), v.clone().into());
+    }
+    println!("{}", serde_json::Value::Object(line));
+}

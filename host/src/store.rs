@@ -1,0 +1,229 @@
+//! Key-value backends behind the host's `wasi:keyvalue` draft2 implementation.
+//!
+//! [`KvBackend`] is the small trait every backend implements (compare-and-swap included);
+//! [`MemoryStore`] is the in-memory one used in simulation, with fault injection.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// A store failure, surfaced to the guest as `wasi:keyvalue/store.error.other`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Result of a store operation.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A key-value backend: one flat keyspace (the `default` bucket).
+///
+/// All methods are atomic on their own; [`KvBackend::compare_and_swap`] is the primitive
+/// behind `wasi:keyvalue/atomics.swap`.
+pub trait KvBackend: Send + Sync + 'static {
+    /// Reads a key.
+    fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Writes a key.
+    fn set(&self, key: &str, value: &[u8]) -> StoreResult<()>;
+    /// Deletes a key (missing is fine).
+    fn delete(&self, key: &str) -> StoreResult<()>;
+    /// Keys in order after `cursor` (exclusive), at most `limit` of them.
+    fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>>;
+    /// Adds `delta` to the decimal counter at `key` (missing = 0), returning the new value.
+    fn increment(&self, key: &str, delta: i64) -> StoreResult<i64>;
+    /// Writes `new` if the key currently holds `expected` (`None` = absent). `Ok(false)` when
+    /// it did not.
+    fn compare_and_swap(&self, key: &str, expected: Option<&[u8]>, new: &[u8])
+    -> StoreResult<bool>;
+    /// Reads many keys; one entry per key, in order.
+    fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+}
+
+/// Which store operations fail on purpose (simulation only).
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Fail the operation with this number (1-based, counted over the store's lifetime).
+    pub fail_nth: Option<u64>,
+    /// Fail every operation touching a key with one of these prefixes.
+    pub fail_prefixes: Vec<String>,
+    /// Fail every operation while set.
+    pub fail_all: bool,
+}
+
+/// The in-memory backend: a sorted map behind a mutex, with fault injection and an
+/// operation counter.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<MemoryInner>,
+}
+
+#[derive(Default)]
+struct MemoryInner {
+    map: BTreeMap<String, Vec<u8>>,
+    ops: u64,
+    faults: Faults,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the fault plan.
+    pub fn set_faults(&self, faults: Faults) {
+        self.lock().faults = faults;
+    }
+
+    /// Operations performed so far (faulted ones included).
+    pub fn ops(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// A copy of the whole keyspace, for assertions.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        self.lock().map.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
+        // A panic while holding the lock cannot leave the map half-written (every operation
+        // is a single map call), so a poisoned lock is still consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts one operation on `keys` and fails it if the fault plan says so.
+    fn op(&self, keys: &[&str]) -> StoreResult<std::sync::MutexGuard<'_, MemoryInner>> {
+        let mut inner = self.lock();
+        inner.ops += 1;
+        let n = inner.ops;
+        let f = &inner.faults;
+        if f.fail_all
+            || f.fail_nth == Some(n)
+            || keys
+                .iter()
+                .any(|k| f.fail_prefixes.iter().any(|p| k.starts_with(p.as_str())))
+        {
+            return Err(StoreError(format!("injected fault (operation {n})")));
+        }
+        Ok(inner)
+    }
+}
+
+impl KvBackend for MemoryStore {
+    fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.op(&[key])?.map.get(key).cloned())
+    }
+
+    fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.op(&[key])?.map.insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> StoreResult<()> {
+        self.op(&[key])?.map.remove(key);
+        Ok(())
+    }
+
+    fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        let inner = self.op(&[])?;
+        let keys = match cursor {
+            Some(c) => inner
+                .map
+                .range::<str, _>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
+                .map(|(k, _)| k.clone())
+                .take(limit)
+                .collect(),
+            None => inner.map.keys().take(limit).cloned().collect(),
+        };
+        Ok(keys)
+    }
+
+    fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
+        let mut inner = self.op(&[key])?;
+        let current = parse_counter(key, inner.map.get(key))?;
+        let next = current
+            .checked_add(delta)
+            .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
+        inner
+            .map
+            .insert(key.to_owned(), next.to_string().into_bytes());
+        Ok(next)
+    }
+
+    fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Option<&[u8]>,
+        new: &[u8],
+    ) -> StoreResult<bool> {
+        let mut inner = self.op(&[key])?;
+        if inner.map.get(key).map(Vec::as_slice) != expected {
+            return Ok(false);
+        }
+        inner.map.insert(key.to_owned(), new.to_vec());
+        Ok(true)
+    }
+
+    fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let inner = self.op(&refs)?;
+        Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
+    }
+}
+
+/// Parses a decimal counter value (missing = 0).
+pub fn parse_counter(key: &str, value: Option<&Vec<u8>>) -> StoreResult<i64> {
+    match value {
+        None => Ok(0),
+        Some(bytes) => std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| StoreError(format!("{key} does not hold a counter"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cas_only_swaps_what_it_saw() {
+        let s = MemoryStore::new();
+        assert_eq!(s.compare_and_swap("k", None, b"1"), Ok(true));
+        assert_eq!(s.compare_and_swap("k", None, b"2"), Ok(false));
+        assert_eq!(s.compare_and_swap("k", Some(b"1"), b"2"), Ok(true));
+        assert_eq!(s.get("k"), Ok(Some(b"2".to_vec())));
+    }
+
+    #[test]
+    fn faults_by_number_and_prefix() {
+        let s = MemoryStore::new();
+        s.set_faults(Faults {
+            fail_nth: Some(2),
+            fail_prefixes: vec!["sub:".into()],
+            fail_all: false,
+        });
+        assert!(s.set("a", b"1").is_ok());
+        assert!(s.get("a").is_err());
+        assert!(s.get("a").is_ok());
+        assert!(s.get("sub:1").is_err());
+        assert!(s.get_many(&["a".into(), "sub:2".into()]).is_err());
+    }
+
+    #[test]
+    fn list_keys_pages_in_order() {
+        let s = MemoryStore::new();
+        for k in ["c", "a", "b"] {
+            s.set(k, b"").expect("set");
+        }
+        assert_eq!(s.list_keys(None, 2), Ok(vec!["a".into(), "b".into()]));
+        assert_eq!(s.list_keys(Some("b"), 2), Ok(vec!["c".into()]));
+    }
+}

@@ -1,0 +1,1 @@
+//! Black-box tests of the real edgehook component live in `tests/`.
