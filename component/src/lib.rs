@@ -28,6 +28,7 @@ pub mod kv;
 pub mod operator;
 pub mod router;
 pub mod scheduler;
+pub mod signing;
 
 #[cfg(target_arch = "wasm32")]
 #[allow(
