@@ -34,4 +34,26 @@ mod tests {
             "89311bdce12d22ddc13d71dc2e0b6aa5219053b2d0e3e89f8cbdced63baac483"
         );
     }
+
+    /// Every vector in `docs/signature-vectors.json` (computed with Python's `hmac` module and
+    /// cross-checked with `openssl dgst -sha256 -hmac`, never with this code) must match.
+    #[test]
+    fn published_vectors() {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/signature-vectors.json"))
+                .expect("the vectors file is JSON");
+        let vectors = vectors.as_array().expect("an array of vectors");
+        assert!(vectors.len() >= 7, "the vectors file lost entries");
+        for v in vectors {
+            let name = v["name"].as_str().expect("name");
+            let secret = v["secret"].as_str().expect("secret");
+            let timestamp = v["timestamp"].as_u64().expect("timestamp in seconds");
+            let body = v["body"].as_str().expect("body");
+            assert_eq!(
+                sign(secret, timestamp, body.as_bytes()),
+                v["signature"].as_str().expect("signature"),
+                "vector {name:?}"
+            );
+        }
+    }
 }
