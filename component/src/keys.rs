@@ -1,12 +1,51 @@
 //! Every key-value key the service uses is built here, and nowhere else.
 //!
-//! Layout (all values JSON unless noted):
+//! Layout (values are JSON unless noted):
 //! - `health` — never written; read by `/healthz` to probe the store.
+//! - `apikey:{sha256(key) hex}` — an API key record (client, key id, revoked?), found by
+//!   hashing the presented bearer token. Keys themselves are never stored.
+//! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
+//! - `sub:{id}` — a subscription record (the only place its signing secret is stored).
+//! - `client:{client id}:subs` — the client's subscriptions in creation order, with a
+//!   per-client sequence number used by list cursors.
+//! - `fanout:{event type}` — ids of subscriptions listening to that type.
+//! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record.
+//! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
 
 /// Read by `/healthz` to check that the store answers. Never written.
 pub const HEALTH_PROBE: &str = "health";
 
-/// The raw bytes of a published load, exactly as received (`evt:{id}:body`).
+/// An API key record, by the hex SHA-256 of the key.
+pub fn api_key(hash_hex: &str) -> String {
+    format!("apikey:{hash_hex}")
+}
+
+/// Key id to key hash.
+pub fn api_key_id(key_id: &str) -> String {
+    format!("keyid:{key_id}")
+}
+
+/// A subscription record.
+pub fn subscription(id: &str) -> String {
+    format!("sub:{id}")
+}
+
+/// A client's subscription index.
+pub fn client_subscriptions(client_id: &str) -> String {
+    format!("client:{client_id}:subs")
+}
+
+/// The fan-out index of one event type.
+pub fn fanout(event_type: &str) -> String {
+    format!("fanout:{event_type}")
+}
+
+/// An idempotency record.
+pub fn idempotency(client_id: &str, key_hash_hex: &str) -> String {
+    format!("idem:{client_id}:{key_hash_hex}")
+}
+
+/// The raw bytes of a published load.
 pub fn event_body(event_id: &str) -> String {
     format!("evt:{event_id}:body")
 }

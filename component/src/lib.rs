@@ -17,11 +17,13 @@
 //! assert_eq!(handled.response.status, 200);
 //! ```
 
+pub mod auth;
 pub mod config;
 pub mod env;
 pub mod error;
 pub mod events;
 pub mod http;
+pub mod idempotency;
 pub mod ids;
 pub mod keys;
 pub mod kv;
@@ -29,6 +31,8 @@ pub mod operator;
 pub mod router;
 pub mod scheduler;
 pub mod signing;
+pub mod subscriptions;
+pub mod validate;
 
 #[cfg(target_arch = "wasm32")]
 #[allow(

@@ -6,7 +6,7 @@ use crate::error::ApiError;
 use crate::http::{Request, Response};
 use crate::ids::IdKind;
 use crate::kv::Kv;
-use crate::{keys, operator};
+use crate::{auth, keys, operator, subscriptions};
 use serde_json::json;
 
 /// Largest body the partner and operator APIs accept.
@@ -16,31 +16,60 @@ pub const INGEST_BODY_LIMIT: usize = 256 * 1024;
 /// The most the shell reads of any body: anything longer is answered 413 unread.
 pub const READ_LIMIT: usize = INGEST_BODY_LIMIT;
 
-/// A recognised path. Path parameters are carried as validated strings.
+/// A recognised path. Path parameters are carried as strings and validated by handlers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     /// `/healthz`: liveness plus a store probe.
     Health,
+    /// `/v1/webhooks`: list (GET) and create (POST).
+    Webhooks,
+    /// `/v1/webhooks/{id}`: read (GET) and delete (DELETE).
+    Webhook(String),
     /// `/internal/v1/settings`: the effective settings (operator).
     OperatorSettings,
+    /// `/internal/v1/clients/{clientId}/keys`: issue an API key (operator).
+    ClientKeys(String),
+    /// `/internal/v1/clients/{clientId}/keys/{keyId}`: revoke an API key (operator).
+    ClientKey(String, String),
 }
 
 impl Route {
-    /// Resolves a path; `None` is a 404.
+    /// Resolves a path; `None` is a 404. A trailing slash is not the same path.
     pub fn parse(path: &str) -> Option<Route> {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match segments.as_slice() {
-            ["healthz"] => Some(Route::Health),
-            ["internal", "v1", "settings"] => Some(Route::OperatorSettings),
-            _ => None,
-        }
+        let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        let route = match segments.as_slice() {
+            ["healthz"] => Route::Health,
+            ["v1", "webhooks"] => Route::Webhooks,
+            ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
+            ["internal", "v1", "settings"] => Route::OperatorSettings,
+            ["internal", "v1", "clients", client, "keys"] => {
+                Route::ClientKeys((*client).to_owned())
+            }
+            ["internal", "v1", "clients", client, "keys", key] => {
+                Route::ClientKey((*client).to_owned(), (*key).to_owned())
+            }
+            _ => return None,
+        };
+        Some(route)
     }
 
     /// The methods this route answers; anything else is a 405 with `Allow`.
     pub fn methods(&self) -> &'static [&'static str] {
         match self {
             Route::Health | Route::OperatorSettings => &["GET"],
+            Route::Webhooks => &["GET", "POST"],
+            Route::Webhook(_) => &["GET", "DELETE"],
+            Route::ClientKeys(_) => &["POST"],
+            Route::ClientKey(..) => &["DELETE"],
         }
+    }
+
+    /// Whether the route belongs to the operator API (admin token, not API keys).
+    pub fn is_operator(&self) -> bool {
+        matches!(
+            self,
+            Route::OperatorSettings | Route::ClientKeys(_) | Route::ClientKey(..)
+        )
     }
 
     /// The body size limit of this route.
@@ -104,12 +133,25 @@ fn dispatch<K: Kv>(
     if req.body_truncated || req.body.len() > route.body_limit() {
         return Err(ApiError::payload_too_large(route.body_limit()));
     }
-    match route {
-        Route::Health => health(env, request_id),
-        Route::OperatorSettings => {
-            operator::authorize(env, req)?;
-            Ok(operator::settings(env, request_id))
-        }
+    if route == Route::Health {
+        return health(env, request_id);
+    }
+    if route.is_operator() {
+        operator::authorize(env, req)?;
+        return match route {
+            Route::OperatorSettings => Ok(operator::settings(env, request_id)),
+            Route::ClientKeys(client) => operator::issue_key(env, &client, request_id),
+            Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
+            _ => Err(ApiError::not_found("Route")),
+        };
+    }
+    let client_id = auth::authenticate(env, req)?;
+    match (route, req.method.as_str()) {
+        (Route::Webhooks, "GET") => subscriptions::list(env, req, &client_id, request_id),
+        (Route::Webhooks, _) => subscriptions::create(env, req, &client_id, request_id),
+        (Route::Webhook(id), "GET") => subscriptions::get(env, &id, &client_id, request_id),
+        (Route::Webhook(id), _) => subscriptions::delete(env, &id, &client_id, request_id),
+        _ => Err(ApiError::not_found("Route")),
     }
 }
 

@@ -49,6 +49,8 @@ const ALLOWED_EXACT: &[&str] = &[
 /// Imports the component must have: its state and settings come only from the host.
 const REQUIRED: &[&str] = &[
     "wasi:keyvalue/store@0.2.0-draft2",
+    "wasi:keyvalue/atomics@0.2.0-draft2",
+    "wasi:keyvalue/batch@0.2.0-draft2",
     "wasi:config/store@0.2.0-draft-2024-09-27",
 ];
 

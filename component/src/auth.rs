@@ -1,0 +1,117 @@
+//! API keys: issued by the operator for a client id, shown once, stored only as SHA-256
+//! hashes, revocable. Partner requests authenticate with `Authorization: Bearer <key>`.
+
+use crate::env::Env;
+use crate::error::ApiError;
+use crate::http::Request;
+use crate::ids::IdKind;
+use crate::keys;
+use crate::kv::{Kv, Update, update};
+use crate::operator::bearer;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Prefix of every API key, so leaked keys are easy to recognise and scan for.
+pub const KEY_PREFIX: &str = "ehk_";
+
+/// The stored record of an API key (the key itself is never stored).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyRecord {
+    /// The key's id (`key_...`), safe to show and log.
+    pub id: String,
+    /// The client the key acts for.
+    pub client_id: String,
+    /// Hex SHA-256 of the key.
+    pub hash: String,
+    /// When it was issued (ms since the epoch).
+    pub created_at: u64,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<u64>,
+}
+
+/// Hex SHA-256 of a string.
+pub fn sha256_hex(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// Whether a client id is acceptable: 1 to 64 of `A-Z a-z 0-9 _ . -`.
+pub fn valid_client_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Issues a new key for `client_id`. Returns the record and the key, which is shown once.
+pub fn issue<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(ApiKeyRecord, String), ApiError> {
+    let key = format!(
+        "{KEY_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(env.random_bytes::<32>())
+    );
+    let record = ApiKeyRecord {
+        id: IdKind::ApiKey.generate(env.entropy),
+        client_id: client_id.to_owned(),
+        hash: sha256_hex(&key),
+        created_at: env.now_ms,
+        revoked_at: None,
+    };
+    // The id pointer first: a key whose record write fails is never usable, and a dangling
+    // pointer to a missing record revokes nothing.
+    env.kv
+        .set(&keys::api_key_id(&record.id), record.hash.as_bytes())?;
+    let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
+    env.kv.set(&keys::api_key(&record.hash), &json)?;
+    Ok((record, key))
+}
+
+/// Revokes key `key_id` of `client_id`. 404 when there is no such live key for that client.
+pub fn revoke<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    key_id: &str,
+) -> Result<ApiKeyRecord, ApiError> {
+    let not_found = || ApiError::not_found("API key");
+    if !IdKind::ApiKey.matches(key_id) {
+        return Err(not_found());
+    }
+    let hash = env
+        .kv
+        .get(&keys::api_key_id(key_id))?
+        .ok_or_else(not_found)?;
+    let hash = String::from_utf8(hash).map_err(ApiError::internal)?;
+    let now = env.now_ms;
+    let record = update(env.kv, &keys::api_key(&hash), |current| {
+        let mut record: ApiKeyRecord = current
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .ok_or_else(not_found)?;
+        if record.client_id != client_id || record.revoked_at.is_some() {
+            return Err(not_found());
+        }
+        record.revoked_at = Some(now);
+        let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
+        Ok(Update::Write(json, record))
+    })?;
+    Ok(record)
+}
+
+/// Authenticates a partner request; returns the client id. Missing, malformed, unknown and
+/// revoked keys are all the same 401.
+pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<String, ApiError> {
+    let token = bearer(req).ok_or_else(ApiError::unauthorized)?;
+    if !token.starts_with(KEY_PREFIX) || token.len() > 128 {
+        return Err(ApiError::unauthorized());
+    }
+    let hash = sha256_hex(token);
+    let Some(bytes) = env.kv.get(&keys::api_key(&hash))? else {
+        return Err(ApiError::unauthorized());
+    };
+    let record: ApiKeyRecord = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+    let matches = bool::from(record.hash.as_bytes().ct_eq(hash.as_bytes()));
+    if !matches || record.revoked_at.is_some() {
+        return Err(ApiError::unauthorized());
+    }
+    Ok(record.client_id)
+}

@@ -1,0 +1,172 @@
+//! `Idempotency-Key` on create: a retry with the same key and the same body gets the stored
+//! response again (same id, same secret); the same key with another body is a 409; two
+//! concurrent requests with one key never both create.
+//!
+//! Records are per client, keyed by the SHA-256 of the key, and kept for 24 hours. A claim
+//! (`pending`) is taken by compare-and-swap before anything is created; a claim left behind
+//! by a failed request can be taken over after [`STALE_CLAIM_MS`].
+
+use crate::auth::sha256_hex;
+use crate::env::Env;
+use crate::error::{ApiError, FieldError};
+use crate::keys;
+use crate::kv::{Kv, Update, update};
+use serde::{Deserialize, Serialize};
+
+/// How long a completed request's response is kept for replays.
+pub const TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// How long an unfinished claim blocks other requests with the same key.
+pub const STALE_CLAIM_MS: u64 = 60 * 1000;
+/// Longest key accepted.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// A stored idempotency record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// `pending` while the first request runs, `done` once its response is stored.
+    pub state: State,
+    /// SHA-256 of the request (method, path, body).
+    pub fingerprint: String,
+    /// When the key was first used (ms since the epoch).
+    pub created_at: u64,
+    /// The stored response, once done.
+    pub response: Option<StoredResponse>,
+}
+
+/// The state of an idempotency record.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum State {
+    /// The first request is still running (or failed without releasing the claim).
+    Pending,
+    /// The first request finished; its response is stored.
+    Done,
+}
+
+/// A response kept for replays.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredResponse {
+    /// Status code.
+    pub status: u16,
+    /// The `data` object of the body.
+    pub data: serde_json::Value,
+    /// The `Location` header, if any.
+    pub location: Option<String>,
+    /// The resource the request created (to finish it on replay if needed).
+    pub subscription_id: String,
+}
+
+/// How a request with an idempotency key proceeds.
+#[derive(Debug)]
+pub enum Start {
+    /// First use: the claim is ours; run the request, then [`finish`].
+    Fresh(Claim),
+    /// A finished request with the same key and body: answer with its response.
+    Replay(StoredResponse),
+}
+
+/// A claim on a key, held while the request runs.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    key: String,
+    record: Record,
+}
+
+/// The 422 for a malformed `Idempotency-Key` header.
+pub fn invalid_key() -> ApiError {
+    ApiError::validation(vec![FieldError::new(
+        "Idempotency-Key",
+        "invalid_idempotency_key",
+        format!("Idempotency-Key must be 1 to {MAX_KEY_LEN} printable ASCII characters"),
+    )])
+}
+
+/// Checks the header value: 1 to 255 printable ASCII characters.
+pub fn check_key(key: &str) -> Result<(), ApiError> {
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| (0x20..0x7f).contains(&b))
+    {
+        return Err(invalid_key());
+    }
+    Ok(())
+}
+
+/// Claims `key` for this request, or finds the earlier request's outcome.
+pub fn begin<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    key: &str,
+    fingerprint: &str,
+) -> Result<Start, ApiError> {
+    check_key(key)?;
+    let store_key = keys::idempotency(client_id, &sha256_hex(key));
+    let now = env.now_ms;
+    let fresh = Record {
+        state: State::Pending,
+        fingerprint: fingerprint.to_owned(),
+        created_at: now,
+        response: None,
+    };
+    update(env.kv, &store_key, |current| {
+        let existing: Option<Record> = current.and_then(|b| serde_json::from_slice(b).ok());
+        let reusable = match &existing {
+            None => true,
+            Some(r) if now >= r.created_at + TTL_MS => true,
+            Some(r) => r.state == State::Pending && now >= r.created_at + STALE_CLAIM_MS,
+        };
+        if reusable {
+            let json = serde_json::to_vec(&fresh).map_err(ApiError::internal)?;
+            return Ok(Update::Write(
+                json,
+                Start::Fresh(Claim {
+                    key: store_key.clone(),
+                    record: fresh.clone(),
+                }),
+            ));
+        }
+        let existing = existing.ok_or_else(|| ApiError::internal("unreachable"))?;
+        if existing.fingerprint != fingerprint {
+            return Err(ApiError::idempotency_conflict(
+                "This Idempotency-Key was already used with a different request. Use a new key \
+                 for a new request.",
+            ));
+        }
+        match (existing.state, existing.response) {
+            (State::Done, Some(resp)) => Ok(Update::Keep(Start::Replay(resp))),
+            _ => Err(ApiError::idempotency_conflict(
+                "A request with this Idempotency-Key is still in progress. Retry shortly.",
+            )),
+        }
+    })
+    .map_err(ApiError::from)
+}
+
+/// Stores the response of a claimed request so retries replay it.
+pub fn finish<K: Kv>(
+    env: &Env<'_, K>,
+    claim: &Claim,
+    response: StoredResponse,
+) -> Result<(), ApiError> {
+    let mut record = claim.record.clone();
+    record.state = State::Done;
+    record.response = Some(response);
+    let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
+    let ours = claim.record.clone();
+    update(env.kv, &claim.key, |current| {
+        let current: Option<Record> = current.and_then(|b| serde_json::from_slice(b).ok());
+        if current.as_ref() != Some(&ours) {
+            return Err(ApiError::idempotency_conflict(
+                "The Idempotency-Key claim was lost while the request ran. Retry.",
+            ));
+        }
+        Ok(Update::Write(json.clone(), ()))
+    })
+    .map_err(ApiError::from)
+}
+
+/// Gives the claim up after a failure, so a retry need not wait for it to go stale.
+/// Best effort: if this fails too, the claim goes stale after [`STALE_CLAIM_MS`].
+pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
+    let _ = env.kv.delete(&claim.key);
+}

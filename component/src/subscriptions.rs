@@ -1,0 +1,637 @@
+//! Subscriptions: the partner API (`/v1/webhooks`) and their storage.
+//!
+//! Storage (see [`crate::keys`]): the record `sub:{id}` is the truth; the client index and
+//! the fan-out indexes point at it. A create writes, in order: the client index entry
+//! (assigning a sequence number and enforcing the cap), the record as `pending`, the
+//! fan-out entries, the idempotency response, and last flips the record to `active` — the
+//! commit point. Readers skip entries whose record is missing or not active, so a create
+//! that fails half-way leaves nothing visible. A delete flips the record to `disabled` (its
+//! commit point) and then removes the index entries; entries it fails to remove are skipped
+//! by readers and pruned later.
+
+use crate::env::Env;
+use crate::error::{ApiError, FieldError};
+use crate::http::{Request, Response};
+use crate::idempotency::{self, Start, StoredResponse};
+use crate::ids::IdKind;
+use crate::keys;
+use crate::kv::{Kv, Update, update};
+use crate::validate;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Default page size of list.
+pub const DEFAULT_LIMIT: usize = 50;
+/// Largest page size of list.
+pub const MAX_LIMIT: usize = 100;
+/// A `pending` record older than this is a failed create, not one in progress.
+const STALE_PENDING_MS: u64 = 60 * 1000;
+
+/// A signing secret. Its `Debug` never shows the value.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl Secret {
+    /// A fresh secret: `whsec_` + 32 random bytes, base64url without padding.
+    pub fn generate(random: [u8; 32]) -> Self {
+        Secret(format!(
+            "whsec_{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random)
+        ))
+    }
+}
+
+/// Lifecycle of a subscription record.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// Being created; invisible until it becomes active.
+    Pending,
+    /// Receives deliveries and shows in list.
+    Active,
+    /// Deleted or disabled; receives nothing, kept for support.
+    Disabled,
+}
+
+/// A stored subscription.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Subscription {
+    /// `sub_...`.
+    pub id: String,
+    /// The owning API client.
+    pub client_id: String,
+    /// Target URL, as given.
+    pub url: String,
+    /// Event types it listens to (deduplicated, in the order given).
+    pub event_types: Vec<String>,
+    /// The signing secret (only ever returned by create).
+    pub signing_secret: Secret,
+    /// Lifecycle state.
+    pub status: Status,
+    /// Why it was disabled (`deleted`, `gone`, `repeated_failures`, `operator`).
+    pub disabled_reason: Option<String>,
+    /// Creation time (ms since the epoch).
+    pub created_at: u64,
+    /// When it was disabled.
+    pub disabled_at: Option<u64>,
+    /// Position in the client's creation order.
+    pub seq: u64,
+}
+
+impl Subscription {
+    /// The partner-facing view (never includes the secret).
+    pub fn public_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "url": self.url,
+            "eventTypes": self.event_types,
+            "status": match self.status { Status::Disabled => "disabled", _ => "active" },
+            "createdAt": self.created_at,
+        })
+    }
+
+    fn to_bytes(&self) -> Result<Vec<u8>, ApiError> {
+        serde_json::to_vec(self).map_err(ApiError::internal)
+    }
+}
+
+/// One entry of a client's index.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct IndexItem {
+    seq: u64,
+    id: String,
+}
+
+/// A client's subscriptions in creation order.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct ClientIndex {
+    last_seq: u64,
+    items: Vec<IndexItem>,
+}
+
+fn parse<T: for<'de> Deserialize<'de> + Default>(bytes: Option<&[u8]>) -> Result<T, ApiError> {
+    match bytes {
+        None => Ok(T::default()),
+        Some(b) => {
+            serde_json::from_slice(b).map_err(|e| ApiError::internal(format!("corrupt index: {e}")))
+        }
+    }
+}
+
+/// Reads one subscription record.
+pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Subscription>, ApiError> {
+    match env.kv.get(&keys::subscription(id))? {
+        None => Ok(None),
+        Some(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| ApiError::internal(format!("corrupt subscription {id}: {e}"))),
+    }
+}
+
+/// Reads many subscription records (missing and unreadable ones are `None`).
+pub fn load_many<K: Kv>(
+    env: &Env<'_, K>,
+    ids: &[String],
+) -> Result<Vec<Option<Subscription>>, ApiError> {
+    let keys: Vec<String> = ids.iter().map(|id| keys::subscription(id)).collect();
+    Ok(env
+        .kv
+        .get_many(&keys)?
+        .into_iter()
+        .map(|v| v.and_then(|b| serde_json::from_slice(&b).ok()))
+        .collect())
+}
+
+/// Ids of the subscriptions listening to `event_type` (may include ones no longer active).
+pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
+    parse(env.kv.get(&keys::fanout(event_type))?.as_deref())
+}
+
+fn require_json(req: &Request) -> Result<Value, ApiError> {
+    let content_type = req.header_str("content-type").unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    serde_json::from_slice(&req.body).map_err(ApiError::invalid_json)
+}
+
+/// The create body, validated.
+struct CreateIn {
+    url: String,
+    event_types: Vec<String>,
+}
+
+/// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
+/// as `eventType` is caught instead of silently creating a subscription without it.
+fn validate_create(body: &Value, allow_private: bool) -> Result<CreateIn, ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "invalid_type",
+            "the body must be a JSON object with url and eventTypes",
+        )]));
+    };
+    let mut details = Vec::new();
+    for key in obj.keys() {
+        if key != "url" && key != "eventTypes" {
+            details.push(FieldError::new(
+                key.clone(),
+                "unknown_field",
+                format!("unknown field {key:?}; a subscription has url and eventTypes"),
+            ));
+        }
+    }
+    let url = match obj.get("url") {
+        None => {
+            details.push(FieldError::new("url", "required", "url is required"));
+            None
+        }
+        Some(Value::String(u)) => match validate::target_url(u, allow_private) {
+            Ok(_) => Some(u.clone()),
+            Err(p) => {
+                details.push(FieldError::new("url", p.code, p.message));
+                None
+            }
+        },
+        Some(_) => {
+            details.push(FieldError::new(
+                "url",
+                "invalid_type",
+                "url must be a string",
+            ));
+            None
+        }
+    };
+    let event_types = match validate::event_types(obj.get("eventTypes")) {
+        Ok(t) => Some(t),
+        Err(errs) => {
+            details.extend(errs);
+            None
+        }
+    };
+    match (url, event_types) {
+        (Some(url), Some(event_types)) if details.is_empty() => Ok(CreateIn { url, event_types }),
+        _ => Err(ApiError::validation(details)),
+    }
+}
+
+/// `POST /v1/webhooks`.
+pub fn create<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let body = require_json(req)?;
+    let input = validate_create(&body, env.settings.allow_private_targets)?;
+    let idempotency_key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
+        None => None,
+        Some((_, raw)) => {
+            Some(String::from_utf8(raw.clone()).map_err(|_| idempotency::invalid_key())?)
+        }
+    };
+    let claim = match &idempotency_key {
+        None => None,
+        Some(key) => {
+            let mut h = Sha256::new();
+            h.update(b"POST /v1/webhooks\n");
+            h.update(&req.body);
+            match idempotency::begin(env, client_id, key, &hex::encode(h.finalize()))? {
+                Start::Replay(stored) => return replay(env, stored, request_id),
+                Start::Fresh(claim) => Some(claim),
+            }
+        }
+    };
+    let result = create_fresh(env, input, client_id, claim.as_ref());
+    match result {
+        Ok(stored) => Ok(created_response(stored, request_id, false)),
+        Err(e) => {
+            if let Some(claim) = &claim {
+                idempotency::release(env, claim);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn create_fresh<K: Kv>(
+    env: &Env<'_, K>,
+    input: CreateIn,
+    client_id: &str,
+    claim: Option<&idempotency::Claim>,
+) -> Result<StoredResponse, ApiError> {
+    let id = IdKind::Subscription.generate(env.entropy);
+    let secret = Secret::generate(env.random_bytes::<32>());
+    let seq = add_to_client_index(env, client_id, &id)?;
+    let sub = Subscription {
+        id: id.clone(),
+        client_id: client_id.to_owned(),
+        url: input.url,
+        event_types: input.event_types,
+        signing_secret: secret,
+        status: Status::Pending,
+        disabled_reason: None,
+        created_at: env.now_ms,
+        disabled_at: None,
+        seq,
+    };
+    env.kv.set(&keys::subscription(&id), &sub.to_bytes()?)?;
+    for event_type in &sub.event_types {
+        update(env.kv, &keys::fanout(event_type), |current| {
+            let mut ids: Vec<String> = parse(current)?;
+            if ids.contains(&id) {
+                return Ok(Update::Keep(()));
+            }
+            ids.push(id.clone());
+            Ok(Update::Write(
+                serde_json::to_vec(&ids).map_err(ApiError::internal)?,
+                (),
+            ))
+        })?;
+    }
+    let mut data = sub.public_json();
+    data["signingSecret"] = json!(sub.signing_secret.0);
+    let stored = StoredResponse {
+        status: 201,
+        data,
+        location: Some(format!("/v1/webhooks/{id}")),
+        subscription_id: id.clone(),
+    };
+    if let Some(claim) = claim {
+        idempotency::finish(env, claim, stored.clone())?;
+    }
+    activate(env, &id)?;
+    Ok(stored)
+}
+
+/// Flips a pending record to active (the commit point of a create). Idempotent.
+fn activate<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
+    update(env.kv, &keys::subscription(id), |current| {
+        let mut sub: Subscription = match current {
+            None => {
+                return Err(ApiError::internal(format!(
+                    "subscription {id} vanished during create"
+                )));
+            }
+            Some(b) => serde_json::from_slice(b).map_err(ApiError::internal)?,
+        };
+        if sub.status != Status::Pending {
+            return Ok(Update::Keep(()));
+        }
+        sub.status = Status::Active;
+        Ok(Update::Write(sub.to_bytes()?, ()))
+    })?;
+    Ok(())
+}
+
+/// Answers a retried create from its stored response, finishing the create if the first
+/// attempt stored its response but failed before the commit point.
+fn replay<K: Kv>(
+    env: &Env<'_, K>,
+    stored: StoredResponse,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    activate(env, &stored.subscription_id)?;
+    Ok(created_response(stored, request_id, true))
+}
+
+fn created_response(stored: StoredResponse, request_id: &str, replayed: bool) -> Response {
+    let mut resp = Response::json(
+        stored.status,
+        &json!({"data": stored.data, "requestId": request_id}),
+    );
+    if let Some(location) = stored.location {
+        resp = resp.with_header("location", location);
+    }
+    if replayed {
+        resp = resp.with_header("idempotent-replayed", "true");
+    }
+    resp
+}
+
+/// Adds `id` to the client's index, enforcing the subscription cap, and returns its sequence
+/// number. When the index looks full, entries whose record is gone, disabled or a stale
+/// pending one are pruned first.
+fn add_to_client_index<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    id: &str,
+) -> Result<u64, ApiError> {
+    let key = keys::client_subscriptions(client_id);
+    let cap = env.settings.subscription_limit as usize;
+    let mut live: Option<std::collections::BTreeSet<String>> = None;
+    for _ in 0..2 {
+        let outcome = update(env.kv, &key, |current| {
+            let mut index: ClientIndex = parse(current)?;
+            if index.items.len() >= cap {
+                let Some(live) = &live else {
+                    return Ok(Update::Keep(None));
+                };
+                index.items.retain(|item| live.contains(&item.id));
+                if index.items.len() >= cap {
+                    return Err(ApiError::new(
+                        422,
+                        "subscription_limit_reached",
+                        format!(
+                            "This API client already has {cap} active subscriptions; delete one first."
+                        ),
+                    ));
+                }
+            }
+            index.last_seq += 1;
+            let seq = index.last_seq;
+            index.items.push(IndexItem {
+                seq,
+                id: id.to_owned(),
+            });
+            Ok(Update::Write(
+                serde_json::to_vec(&index).map_err(ApiError::internal)?,
+                Some(seq),
+            ))
+        })?;
+        if let Some(seq) = outcome {
+            return Ok(seq);
+        }
+        // Full: find which entries are live, then try again with pruning.
+        let index: ClientIndex = parse(env.kv.get(&key)?.as_deref())?;
+        let ids: Vec<String> = index.items.iter().map(|i| i.id.clone()).collect();
+        let now = env.now_ms;
+        live = Some(
+            load_many(env, &ids)?
+                .into_iter()
+                .flatten()
+                .filter(|s| match s.status {
+                    Status::Active => true,
+                    Status::Pending => now < s.created_at + STALE_PENDING_MS,
+                    Status::Disabled => false,
+                })
+                .map(|s| s.id)
+                .collect(),
+        );
+    }
+    Err(ApiError::store_unavailable(
+        "the client index kept changing",
+    ))
+}
+
+/// Decodes a list cursor (`cur_<hex seq>`).
+fn parse_cursor(cursor: &str) -> Option<u64> {
+    cursor
+        .strip_prefix("cur_")
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+}
+
+fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
+    let mut details = Vec::new();
+    let limit = match req.query_param("limit") {
+        Ok(None) => DEFAULT_LIMIT,
+        Ok(Some(l)) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => {
+                details.push(FieldError::new(
+                    "limit",
+                    "out_of_range",
+                    format!("limit must be a whole number from 1 to {MAX_LIMIT}"),
+                ));
+                DEFAULT_LIMIT
+            }
+        },
+        Err(_) => {
+            details.push(FieldError::new(
+                "limit",
+                "invalid",
+                "limit is not valid percent-encoding",
+            ));
+            DEFAULT_LIMIT
+        }
+    };
+    let after = match req.query_param("cursor") {
+        Ok(None) => 0,
+        Ok(Some(c)) => parse_cursor(&c).unwrap_or_else(|| {
+            details.push(FieldError::new(
+                "cursor",
+                "invalid_cursor",
+                "cursor must be a nextCursor value returned by list",
+            ));
+            0
+        }),
+        Err(_) => {
+            details.push(FieldError::new(
+                "cursor",
+                "invalid_cursor",
+                "cursor is not valid percent-encoding",
+            ));
+            0
+        }
+    };
+    if details.is_empty() {
+        Ok((limit, after))
+    } else {
+        Err(ApiError::validation(details))
+    }
+}
+
+/// `GET /v1/webhooks`: the caller's active subscriptions in creation order, paged.
+pub fn list<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let (limit, after) = list_params(req)?;
+    let index: ClientIndex = parse(
+        env.kv
+            .get(&keys::client_subscriptions(client_id))?
+            .as_deref(),
+    )?;
+    let candidates: Vec<&IndexItem> = index.items.iter().filter(|i| i.seq > after).collect();
+    let mut found: Vec<Subscription> = Vec::with_capacity(limit + 1);
+    for chunk in candidates.chunks(limit + 1) {
+        let ids: Vec<String> = chunk.iter().map(|i| i.id.clone()).collect();
+        for sub in load_many(env, &ids)?.into_iter().flatten() {
+            if sub.status == Status::Active && sub.client_id == client_id {
+                found.push(sub);
+            }
+        }
+        if found.len() > limit {
+            break;
+        }
+    }
+    let has_more = found.len() > limit;
+    found.truncate(limit);
+    let next_cursor = if has_more {
+        found.last().map(|s| format!("cur_{:x}", s.seq))
+    } else {
+        None
+    };
+    let data: Vec<Value> = found.iter().map(Subscription::public_json).collect();
+    Ok(Response::json(
+        200,
+        &json!({"data": data, "hasMore": has_more, "nextCursor": next_cursor, "requestId": request_id}),
+    ))
+}
+
+/// The caller's active subscription `id`, or 404 (also for other clients' ids).
+fn own_active<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+) -> Result<Subscription, ApiError> {
+    let not_found = || ApiError::not_found("Subscription");
+    if !IdKind::Subscription.matches(id) {
+        return Err(not_found());
+    }
+    match load(env, id)? {
+        Some(sub) if sub.client_id == client_id && sub.status == Status::Active => Ok(sub),
+        _ => Err(not_found()),
+    }
+}
+
+/// `GET /v1/webhooks/{id}`.
+pub fn get<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = own_active(env, id, client_id)?;
+    Ok(Response::json(
+        200,
+        &json!({"data": sub.public_json(), "requestId": request_id}),
+    ))
+}
+
+/// Disables subscription `id` (the caller's own, if `client_id` is given) with `reason`.
+/// Returns the record as disabled, or `None` if it was not active (or not the caller's).
+pub fn disable<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: Option<&str>,
+    reason: &str,
+) -> Result<Option<Subscription>, ApiError> {
+    if !IdKind::Subscription.matches(id) {
+        return Ok(None);
+    }
+    let now = env.now_ms;
+    let disabled = update(env.kv, &keys::subscription(id), |current| {
+        let Some(bytes) = current else {
+            return Ok(Update::Keep(None));
+        };
+        let mut sub: Subscription = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+        if sub.status != Status::Active || client_id.is_some_and(|c| c != sub.client_id) {
+            return Ok(Update::Keep(None));
+        }
+        sub.status = Status::Disabled;
+        sub.disabled_reason = Some(reason.to_owned());
+        sub.disabled_at = Some(now);
+        Ok(Update::Write(sub.to_bytes()?, Some(sub)))
+    })?;
+    if let Some(sub) = &disabled {
+        // Committed; index clean-up is best effort (readers skip disabled records).
+        let _ = remove_from_indexes(env, sub);
+    }
+    Ok(disabled)
+}
+
+fn remove_from_indexes<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<(), ApiError> {
+    for event_type in &sub.event_types {
+        update(env.kv, &keys::fanout(event_type), |current| {
+            let mut ids: Vec<String> = parse(current)?;
+            let before = ids.len();
+            ids.retain(|i| *i != sub.id);
+            if ids.len() == before {
+                return Ok(Update::Keep(()));
+            }
+            Ok(Update::Write(
+                serde_json::to_vec(&ids).map_err(ApiError::internal)?,
+                (),
+            ))
+        })?;
+    }
+    update(
+        env.kv,
+        &keys::client_subscriptions(&sub.client_id),
+        |current| {
+            let mut index: ClientIndex = parse(current)?;
+            let before = index.items.len();
+            index.items.retain(|i| i.id != sub.id);
+            if index.items.len() == before {
+                return Ok(Update::Keep(()));
+            }
+            Ok(Update::Write(
+                serde_json::to_vec(&index).map_err(ApiError::internal)?,
+                (),
+            ))
+        },
+    )?;
+    Ok(())
+}
+
+/// `DELETE /v1/webhooks/{id}`: disables the subscription (reason `deleted`); the record and
+/// its delivery history stay.
+pub fn delete<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    match disable(env, id, Some(client_id), "deleted")? {
+        Some(sub) => Ok(Response::json(
+            200,
+            &json!({"data": {"id": sub.id, "status": "disabled"}, "requestId": request_id}),
+        )),
+        None => Err(ApiError::not_found("Subscription")),
+    }
+}

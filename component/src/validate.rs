@@ -1,0 +1,531 @@
+//! Validation of subscription fields: the target URL (with SSRF checks on IP literals and
+//! local names) and the event types.
+//!
+//! The URL parser is deliberately strict and small: only absolute `https` URLs with a host,
+//! no userinfo, no fragment. Hosts are read the way browsers (WHATWG URL) read them, so that
+//! `https://0x7f.1/` or `https://2130706433/` are recognised as the IPv4 address they are.
+
+use crate::error::FieldError;
+use crate::events::EVENT_TYPES;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Longest URL accepted.
+pub const MAX_URL_LEN: usize = 2048;
+
+/// A URL that passed validation, split into its parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetUrl {
+    /// `https` (or `http` when private targets are allowed).
+    pub scheme: String,
+    /// The host as written, lower-cased, trailing dot removed (brackets kept for IPv6).
+    pub host: String,
+    /// The explicit port, if any.
+    pub port: Option<u16>,
+    /// Path and query, starting with `/`.
+    pub path_and_query: String,
+}
+
+/// What kind of host a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKind {
+    /// A DNS name.
+    Name,
+    /// An IPv4 literal (in any notation).
+    V4(Ipv4Addr),
+    /// An IPv6 literal.
+    V6(Ipv6Addr),
+}
+
+/// Why a URL was refused: a stable code and a sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlProblem {
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+fn problem(code: &'static str, message: impl Into<String>) -> UrlProblem {
+    UrlProblem {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Validates a subscription URL. With `allow_private` (development only) non-global
+/// addresses, local names and plain `http` are accepted.
+pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProblem> {
+    if raw.len() > MAX_URL_LEN {
+        return Err(problem(
+            "url_too_long",
+            format!("url must be at most {MAX_URL_LEN} characters"),
+        ));
+    }
+    if raw.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(problem(
+            "invalid_url",
+            "url must not contain spaces or control characters",
+        ));
+    }
+    let (scheme, rest) = raw
+        .split_once("://")
+        .ok_or_else(|| problem("invalid_url", "url must be an absolute https:// URL"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    match scheme.as_str() {
+        "https" => {}
+        "http" if allow_private => {}
+        _ => {
+            return Err(problem(
+                "https_required",
+                "url must use https (deliveries are only sent over TLS)",
+            ));
+        }
+    }
+    if rest.contains('#') {
+        return Err(problem(
+            "invalid_url",
+            "url must not have a fragment (#...)",
+        ));
+    }
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    if authority.contains('@') {
+        return Err(problem(
+            "invalid_url",
+            "url must not contain credentials (user:password@)",
+        ));
+    }
+    if authority.contains('\\') || tail.contains('\\') {
+        return Err(problem("invalid_url", "url must not contain backslashes"));
+    }
+    let (host, port) = split_host_port(authority)?;
+    let host = host.to_ascii_lowercase();
+    let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
+    if host.is_empty() {
+        return Err(problem("invalid_url", "url must have a host"));
+    }
+    let kind = host_kind(&host)?;
+    if !allow_private {
+        check_public(&host, kind)?;
+    }
+    let path_and_query = if tail.starts_with('/') {
+        tail.to_owned()
+    } else {
+        format!("/{tail}")
+    };
+    Ok(TargetUrl {
+        scheme,
+        host,
+        port,
+        path_and_query,
+    })
+}
+
+fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlProblem> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let close = rest
+            .find(']')
+            .ok_or_else(|| problem("invalid_url", "unclosed [ in the host"))?;
+        let after = &rest[close + 1..];
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| problem("invalid_url", "unexpected text after ]"))?,
+            ),
+        };
+        (&authority[..close + 2], port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        None | Some("") => None,
+        Some(p) => Some(
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0 && p.to_string().len() <= 5)
+                .ok_or_else(|| {
+                    problem("invalid_url", "the port must be a number from 1 to 65535")
+                })?,
+        ),
+    };
+    Ok((host, port))
+}
+
+/// Classifies a host (lower case, no trailing dot): an IPv6 literal in brackets, an IPv4
+/// literal in any WHATWG notation, or a DNS name.
+pub fn host_kind(host: &str) -> Result<HostKind, UrlProblem> {
+    if let Some(inner) = host.strip_prefix('[') {
+        let inner = inner
+            .strip_suffix(']')
+            .ok_or_else(|| problem("invalid_url", "malformed IPv6 host"))?;
+        if inner.contains('%') {
+            return Err(problem(
+                "invalid_url",
+                "IPv6 zone identifiers are not allowed",
+            ));
+        }
+        return inner
+            .parse::<Ipv6Addr>()
+            .map(HostKind::V6)
+            .map_err(|_| problem("invalid_url", "malformed IPv6 host"));
+    }
+    if !host.is_ascii() {
+        return Err(problem(
+            "invalid_url",
+            "internationalized host names must be given in their xn-- (punycode) form",
+        ));
+    }
+    // WHATWG: a host whose last label is numeric is an IPv4 address (or invalid).
+    let last = host.rsplit('.').next().unwrap_or(host);
+    if !last.is_empty() && is_numeric_part(last) {
+        return parse_ipv4(host)
+            .map(HostKind::V4)
+            .ok_or_else(|| problem("invalid_url", "malformed IPv4 host"));
+    }
+    let labels_ok = host.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    });
+    if !labels_ok || host.len() > 253 {
+        return Err(problem("invalid_url", "the host is not a valid DNS name"));
+    }
+    Ok(HostKind::Name)
+}
+
+fn is_numeric_part(part: &str) -> bool {
+    if let Some(hex) = part.strip_prefix("0x") {
+        return hex.bytes().all(|b| b.is_ascii_hexdigit());
+    }
+    part.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn parse_part(part: &str) -> Option<u64> {
+    if let Some(hex) = part.strip_prefix("0x") {
+        return if hex.is_empty() {
+            Some(0)
+        } else {
+            u64::from_str_radix(hex, 16).ok()
+        };
+    }
+    if part.len() > 1 && part.starts_with('0') {
+        return u64::from_str_radix(&part[1..], 8).ok();
+    }
+    part.parse().ok()
+}
+
+/// Parses IPv4 the WHATWG way: 1 to 4 parts, each decimal, octal (leading 0) or hex (0x);
+/// the last part fills the remaining bytes (`127.1` is 127.0.0.1, `2130706433` too).
+pub fn parse_ipv4(host: &str) -> Option<Ipv4Addr> {
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 || parts.iter().any(|p| p.is_empty()) {
+        return None;
+    }
+    let nums: Vec<u64> = parts.iter().map(|p| parse_part(p)).collect::<Option<_>>()?;
+    let (last, init) = nums.split_last()?;
+    if init.iter().any(|n| *n > 255) {
+        return None;
+    }
+    let remaining_bytes = 4 - init.len() as u32;
+    if *last >= 1u64 << (8 * remaining_bytes) {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for (i, n) in init.iter().enumerate() {
+        value |= n << (8 * (3 - i));
+    }
+    value |= last;
+    u32::try_from(value).ok().map(Ipv4Addr::from)
+}
+
+/// Whether an IPv4 address is globally routable (not private, loopback, link-local,
+/// shared, reserved, documentation, benchmarking, broadcast or multicast).
+pub fn is_global_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    !(a == 0
+        || a == 10
+        || a == 127
+        || (a == 100 && (64..128).contains(&b))
+        || (a == 169 && b == 254)
+        || (a == 172 && (16..32).contains(&b))
+        || (a == 192 && b == 0 && c == 0)
+        || (a == 192 && b == 0 && c == 2)
+        || (a == 192 && b == 88 && c == 99)
+        || (a == 192 && b == 168)
+        || (a == 198 && (18..20).contains(&b))
+        || (a == 198 && b == 51 && c == 100)
+        || (a == 203 && b == 0 && c == 113)
+        || a >= 224)
+}
+
+/// Whether an IPv6 address is globally routable. Addresses that embed an IPv4 address
+/// (mapped, compatible, NAT64, 6to4) are judged by that address.
+pub fn is_global_v6(ip: Ipv6Addr) -> bool {
+    let s = ip.segments();
+    let embedded = |hi: usize| {
+        Ipv4Addr::new(
+            (s[hi] >> 8) as u8,
+            s[hi] as u8,
+            (s[hi + 1] >> 8) as u8,
+            s[hi + 1] as u8,
+        )
+    };
+    if ip.is_unspecified() || ip.is_loopback() {
+        return false;
+    }
+    // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, deprecated).
+    if s[..5].iter().all(|x| *x == 0) && (s[5] == 0xffff || s[5] == 0) {
+        return is_global_v4(embedded(6));
+    }
+    // 64:ff9b::/96 NAT64 and 64:ff9b:1::/48 local-use NAT64.
+    if s[0] == 0x64 && s[1] == 0xff9b {
+        return s[2..6].iter().all(|x| *x == 0) && is_global_v4(embedded(6));
+    }
+    // 2002::/16 6to4 embeds the IPv4 address in the next 32 bits.
+    if s[0] == 0x2002 {
+        return is_global_v4(embedded(1));
+    }
+    let first = s[0];
+    !((first & 0xfe00) == 0xfc00          // fc00::/7 unique local
+        || (first & 0xffc0) == 0xfe80     // fe80::/10 link-local
+        || (first & 0xffc0) == 0xfec0     // fec0::/10 site-local (deprecated)
+        || (first & 0xff00) == 0xff00     // ff00::/8 multicast
+        || (first == 0x2001 && s[1] == 0x0db8) // documentation
+        || (first == 0x2001 && s[1] == 0)      // Teredo
+        || (first == 0x0100 && s[1..4].iter().all(|x| *x == 0)) // discard-only
+        || first == 0)
+}
+
+/// Names that resolve to the local machine or a private network by convention.
+fn is_local_name(host: &str) -> bool {
+    const LOCAL_SUFFIXES: [&str; 5] = [
+        ".localhost",
+        ".local",
+        ".internal",
+        ".localdomain",
+        ".home.arpa",
+    ];
+    host == "localhost" || !host.contains('.') || LOCAL_SUFFIXES.iter().any(|s| host.ends_with(s))
+}
+
+fn check_public(host: &str, kind: HostKind) -> Result<(), UrlProblem> {
+    let refused = |what: &str| {
+        problem(
+            "private_target",
+            format!("url must point at a public host; {what} is not allowed"),
+        )
+    };
+    match kind {
+        HostKind::V4(ip) if !is_global_v4(ip) => Err(refused(&format!("the address {ip}"))),
+        HostKind::V6(ip) if !is_global_v6(ip) => Err(refused(&format!("the address {ip}"))),
+        HostKind::Name if is_local_name(host) => Err(refused(&format!("the local name {host}"))),
+        _ => Ok(()),
+    }
+}
+
+/// Validates the `eventTypes` field: a non-empty array of known event types. Duplicates are
+/// collapsed, first occurrence first. Returns one [`FieldError`] per bad entry.
+pub fn event_types(value: Option<&serde_json::Value>) -> Result<Vec<String>, Vec<FieldError>> {
+    let valid = EVENT_TYPES.join(", ");
+    let Some(value) = value else {
+        return Err(vec![FieldError::new(
+            "eventTypes",
+            "required",
+            format!("eventTypes is required: a non-empty array of event types ({valid})"),
+        )]);
+    };
+    let Some(items) = value.as_array() else {
+        return Err(vec![FieldError::new(
+            "eventTypes",
+            "invalid_type",
+            format!("eventTypes must be an array of event types ({valid})"),
+        )]);
+    };
+    if items.is_empty() {
+        return Err(vec![FieldError::new(
+            "eventTypes",
+            "empty",
+            format!("eventTypes must list at least one event type ({valid})"),
+        )]);
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut errors = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.as_str() {
+            Some(t) if EVENT_TYPES.contains(&t) => {
+                if !out.iter().any(|o| o == t) {
+                    out.push(t.to_owned());
+                }
+            }
+            Some(t) => errors.push(FieldError::new(
+                format!("eventTypes[{i}]"),
+                "unknown_event_type",
+                format!("unknown event type {t:?}; valid event types are {valid}"),
+            )),
+            None => errors.push(FieldError::new(
+                format!("eventTypes[{i}]"),
+                "invalid_type",
+                format!("event types are strings; valid event types are {valid}"),
+            )),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refused(url: &str) -> bool {
+        target_url(url, false).is_err()
+    }
+
+    #[test]
+    fn accepts_ordinary_https_urls() {
+        let u = target_url("https://Hooks.Example.com:8443/in/loads?x=1", false).expect("valid");
+        assert_eq!(u.host, "hooks.example.com");
+        assert_eq!(u.port, Some(8443));
+        assert_eq!(u.path_and_query, "/in/loads?x=1");
+        assert!(target_url("https://example.com", false).is_ok());
+        assert!(target_url("https://93.184.216.34/hook", false).is_ok());
+        assert!(target_url("https://[2606:4700::1111]/hook", false).is_ok());
+    }
+
+    #[test]
+    fn refuses_non_https_credentials_fragments_and_junk() {
+        for url in [
+            "http://example.com/",
+            "ftp://example.com/",
+            "example.com/hook",
+            "https://user:pw@example.com/",
+            "https://example.com@evil.com/",
+            "https://example.com/#frag",
+            "https:///nohost",
+            "https://exa mple.com/",
+            "https://example.com:0/",
+            "https://example.com:99999/",
+            "https://bücher.example/",
+            "https://-bad-.example.com/",
+            "https://example.com\\@evil.com/",
+        ] {
+            assert!(refused(url), "{url} should be refused");
+        }
+        let long = format!("https://example.com/{}", "a".repeat(MAX_URL_LEN));
+        assert_eq!(
+            target_url(&long, false).map_err(|p| p.code),
+            Err("url_too_long")
+        );
+    }
+
+    #[test]
+    fn refuses_private_addresses_in_every_notation() {
+        for url in [
+            "https://127.0.0.1/",
+            "https://127.1/",
+            "https://2130706433/",
+            "https://0x7f000001/",
+            "https://0x7f.0.0.1/",
+            "https://0177.0.0.1/",
+            "https://017700000001/",
+            "https://0.0.0.0/",
+            "https://0/",
+            "https://10.1.2.3/",
+            "https://172.16.0.1/",
+            "https://192.168.1.1/",
+            "https://169.254.169.254/latest/meta-data",
+            "https://100.64.0.1/",
+            "https://[::1]/",
+            "https://[::]/",
+            "https://[::ffff:127.0.0.1]/",
+            "https://[::ffff:7f00:1]/",
+            "https://[::127.0.0.1]/",
+            "https://[64:ff9b::10.0.0.1]/",
+            "https://[2002:7f00:1::]/",
+            "https://[fe80::1]/",
+            "https://[fd00::1]/",
+            "https://[ff02::1]/",
+            "https://localhost/",
+            "https://LOCALHOST/",
+            "https://localhost./",
+            "https://api.localhost/",
+            "https://printer.local/",
+            "https://intranet/",
+            "https://metadata.google.internal/",
+            "https://127.0.0.1.:443/",
+            "https://224.0.0.1/",
+            "https://255.255.255.255/",
+        ] {
+            assert!(refused(url), "{url} should be refused");
+        }
+    }
+
+    #[test]
+    fn malformed_ip_literals_are_invalid_not_names() {
+        assert!(refused("https://256.0.0.1/"));
+        assert!(refused("https://1.2.3.4.5/"));
+        assert!(refused("https://0x1g.1/"));
+        assert!(refused("https://[::1/"));
+        assert!(refused("https://[fe80::1%25eth0]/"));
+    }
+
+    #[test]
+    fn private_targets_can_be_allowed_for_development() {
+        let u = target_url("http://127.0.0.1:9000/hook", true).expect("allowed");
+        assert_eq!(u.scheme, "http");
+        assert!(target_url("https://localhost/", true).is_ok());
+    }
+
+    #[test]
+    fn ipv4_parsing_matches_whatwg() {
+        assert_eq!(parse_ipv4("127.1"), Some(Ipv4Addr::new(127, 0, 0, 1)));
+        assert_eq!(parse_ipv4("0x7f.1"), Some(Ipv4Addr::new(127, 0, 0, 1)));
+        assert_eq!(parse_ipv4("1.2.65535"), Some(Ipv4Addr::new(1, 2, 255, 255)));
+        assert_eq!(parse_ipv4("1.2.65536"), None);
+        assert_eq!(parse_ipv4("4294967296"), None);
+    }
+
+    #[test]
+    fn event_types_rules() {
+        assert_eq!(
+            event_types(Some(&json!([
+                "load.updated",
+                "load.created",
+                "load.updated"
+            ]))),
+            Ok(vec!["load.updated".to_owned(), "load.created".to_owned()])
+        );
+        let codes = |v: serde_json::Value| -> Vec<&'static str> {
+            event_types(Some(&v))
+                .err()
+                .unwrap_or_default()
+                .iter()
+                .map(|e| e.code)
+                .collect()
+        };
+        assert_eq!(codes(json!([])), ["empty"]);
+        assert_eq!(codes(json!("load.created")), ["invalid_type"]);
+        assert_eq!(
+            codes(json!(["load.created", "load.deleted", 3])),
+            ["unknown_event_type", "invalid_type"]
+        );
+        let err = event_types(Some(&json!(["nope"])))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(err[0].field, "eventTypes[0]");
+        assert!(err[0].message.contains("nope") && err[0].message.contains("load.status_changed"));
+        assert_eq!(event_types(None).err().map(|e| e[0].code), Some("required"));
+    }
+}

@@ -1,0 +1,133 @@
+//! Helpers shared by the black-box tests: one place that knows how to talk to the API.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
+
+use edgehook_host::HttpResponse;
+use edgehook_host::sim::{SimBuilder, Simulation};
+use serde_json::{Value, json};
+
+/// The operator token every test simulation is configured with.
+pub const ADMIN: &str = "test-admin-token";
+
+/// A builder with the admin token set.
+pub fn builder(seed: u64) -> SimBuilder {
+    Simulation::builder()
+        .seed(seed)
+        .config("admin_token", ADMIN)
+}
+
+/// A simulation with the admin token set.
+pub fn sim(seed: u64) -> Simulation {
+    builder(seed).build().expect("simulation starts")
+}
+
+/// `Authorization: Bearer <token>`.
+pub fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// Issues an API key for `client` through the operator API.
+pub fn issue_key(sim: &mut Simulation, client: &str) -> String {
+    let auth = bearer(ADMIN);
+    let resp = sim
+        .request(
+            "POST",
+            &format!("/internal/v1/clients/{client}/keys"),
+            &[("authorization", &auth)],
+            b"",
+        )
+        .expect("request runs");
+    assert_eq!(
+        resp.status,
+        201,
+        "issue key: {}",
+        String::from_utf8_lossy(&resp.body)
+    );
+    resp.json()["data"]["apiKey"]
+        .as_str()
+        .expect("apiKey")
+        .to_owned()
+}
+
+/// `POST /v1/webhooks` with a JSON body and optional extra headers.
+pub fn create_with(
+    sim: &mut Simulation,
+    key: &str,
+    body: &Value,
+    extra: &[(&str, &str)],
+) -> HttpResponse {
+    let auth = bearer(key);
+    let mut headers = vec![
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+    ];
+    headers.extend_from_slice(extra);
+    sim.request(
+        "POST",
+        "/v1/webhooks",
+        &headers,
+        body.to_string().as_bytes(),
+    )
+    .expect("request runs")
+}
+
+/// Creates a subscription for `url` and event types; asserts 201 and returns the data.
+pub fn create(sim: &mut Simulation, key: &str, url: &str, types: &[&str]) -> Value {
+    let resp = create_with(sim, key, &json!({"url": url, "eventTypes": types}), &[]);
+    assert_eq!(
+        resp.status,
+        201,
+        "create: {}",
+        String::from_utf8_lossy(&resp.body)
+    );
+    resp.json()["data"].clone()
+}
+
+/// An authenticated request with no body.
+pub fn call(sim: &mut Simulation, method: &str, path: &str, key: &str) -> HttpResponse {
+    let auth = bearer(key);
+    sim.request(method, path, &[("authorization", &auth)], b"")
+        .expect("request runs")
+}
+
+/// Ids from `GET /v1/webhooks` (every page).
+pub fn list_ids(sim: &mut Simulation, key: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut path = "/v1/webhooks?limit=100".to_owned();
+    loop {
+        let resp = call(sim, "GET", &path, key);
+        assert_eq!(
+            resp.status,
+            200,
+            "list: {}",
+            String::from_utf8_lossy(&resp.body)
+        );
+        let body = resp.json();
+        for item in body["data"].as_array().expect("data array") {
+            ids.push(item["id"].as_str().expect("id").to_owned());
+        }
+        match body["nextCursor"].as_str() {
+            Some(c) => path = format!("/v1/webhooks?limit=100&cursor={c}"),
+            None => return ids,
+        }
+    }
+}
+
+/// Asserts the error envelope: status, code, and a requestId equal to `X-Request-Id`.
+pub fn assert_error(resp: &HttpResponse, status: u16, code: &str) {
+    let body = resp.json();
+    assert_eq!(resp.status, status, "body: {body}");
+    assert_eq!(body["error"]["code"], code, "body: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
+    assert!(body["error"]["details"].is_array());
+    let rid = body["requestId"].as_str().expect("requestId");
+    assert!(rid.starts_with("req_"));
+    assert_eq!(resp.header("x-request-id"), Some(rid));
+}

@@ -1,0 +1,807 @@
+//! The partner API through the real component: create, list, read, delete; auth; validation;
+//! idempotency; tenant isolation; storage under injected faults.
+
+mod common;
+
+use common::*;
+use edgehook_host::store::Faults;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const URL: &str = "https://hooks.example.com/loads";
+
+#[test]
+fn create_returns_201_location_and_the_secret_once() {
+    let mut sim = sim(1);
+    let key = issue_key(&mut sim, "acme");
+    let resp = create_with(
+        &mut sim,
+        &key,
+        &json!({"url": URL, "eventTypes": ["load.created"]}),
+        &[],
+    );
+    assert_eq!(resp.status, 201);
+    let body = resp.json();
+    let data = &body["data"];
+    let id = data["id"].as_str().expect("id");
+    assert!(id.starts_with("sub_"));
+    assert_eq!(
+        resp.header("location"),
+        Some(format!("/v1/webhooks/{id}").as_str())
+    );
+    assert_eq!(data["url"], URL);
+    assert_eq!(data["eventTypes"], json!(["load.created"]));
+    let secret = data["signingSecret"].as_str().expect("secret");
+    assert!(
+        secret.starts_with("whsec_") && secret.len() == 6 + 43,
+        "{secret}"
+    );
+    assert_eq!(body["requestId"].as_str(), resp.header("x-request-id"));
+
+    // Nowhere else: not in list, not in read.
+    let list = call(&mut sim, "GET", "/v1/webhooks", &key);
+    assert!(!String::from_utf8_lossy(&list.body).contains(secret));
+    assert!(!String::from_utf8_lossy(&list.body).contains("signingSecret"));
+    let one = call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key);
+    assert_eq!(one.status, 200);
+    assert_eq!(one.json()["data"]["id"], id);
+    assert!(!String::from_utf8_lossy(&one.body).contains(secret));
+}
+
+#[test]
+fn each_subscription_gets_its_own_secret() {
+    let mut sim = sim(2);
+    let key = issue_key(&mut sim, "acme");
+    let a = create(&mut sim, &key, URL, &["load.created"]);
+    let b = create(&mut sim, &key, URL, &["load.created"]);
+    assert_ne!(a["signingSecret"], b["signingSecret"]);
+    assert_ne!(a["id"], b["id"]);
+}
+
+#[test]
+fn list_pages_in_creation_order() {
+    let mut sim = sim(3);
+    let key = issue_key(&mut sim, "acme");
+    let created: Vec<String> = (0..5)
+        .map(|i| {
+            sim.advance(Duration::from_millis(1)).expect("advance");
+            create(&mut sim, &key, &format!("{URL}/{i}"), &["load.updated"])["id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
+        .collect();
+    let page1 = call(&mut sim, "GET", "/v1/webhooks?limit=2", &key).json();
+    assert_eq!(page1["hasMore"], true);
+    let ids = |page: &Value| -> Vec<String> {
+        page["data"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|i| i["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&page1), created[..2]);
+    let cursor = page1["nextCursor"].as_str().expect("cursor").to_owned();
+    let page2 = call(
+        &mut sim,
+        "GET",
+        &format!("/v1/webhooks?limit=2&cursor={cursor}"),
+        &key,
+    )
+    .json();
+    assert_eq!(ids(&page2), created[2..4]);
+    let cursor = page2["nextCursor"].as_str().expect("cursor").to_owned();
+    let page3 = call(
+        &mut sim,
+        "GET",
+        &format!("/v1/webhooks?limit=2&cursor={cursor}"),
+        &key,
+    )
+    .json();
+    assert_eq!(ids(&page3), created[4..]);
+    assert_eq!(page3["hasMore"], false);
+    assert_eq!(page3["nextCursor"], Value::Null);
+
+    // A deleted entry does not break a cursor pointing past it.
+    assert_eq!(
+        call(
+            &mut sim,
+            "DELETE",
+            &format!("/v1/webhooks/{}", created[1]),
+            &key
+        )
+        .status,
+        200
+    );
+    let page = call(
+        &mut sim,
+        "GET",
+        &format!("/v1/webhooks?limit=2&cursor={cursor}"),
+        &key,
+    )
+    .json();
+    assert_eq!(ids(&page), created[4..]);
+    assert_eq!(
+        list_ids(&mut sim, &key),
+        [&created[..1], &created[2..]].concat()
+    );
+
+    for bad in [
+        "limit=0",
+        "limit=101",
+        "limit=abc",
+        "cursor=bogus",
+        "cursor=%zz",
+    ] {
+        let resp = call(&mut sim, "GET", &format!("/v1/webhooks?{bad}"), &key);
+        assert_error(&resp, 422, "validation_failed");
+    }
+    let default = call(&mut sim, "GET", "/v1/webhooks", &key).json();
+    assert_eq!(default["data"].as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn delete_disables_and_keeps_the_record() {
+    let mut sim = sim(4);
+    let key = issue_key(&mut sim, "acme");
+    let id = create(&mut sim, &key, URL, &["load.created"])["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let resp = call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.json()["data"], json!({"id": id, "status": "disabled"}));
+    assert!(list_ids(&mut sim, &key).is_empty());
+    assert_error(
+        &call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key),
+        404,
+        "not_found",
+    );
+    assert_error(
+        &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key),
+        404,
+        "not_found",
+    );
+    let record: Value =
+        serde_json::from_slice(&sim.store().snapshot()[&format!("sub:{id}")]).expect("record kept");
+    assert_eq!(record["status"], "disabled");
+    assert_eq!(record["disabledReason"], "deleted");
+    let fanout: Vec<String> =
+        serde_json::from_slice(&sim.store().snapshot()["fanout:load.created"])
+            .expect("fanout index");
+    assert!(!fanout.contains(&id));
+}
+
+#[test]
+fn bad_credentials_are_401_and_roles_do_not_mix() {
+    let mut sim = sim(5);
+    let key = issue_key(&mut sim, "acme");
+    for auth in [
+        None,
+        Some("Basic abc"),
+        Some("Bearer"),
+        Some("Bearer ehk_unknown"),
+        Some("Bearer nope"),
+    ] {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("authorization", a)).into_iter().collect();
+        let resp = sim
+            .request("GET", "/v1/webhooks", &headers, b"")
+            .expect("runs");
+        assert_error(&resp, 401, "unauthorized");
+    }
+    // The admin token is not an API key, and an API key is not the admin token.
+    assert_error(
+        &call(&mut sim, "GET", "/v1/webhooks", ADMIN),
+        401,
+        "unauthorized",
+    );
+    assert_error(
+        &call(&mut sim, "POST", "/internal/v1/clients/acme/keys", &key),
+        401,
+        "unauthorized",
+    );
+    assert_error(
+        &call(&mut sim, "GET", "/internal/v1/settings", &key),
+        401,
+        "unauthorized",
+    );
+
+    // Revocation takes effect at once; revoking twice or another client's key is a 404.
+    let issued = call(&mut sim, "POST", "/internal/v1/clients/globex/keys", ADMIN).json();
+    let (gkey, gid) = (
+        issued["data"]["apiKey"].as_str().expect("key").to_owned(),
+        issued["data"]["id"].as_str().expect("id").to_owned(),
+    );
+    assert_eq!(call(&mut sim, "GET", "/v1/webhooks", &gkey).status, 200);
+    assert_error(
+        &call(
+            &mut sim,
+            "DELETE",
+            &format!("/internal/v1/clients/acme/keys/{gid}"),
+            ADMIN,
+        ),
+        404,
+        "not_found",
+    );
+    assert_eq!(
+        call(
+            &mut sim,
+            "DELETE",
+            &format!("/internal/v1/clients/globex/keys/{gid}"),
+            ADMIN
+        )
+        .status,
+        200
+    );
+    assert_error(
+        &call(&mut sim, "GET", "/v1/webhooks", &gkey),
+        401,
+        "unauthorized",
+    );
+    assert_error(
+        &call(
+            &mut sim,
+            "DELETE",
+            &format!("/internal/v1/clients/globex/keys/{gid}"),
+            ADMIN,
+        ),
+        404,
+        "not_found",
+    );
+    assert_eq!(
+        call(&mut sim, "GET", "/v1/webhooks", &key).status,
+        200,
+        "other keys unaffected"
+    );
+
+    // Keys are stored only as hashes.
+    let dump = format!("{:?}", sim.store().snapshot());
+    assert!(!dump.contains(&key) && !dump.contains(&gkey));
+
+    // No admin token configured: the operator API refuses everyone.
+    let mut bare = edgehook_host::sim::Simulation::new(5).expect("sim");
+    let resp = bare
+        .request(
+            "POST",
+            "/internal/v1/clients/acme/keys",
+            &[("authorization", "Bearer ")],
+            b"",
+        )
+        .expect("runs");
+    assert_error(&resp, 401, "unauthorized");
+}
+
+fn details(resp: &edgehook_host::HttpResponse) -> Vec<(String, String)> {
+    resp.json()["error"]["details"]
+        .as_array()
+        .expect("details")
+        .iter()
+        .map(|d| {
+            (
+                d["field"].as_str().unwrap_or("").to_owned(),
+                d["code"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn invalid_urls_are_422_naming_the_field() {
+    let mut sim = sim(6);
+    let key = issue_key(&mut sim, "acme");
+    for url in [
+        json!("http://hooks.example.com/"),
+        json!("hooks.example.com"),
+        json!("https://user:pw@hooks.example.com/"),
+        json!("https://hooks.example.com/#x"),
+        json!("https:///x"),
+        json!(format!("https://example.com/{}", "a".repeat(2100))),
+        json!("https://127.0.0.1/"),
+        json!("https://2130706433/"),
+        json!("https://0x7f.1/"),
+        json!("https://0177.0.0.1/"),
+        json!("https://[::1]/"),
+        json!("https://[::ffff:10.0.0.1]/"),
+        json!("https://169.254.169.254/"),
+        json!("https://localhost/"),
+        json!("https://db.localhost/"),
+        json!(42),
+    ] {
+        let resp = create_with(
+            &mut sim,
+            &key,
+            &json!({"url": url, "eventTypes": ["load.created"]}),
+            &[],
+        );
+        assert_error(&resp, 422, "validation_failed");
+        assert_eq!(details(&resp).len(), 1, "{url}: {}", resp.json());
+        assert_eq!(details(&resp)[0].0, "url", "{url}");
+    }
+    assert!(list_ids(&mut sim, &key).is_empty(), "nothing was created");
+}
+
+#[test]
+fn invalid_event_types_and_bodies() {
+    let mut sim = sim(7);
+    let key = issue_key(&mut sim, "acme");
+    let cases: Vec<(Value, Vec<(&str, &str)>)> = vec![
+        (json!({"url": URL}), vec![("eventTypes", "required")]),
+        (
+            json!({"url": URL, "eventTypes": []}),
+            vec![("eventTypes", "empty")],
+        ),
+        (
+            json!({"url": URL, "eventTypes": "load.created"}),
+            vec![("eventTypes", "invalid_type")],
+        ),
+        (
+            json!({"url": URL, "eventTypes": ["load.created", "load.deleted"]}),
+            vec![("eventTypes[1]", "unknown_event_type")],
+        ),
+        (
+            json!({"eventTypes": ["x"]}),
+            vec![("url", "required"), ("eventTypes[0]", "unknown_event_type")],
+        ),
+        (
+            json!({"url": URL, "eventTypes": ["load.created"], "secret": "mine"}),
+            vec![("secret", "unknown_field")],
+        ),
+        (
+            json!(["not", "an", "object"]),
+            vec![("body", "invalid_type")],
+        ),
+    ];
+    for (body, expected) in cases {
+        let resp = create_with(&mut sim, &key, &body, &[]);
+        assert_error(&resp, 422, "validation_failed");
+        let got = details(&resp);
+        let want: Vec<(String, String)> = expected
+            .iter()
+            .map(|(f, c)| ((*f).to_owned(), (*c).to_owned()))
+            .collect();
+        assert_eq!(got, want, "{body}");
+    }
+    let unknown = create_with(
+        &mut sim,
+        &key,
+        &json!({"url": URL, "eventTypes": ["load.deleted"]}),
+        &[],
+    )
+    .json();
+    let message = unknown["error"]["details"][0]["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        message.contains("load.deleted")
+            && message.contains("load.created, load.updated, load.status_changed")
+    );
+
+    let dup = create(
+        &mut sim,
+        &key,
+        URL,
+        &["load.updated", "load.created", "load.updated"],
+    );
+    assert_eq!(dup["eventTypes"], json!(["load.updated", "load.created"]));
+
+    let auth = bearer(&key);
+    let bad_json = sim
+        .request(
+            "POST",
+            "/v1/webhooks",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            b"{\"url\":",
+        )
+        .expect("runs");
+    assert_error(&bad_json, 400, "invalid_json");
+    let text = sim
+        .request(
+            "POST",
+            "/v1/webhooks",
+            &[("authorization", &auth), ("content-type", "text/plain")],
+            b"{}",
+        )
+        .expect("runs");
+    assert_error(&text, 415, "unsupported_media_type");
+    let with_charset = create_with(
+        &mut sim,
+        &key,
+        &json!({"url": URL, "eventTypes": ["load.created"]}),
+        &[],
+    );
+    assert_eq!(with_charset.status, 201);
+    let huge = format!(
+        r#"{{"url":"{URL}","eventTypes":["load.created"],"pad":"{}"}}"#,
+        "x".repeat(70 * 1024)
+    );
+    let resp = sim
+        .request(
+            "POST",
+            "/v1/webhooks",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            huge.as_bytes(),
+        )
+        .expect("runs");
+    assert_error(&resp, 413, "payload_too_large");
+    let resp = call(&mut sim, "PUT", "/v1/webhooks", &key);
+    assert_error(&resp, 405, "method_not_allowed");
+    assert_eq!(resp.header("allow"), Some("GET, POST"));
+    let resp = call(
+        &mut sim,
+        "POST",
+        "/v1/webhooks/sub_000000000000000000000000",
+        &key,
+    );
+    assert_error(&resp, 405, "method_not_allowed");
+    assert_eq!(resp.header("allow"), Some("GET, DELETE"));
+    assert_error(
+        &call(&mut sim, "GET", "/v1/webhook", &key),
+        404,
+        "not_found",
+    );
+}
+
+#[test]
+fn the_per_client_cap_is_enforced_and_deleting_frees_a_slot() {
+    let mut sim = builder(8)
+        .config("subscription_limit", "3")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            create(&mut sim, &key, URL, &["load.created"])["id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
+        .collect();
+    let resp = create_with(
+        &mut sim,
+        &key,
+        &json!({"url": URL, "eventTypes": ["load.created"]}),
+        &[],
+    );
+    assert_error(&resp, 422, "subscription_limit_reached");
+    let other = issue_key(&mut sim, "globex");
+    create(&mut sim, &other, URL, &["load.created"]);
+    assert_eq!(
+        call(
+            &mut sim,
+            "DELETE",
+            &format!("/v1/webhooks/{}", ids[0]),
+            &key
+        )
+        .status,
+        200
+    );
+    create(&mut sim, &key, URL, &["load.created"]);
+    assert_eq!(list_ids(&mut sim, &key).len(), 3);
+}
+
+#[test]
+fn idempotent_create_replays_and_conflicts() {
+    let mut sim = sim(9);
+    let key = issue_key(&mut sim, "acme");
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let first = create_with(&mut sim, &key, &body, &[("idempotency-key", "order-42")]);
+    assert_eq!(first.status, 201);
+    assert_eq!(first.header("idempotent-replayed"), None);
+    let again = create_with(&mut sim, &key, &body, &[("idempotency-key", "order-42")]);
+    assert_eq!(again.status, 201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        again.json()["data"],
+        first.json()["data"],
+        "same id, same secret"
+    );
+    assert_eq!(again.header("location"), first.header("location"));
+    assert_ne!(again.json()["requestId"], first.json()["requestId"]);
+    assert_eq!(list_ids(&mut sim, &key).len(), 1);
+
+    let other_body = json!({"url": URL, "eventTypes": ["load.updated"]});
+    assert_error(
+        &create_with(
+            &mut sim,
+            &key,
+            &other_body,
+            &[("idempotency-key", "order-42")],
+        ),
+        409,
+        "idempotency_conflict",
+    );
+
+    // Another client with the same key is independent.
+    let other = issue_key(&mut sim, "globex");
+    let theirs = create_with(&mut sim, &other, &body, &[("idempotency-key", "order-42")]);
+    assert_eq!(theirs.status, 201);
+    assert_eq!(theirs.header("idempotent-replayed"), None);
+    assert_ne!(theirs.json()["data"]["id"], first.json()["data"]["id"]);
+
+    // Keys expire after 24 hours.
+    sim.advance(Duration::from_secs(24 * 3600 + 1))
+        .expect("advance");
+    let later = create_with(&mut sim, &key, &body, &[("idempotency-key", "order-42")]);
+    assert_eq!(later.status, 201);
+    assert_eq!(later.header("idempotent-replayed"), None);
+    assert_ne!(later.json()["data"]["id"], first.json()["data"]["id"]);
+
+    let long = "k".repeat(256);
+    assert_error(
+        &create_with(&mut sim, &key, &body, &[("idempotency-key", &long)]),
+        422,
+        "validation_failed",
+    );
+}
+
+#[test]
+fn concurrent_creates_with_one_key_make_one_subscription() {
+    let mut sim = sim(10);
+    let key = issue_key(&mut sim, "acme");
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let racers: Vec<_> = (0..4u64)
+        .map(|i| {
+            let mut twin = builder(100 + i).sharing(&sim).build().expect("twin");
+            let (key, body) = (key.clone(), body.clone());
+            std::thread::spawn(move || {
+                (0..8)
+                    .map(|k| {
+                        let resp = create_with(
+                            &mut twin,
+                            &key,
+                            &body,
+                            &[("idempotency-key", &format!("race-{k}"))],
+                        );
+                        (k, resp.status, resp.json()["data"]["id"].clone())
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let outcomes: Vec<(i32, u16, Value)> = racers
+        .into_iter()
+        .flat_map(|t| t.join().expect("thread"))
+        .collect();
+    for k in 0..8 {
+        let ids: std::collections::BTreeSet<String> = outcomes
+            .iter()
+            .filter(|(key, status, _)| *key == k && *status == 201)
+            .map(|(_, _, id)| id.to_string())
+            .collect();
+        assert_eq!(ids.len(), 1, "key race-{k} produced {ids:?}");
+        for (_, status, _) in outcomes.iter().filter(|(key, _, _)| *key == k) {
+            assert!(*status == 201 || *status == 409, "status {status}");
+        }
+    }
+    assert_eq!(list_ids(&mut sim, &key).len(), 8);
+}
+
+#[test]
+fn tenants_cannot_see_or_touch_each_other() {
+    let mut sim = sim(11);
+    let a = issue_key(&mut sim, "client-a");
+    let b = issue_key(&mut sim, "client-b");
+    let a_ids: Vec<String> = (0..3)
+        .map(|i| {
+            create(&mut sim, &a, &format!("{URL}/{i}"), &["load.created"])["id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
+        .collect();
+    let b_own = create(&mut sim, &b, URL, &["load.updated"])["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let before = sim.store().snapshot();
+    assert_eq!(list_ids(&mut sim, &b), vec![b_own.clone()]);
+    for id in &a_ids {
+        assert_error(
+            &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &b),
+            404,
+            "not_found",
+        );
+        assert_error(
+            &call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &b),
+            404,
+            "not_found",
+        );
+    }
+    // B's failed attempts changed nothing of A's (B's 404s are reads only).
+    let after = sim.store().snapshot();
+    for id in &a_ids {
+        assert_eq!(
+            before.get(&format!("sub:{id}")),
+            after.get(&format!("sub:{id}"))
+        );
+    }
+    assert_eq!(list_ids(&mut sim, &a), a_ids);
+    // An unknown id looks exactly like another client's id.
+    let unknown = call(
+        &mut sim,
+        "GET",
+        "/v1/webhooks/sub_000000000000000000000000",
+        &b,
+    )
+    .json();
+    let foreign = call(&mut sim, "GET", &format!("/v1/webhooks/{}", a_ids[0]), &b).json();
+    assert_eq!(unknown["error"]["message"], foreign["error"]["message"]);
+}
+
+/// Store operations one successful call of `f` performs.
+fn ops_of(
+    sim: &mut edgehook_host::sim::Simulation,
+    f: impl FnOnce(&mut edgehook_host::sim::Simulation),
+) -> u64 {
+    let before = sim.store().ops();
+    f(sim);
+    sim.store().ops() - before
+}
+
+fn fanout(sim: &edgehook_host::sim::Simulation, event_type: &str) -> Vec<String> {
+    sim.store()
+        .snapshot()
+        .get(&format!("fanout:{event_type}"))
+        .map(|b| serde_json::from_slice(b).expect("fanout json"))
+        .unwrap_or_default()
+}
+
+fn active_subscriptions(sim: &edgehook_host::sim::Simulation) -> Vec<String> {
+    sim.store()
+        .snapshot()
+        .iter()
+        .filter(|(k, _)| k.starts_with("sub:"))
+        .filter_map(|(_, v)| serde_json::from_slice::<Value>(v).ok())
+        .filter(|r| r["status"] == "active")
+        .map(|r| r["id"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
+    let body = json!({"url": URL, "eventTypes": ["load.created", "load.updated"]});
+    let mut probe = sim(12);
+    let key = issue_key(&mut probe, "acme");
+    let steps = ops_of(&mut probe, |s| {
+        assert_eq!(create_with(s, &key, &body, &[]).status, 201)
+    });
+    assert!(steps >= 8, "create takes {steps} store operations");
+    for n in 1..=steps {
+        let mut sim = sim(12);
+        let key = issue_key(&mut sim, "acme");
+        let faults = Faults {
+            fail_nth: Some(sim.store().ops() + n),
+            ..Faults::default()
+        };
+        sim.store().set_faults(faults);
+        let resp = create_with(&mut sim, &key, &body, &[]);
+        assert_error(&resp, 503, "store_unavailable");
+        sim.store().set_faults(Faults::default());
+        assert!(
+            list_ids(&mut sim, &key).is_empty(),
+            "fault at op {n}: a half-made subscription is listed"
+        );
+        assert!(
+            active_subscriptions(&sim).is_empty(),
+            "fault at op {n}: an active record exists"
+        );
+        for t in ["load.created", "load.updated"] {
+            for id in fanout(&sim, t) {
+                let rec = sim.store().snapshot().get(&format!("sub:{id}")).cloned();
+                let status = rec
+                    .and_then(|r| serde_json::from_slice::<Value>(&r).ok())
+                    .map(|r| r["status"].clone());
+                assert_ne!(status, Some(json!("active")), "fault at op {n}");
+            }
+        }
+        // And the client can simply retry.
+        let again = create_with(&mut sim, &key, &body, &[]);
+        assert_eq!(again.status, 201, "fault at op {n}: retry");
+        let id = again.json()["data"]["id"].as_str().expect("id").to_owned();
+        assert_eq!(list_ids(&mut sim, &key), vec![id.clone()]);
+        assert!(
+            fanout(&sim, "load.created").contains(&id)
+                && fanout(&sim, "load.updated").contains(&id)
+        );
+    }
+}
+
+#[test]
+fn a_fault_at_any_step_of_an_idempotent_create_is_retry_safe() {
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let idem = [("idempotency-key", "k-1")];
+    let mut probe = sim(13);
+    let key = issue_key(&mut probe, "acme");
+    let steps = ops_of(&mut probe, |s| {
+        assert_eq!(create_with(s, &key, &body, &idem).status, 201)
+    });
+    for n in 1..=steps {
+        let mut sim = sim(13);
+        let key = issue_key(&mut sim, "acme");
+        sim.store().set_faults(Faults {
+            fail_nth: Some(sim.store().ops() + n),
+            ..Faults::default()
+        });
+        let resp = create_with(&mut sim, &key, &body, &idem);
+        assert_error(&resp, 503, "store_unavailable");
+        sim.store().set_faults(Faults::default());
+        // A retry with the same key either finishes the first attempt or starts afresh;
+        // if the claim was left behind it blocks only until it goes stale.
+        let mut retry = create_with(&mut sim, &key, &body, &idem);
+        if retry.status == 409 {
+            sim.advance(Duration::from_secs(61)).expect("advance");
+            retry = create_with(&mut sim, &key, &body, &idem);
+        }
+        assert_eq!(retry.status, 201, "fault at op {n}: {}", retry.json());
+        assert_eq!(
+            list_ids(&mut sim, &key).len(),
+            1,
+            "fault at op {n}: exactly one subscription"
+        );
+    }
+}
+
+#[test]
+fn a_fault_at_any_step_of_delete_is_all_or_nothing() {
+    let mut probe = sim(14);
+    let key = issue_key(&mut probe, "acme");
+    let id = create(&mut probe, &key, URL, &["load.created"])["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let path = format!("/v1/webhooks/{id}");
+    let steps = ops_of(&mut probe, |s| {
+        assert_eq!(call(s, "DELETE", &path, &key).status, 200)
+    });
+    let mut answered_503 = 0;
+    for n in 1..=steps {
+        let mut sim = sim(14);
+        let key = issue_key(&mut sim, "acme");
+        let id = create(&mut sim, &key, URL, &["load.created"])["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let path = format!("/v1/webhooks/{id}");
+        sim.store().set_faults(Faults {
+            fail_nth: Some(sim.store().ops() + n),
+            ..Faults::default()
+        });
+        let resp = call(&mut sim, "DELETE", &path, &key);
+        sim.store().set_faults(Faults::default());
+        match resp.status {
+            503 => {
+                answered_503 += 1;
+                assert_error(&resp, 503, "store_unavailable");
+                assert_eq!(
+                    list_ids(&mut sim, &key),
+                    vec![id.clone()],
+                    "fault at op {n}: still there"
+                );
+                assert!(fanout(&sim, "load.created").contains(&id));
+                assert_eq!(
+                    call(&mut sim, "DELETE", &path, &key).status,
+                    200,
+                    "retry works"
+                );
+            }
+            200 => {
+                // The fault hit index clean-up after the commit: the delete stands.
+                assert!(list_ids(&mut sim, &key).is_empty(), "fault at op {n}");
+                assert!(active_subscriptions(&sim).is_empty());
+            }
+            other => panic!("fault at op {n}: status {other}"),
+        }
+        assert!(list_ids(&mut sim, &key).is_empty());
+    }
+    assert!(
+        answered_503 >= 3,
+        "faults before the commit point answer 503"
+    );
+}
