@@ -15,7 +15,13 @@ fn main() {
         .parent()
         .expect("host/ sits in the workspace")
         .to_path_buf();
-    for watched in ["component/src", "component/Cargo.toml", "wit", "Cargo.lock"] {
+    for watched in [
+        "component/src",
+        "component/Cargo.toml",
+        "Cargo.toml",
+        "wit",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");

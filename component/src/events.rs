@@ -3,11 +3,6 @@
 //! The body of a delivery is the load exactly as it was published, so ingest validates the
 //! bytes without ever re-serializing them.
 
-use crate::env::Env;
-use crate::ids::IdKind;
-use crate::keys;
-use crate::kv::Kv;
-
 /// The event types the service emits (SPEC §6). Nothing else is accepted.
 pub const EVENT_TYPES: [&str; 3] = ["load.created", "load.updated", "load.status_changed"];
 
@@ -25,6 +20,8 @@ pub enum PublishError {
     InvalidLoad(String),
     /// The store failed; nothing was accepted.
     StoreUnavailable(String),
+    /// The idempotency key was used for a different event.
+    Conflict(String),
 }
 
 /// What ingest did with an accepted event.
@@ -64,27 +61,6 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
             "the load must have a non-empty string \"id\"".into(),
         )),
     }
-}
-
-/// Accepts one event: validates it and stores the raw load once, under a fresh event id.
-///
-/// Fan-out to subscriptions is the delivery engine's; until it exists the receipt reports
-/// zero deliveries.
-pub fn publish<K: Kv>(
-    env: &Env<'_, K>,
-    event_type: &str,
-    load: &[u8],
-) -> Result<PublishReceipt, PublishError> {
-    validate(event_type, load)?;
-    let event_id = IdKind::Event.generate(env.entropy);
-    env.kv
-        .set(&keys::event_body(&event_id), load)
-        .map_err(|e| PublishError::StoreUnavailable(e.to_string()))?;
-    Ok(PublishReceipt {
-        event_id,
-        deliveries: 0,
-        next_due_ms: None,
-    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,13 @@
 //!   per-client sequence number used by list cursors.
 //! - `fanout:{event type}` — ids of subscriptions listening to that type.
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record.
+//! - `evt:{id}` — an event record (type, body hash, matched subscriptions).
 //! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
+//! - `dlv:{id}` — a delivery record with every attempt.
+//! - `duedir` — the seconds that have queued attempts; `due:{second}:...` — an
+//!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
+//! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
+//! - `retdir` — the days that have events; `ret:{day}:...` — an append log of event ids.
 
 /// Read by `/healthz` to check that the store answers. Never written.
 pub const HEALTH_PROBE: &str = "health";
@@ -49,3 +55,19 @@ pub fn idempotency(client_id: &str, key_hash_hex: &str) -> String {
 pub fn event_body(event_id: &str) -> String {
     format!("evt:{event_id}:body")
 }
+
+/// An event record.
+pub fn event(event_id: &str) -> String {
+    format!("evt:{event_id}")
+}
+
+/// A delivery record.
+pub fn delivery(delivery_id: &str) -> String {
+    format!("dlv:{delivery_id}")
+}
+
+/// The set of seconds with queued attempts.
+pub const DUE_DIRECTORY: &str = "duedir";
+
+/// The set of days with events (for retention).
+pub const RETENTION_DIRECTORY: &str = "retdir";

@@ -13,12 +13,14 @@
 //!
 //! let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(1));
 //! let env = Env { now_ms: 1_700_000_000_000, kv: &kv, settings: &settings, entropy: &entropy };
-//! let handled = router::handle(&env, &Request::new("GET", "/healthz"));
+//! let handled = router::handle(&env, &Request::new("GET", "/healthz"), &edgehook_component::delivery::NoNetwork);
 //! assert_eq!(handled.response.status, 200);
 //! ```
 
+pub mod applog;
 pub mod auth;
 pub mod config;
+pub mod delivery;
 pub mod env;
 pub mod error;
 pub mod events;

@@ -2,11 +2,16 @@
 //! `wasi:config` (`admin_token`), never with a partner API key.
 
 use crate::auth;
+use crate::delivery::{self, Sender};
 use crate::env::Env;
 use crate::error::{ApiError, FieldError};
+use crate::events::{EVENT_TYPES, PublishError};
 use crate::http::{Request, Response};
+use crate::idempotency;
+use crate::ids::IdKind;
 use crate::kv::Kv;
-use serde_json::json;
+use crate::subscriptions::{self, Subscription};
+use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 /// The bearer token of a request, if it sent a well-formed `Authorization: Bearer ...`.
@@ -91,6 +96,153 @@ pub fn revoke_key<K: Kv>(
             "data": {"id": record.id, "clientId": record.client_id, "status": "revoked", "revokedAt": record.revoked_at},
             "requestId": request_id,
         }),
+    ))
+}
+
+/// `POST /internal/v1/events`: ingest one load event. The body is the raw load JSON, the
+/// event type is the `X-Service-Event` header, `Idempotency-Key` makes retries safe.
+pub fn ingest<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let content_type = req.header_str("content-type").unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let Some(event_type) = req.header_str("x-service-event") else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "X-Service-Event",
+            "required",
+            format!(
+                "X-Service-Event is required; one of {}",
+                EVENT_TYPES.join(", ")
+            ),
+        )]));
+    };
+    let key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
+        None => None,
+        Some((_, raw)) => {
+            let key = std::str::from_utf8(raw).map_err(|_| idempotency::invalid_key())?;
+            idempotency::check_key(key)?;
+            Some(key)
+        }
+    };
+    match delivery::publish(env, event_type, &req.body, key) {
+        Ok(receipt) => Ok(Response::json(
+            202,
+            &json!({
+                "data": {"eventId": receipt.event_id, "eventType": event_type, "deliveries": receipt.deliveries},
+                "requestId": request_id,
+            }),
+        )),
+        Err(PublishError::UnknownEventType(t)) => Err(ApiError::validation(vec![FieldError::new(
+            "X-Service-Event",
+            "unknown_event_type",
+            format!(
+                "unknown event type {t:?}; valid event types are {}",
+                EVENT_TYPES.join(", ")
+            ),
+        )])),
+        Err(PublishError::InvalidLoad(m)) => Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "invalid_load",
+            m,
+        )])),
+        Err(PublishError::Conflict(m)) => Err(ApiError::idempotency_conflict(m)),
+        Err(PublishError::StoreUnavailable(m)) => Err(ApiError::store_unavailable(m)),
+    }
+}
+
+/// `POST /internal/v1/tick`: run due attempts now (for hosts without a timer, e.g. a cron).
+pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, request_id: &str) -> Response {
+    let r = delivery::tick(env, sender);
+    Response::json(
+        200,
+        &json!({
+            "data": {"attempted": r.attempted, "succeeded": r.succeeded, "failed": r.failed, "nextDueMs": r.next_due_ms},
+            "requestId": request_id,
+        }),
+    )
+}
+
+fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, ApiError> {
+    if !IdKind::Subscription.matches(id) {
+        return Err(ApiError::not_found("Subscription"));
+    }
+    subscriptions::load(env, id)?.ok_or_else(|| ApiError::not_found("Subscription"))
+}
+
+/// `GET /internal/v1/subscriptions/{id}`: any client's subscription, with its state and
+/// disable reason (never its secret).
+pub fn subscription<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = subscription_any(env, id)?;
+    Ok(Response::json(
+        200,
+        &json!({"data": sub.operator_json(), "requestId": request_id}),
+    ))
+}
+
+/// `POST /internal/v1/subscriptions/{id}/disable`: disables it (reason `operator`) and
+/// cancels its pending deliveries.
+pub fn disable_subscription<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    subscription_any(env, id)?;
+    match delivery::disable(env, id, "operator")? {
+        Some(sub) => Ok(Response::json(
+            200,
+            &json!({"data": sub.operator_json(), "requestId": request_id}),
+        )),
+        None => Err(ApiError::conflict("The subscription is already disabled.")),
+    }
+}
+
+/// `GET /internal/v1/subscriptions/{id}/deliveries`: its deliveries, oldest first, paged
+/// like the partner list (`limit`, `cursor`).
+pub fn subscription_deliveries<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    subscription_any(env, id)?;
+    let (limit, after) = subscriptions::list_params(req)?;
+    let (page, has_more) = delivery::history(env, id, after, limit)?;
+    let next_cursor = if has_more {
+        page.last().map(|(seq, _)| format!("cur_{seq:x}"))
+    } else {
+        None
+    };
+    let data: Vec<Value> = page.iter().map(|(_, d)| d.to_json()).collect();
+    Ok(Response::json(
+        200,
+        &json!({"data": data, "hasMore": has_more, "nextCursor": next_cursor, "requestId": request_id}),
+    ))
+}
+
+/// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
+pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
+    let d = delivery::load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
+    Ok(Response::json(
+        200,
+        &json!({"data": d.to_json(), "requestId": request_id}),
+    ))
+}
+
+/// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again.
+pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
+    let d = delivery::replay(env, id)?;
+    Ok(Response::json(
+        202,
+        &json!({"data": d.to_json(), "requestId": request_id}),
     ))
 }
 

@@ -1,6 +1,7 @@
 //! Request routing: path and method to handler, plus the checks every route shares (body
 //! limits, authentication, the request id on every response).
 
+use crate::delivery::Sender;
 use crate::env::Env;
 use crate::error::ApiError;
 use crate::http::{Request, Response};
@@ -31,6 +32,20 @@ pub enum Route {
     ClientKeys(String),
     /// `/internal/v1/clients/{clientId}/keys/{keyId}`: revoke an API key (operator).
     ClientKey(String, String),
+    /// `/internal/v1/events`: ingest a load event (operator).
+    Events,
+    /// `/internal/v1/tick`: run due attempts (operator; for cron-driven hosts).
+    Tick,
+    /// `/internal/v1/subscriptions/{id}`: read any subscription (operator).
+    OperatorSubscription(String),
+    /// `/internal/v1/subscriptions/{id}/disable` (operator).
+    DisableSubscription(String),
+    /// `/internal/v1/subscriptions/{id}/deliveries`: delivery history (operator).
+    SubscriptionDeliveries(String),
+    /// `/internal/v1/deliveries/{id}`: one delivery with its attempts (operator).
+    Delivery(String),
+    /// `/internal/v1/deliveries/{id}/replay` (operator).
+    Replay(String),
 }
 
 impl Route {
@@ -48,6 +63,19 @@ impl Route {
             ["internal", "v1", "clients", client, "keys", key] => {
                 Route::ClientKey((*client).to_owned(), (*key).to_owned())
             }
+            ["internal", "v1", "events"] => Route::Events,
+            ["internal", "v1", "tick"] => Route::Tick,
+            ["internal", "v1", "subscriptions", id] => {
+                Route::OperatorSubscription((*id).to_owned())
+            }
+            ["internal", "v1", "subscriptions", id, "disable"] => {
+                Route::DisableSubscription((*id).to_owned())
+            }
+            ["internal", "v1", "subscriptions", id, "deliveries"] => {
+                Route::SubscriptionDeliveries((*id).to_owned())
+            }
+            ["internal", "v1", "deliveries", id] => Route::Delivery((*id).to_owned()),
+            ["internal", "v1", "deliveries", id, "replay"] => Route::Replay((*id).to_owned()),
             _ => return None,
         };
         Some(route)
@@ -56,25 +84,33 @@ impl Route {
     /// The methods this route answers; anything else is a 405 with `Allow`.
     pub fn methods(&self) -> &'static [&'static str] {
         match self {
-            Route::Health | Route::OperatorSettings => &["GET"],
+            Route::Health
+            | Route::OperatorSettings
+            | Route::OperatorSubscription(_)
+            | Route::SubscriptionDeliveries(_)
+            | Route::Delivery(_) => &["GET"],
             Route::Webhooks => &["GET", "POST"],
             Route::Webhook(_) => &["GET", "DELETE"],
-            Route::ClientKeys(_) => &["POST"],
+            Route::ClientKeys(_)
+            | Route::Events
+            | Route::Tick
+            | Route::DisableSubscription(_)
+            | Route::Replay(_) => &["POST"],
             Route::ClientKey(..) => &["DELETE"],
         }
     }
 
     /// Whether the route belongs to the operator API (admin token, not API keys).
     pub fn is_operator(&self) -> bool {
-        matches!(
-            self,
-            Route::OperatorSettings | Route::ClientKeys(_) | Route::ClientKey(..)
-        )
+        !matches!(self, Route::Health | Route::Webhooks | Route::Webhook(_))
     }
 
     /// The body size limit of this route.
     pub fn body_limit(&self) -> usize {
-        API_BODY_LIMIT
+        match self {
+            Route::Events => INGEST_BODY_LIMIT,
+            _ => API_BODY_LIMIT,
+        }
     }
 }
 
@@ -88,23 +124,28 @@ pub struct Handled {
     pub request_id: String,
     /// Internal cause of a failure, for the log.
     pub log: Option<String>,
+    /// Whether the host should run a tick now that the response is out (an event was
+    /// accepted or a delivery replayed: attempt 1 is due at once).
+    pub tick_after: bool,
 }
 
 /// Handles one HTTP request. Never panics on request data: every failure becomes the JSON
 /// error envelope.
-pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request) -> Handled {
+pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request, sender: &dyn Sender) -> Handled {
     let request_id = IdKind::Request.generate(env.entropy);
-    let (response, log) = match dispatch(env, req, &request_id) {
+    let (response, log) = match dispatch(env, req, &request_id, sender) {
         Ok(resp) => (resp, None),
         Err(err) => {
             let log = err.log.clone();
             (err.into_response(&request_id), log)
         }
     };
+    let tick_after = response.status == 202;
     Handled {
         response: response.with_header("x-request-id", request_id.clone()),
         request_id,
         log,
+        tick_after,
     }
 }
 
@@ -118,6 +159,7 @@ pub fn misconfigured(request_id: &str, problem: &str) -> Handled {
             .with_header("x-request-id", request_id),
         request_id: request_id.to_owned(),
         log,
+        tick_after: false,
     }
 }
 
@@ -125,6 +167,7 @@ fn dispatch<K: Kv>(
     env: &Env<'_, K>,
     req: &Request,
     request_id: &str,
+    sender: &dyn Sender,
 ) -> Result<Response, ApiError> {
     let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
     if !route.methods().contains(&req.method.as_str()) {
@@ -142,7 +185,18 @@ fn dispatch<K: Kv>(
             Route::OperatorSettings => Ok(operator::settings(env, request_id)),
             Route::ClientKeys(client) => operator::issue_key(env, &client, request_id),
             Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
-            _ => Err(ApiError::not_found("Route")),
+            Route::Events => operator::ingest(env, req, request_id),
+            Route::Tick => Ok(operator::tick(env, sender, request_id)),
+            Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
+            Route::DisableSubscription(id) => operator::disable_subscription(env, &id, request_id),
+            Route::SubscriptionDeliveries(id) => {
+                operator::subscription_deliveries(env, req, &id, request_id)
+            }
+            Route::Delivery(id) => operator::delivery(env, &id, request_id),
+            Route::Replay(id) => operator::replay(env, &id, request_id),
+            Route::Health | Route::Webhooks | Route::Webhook(_) => {
+                Err(ApiError::not_found("Route"))
+            }
         };
     }
     let client_id = auth::authenticate(env, req)?;
@@ -181,7 +235,7 @@ mod tests {
             settings: &settings,
             entropy: &entropy,
         };
-        handle(&env, &req)
+        handle(&env, &req, &crate::delivery::NoNetwork)
     }
 
     #[test]

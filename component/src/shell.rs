@@ -12,8 +12,9 @@ mod bindings {
 }
 
 use crate::config::Settings;
+use crate::delivery::{self, Outgoing, SendResult, Sender};
 use crate::env::{Entropy, Env};
-use crate::events::{self, PublishError, PublishReceipt};
+use crate::events::{PublishError, PublishReceipt};
 use crate::http::{Request, Response};
 use crate::ids::IdKind;
 use crate::kv::{Kv, KvError};
@@ -21,9 +22,13 @@ use crate::router::{self, READ_LIMIT};
 use crate::scheduler::TickReport;
 use bindings::exports::edgehook::webhooks::{events as wit_events, scheduler as wit_scheduler};
 use bindings::exports::wasi::http::incoming_handler;
+use bindings::wasi::clocks::monotonic_clock;
+use bindings::wasi::http::outgoing_handler;
 use bindings::wasi::http::types::{
-    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+    ErrorCode, Fields, FutureIncomingResponse, IncomingRequest, Method, OutgoingBody,
+    OutgoingRequest, OutgoingResponse, RequestOptions, ResponseOutparam, Scheme,
 };
+use bindings::wasi::io::poll;
 use bindings::wasi::io::streams::StreamError;
 use bindings::wasi::keyvalue::{atomics, batch, store};
 
@@ -68,10 +73,10 @@ impl Kv for WasiKv {
 
     fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         let found = batch::get_many(&self.0, keys).map_err(kv_err)?;
-        // The result pairs values with keys; do not rely on the host keeping order.
-        let mut map: std::collections::HashMap<String, Option<Vec<u8>>> =
-            found.into_iter().collect();
-        Ok(keys.iter().map(|k| map.remove(k).flatten()).collect())
+        // The result pairs values with keys; do not rely on the host keeping order, and
+        // answer every requested key, duplicates included.
+        let map: std::collections::HashMap<String, Option<Vec<u8>>> = found.into_iter().collect();
+        Ok(keys.iter().map(|k| map.get(k).cloned().flatten()).collect())
     }
 
     fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
@@ -199,10 +204,139 @@ fn write_response(resp: Response, outparam: ResponseOutparam) {
     let _ = OutgoingBody::finish(body, None);
 }
 
+/// `wasi:http/outgoing-handler` as the core's [`Sender`]: every request is started at once,
+/// then all are polled together against one deadline.
+struct WasiSender;
+
+fn error_text(code: &ErrorCode) -> String {
+    match code {
+        ErrorCode::ConnectionTimeout
+        | ErrorCode::ConnectionReadTimeout
+        | ErrorCode::ConnectionWriteTimeout
+        | ErrorCode::HttpResponseTimeout => "timeout".into(),
+        ErrorCode::ConnectionRefused => "connection refused".into(),
+        ErrorCode::DestinationNotFound => "host not found".into(),
+        ErrorCode::ConnectionTerminated => "connection reset".into(),
+        ErrorCode::DestinationIpProhibited | ErrorCode::HttpRequestDenied => {
+            "destination not allowed".into()
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Starts one request: head, body, then the future of its response.
+fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingResponse, String> {
+    let entries: Vec<(String, Vec<u8>)> = req
+        .headers
+        .iter()
+        .map(|(n, v)| (n.clone(), v.as_bytes().to_vec()))
+        .collect();
+    let headers = Fields::from_list(&entries).map_err(|e| format!("invalid header: {e:?}"))?;
+    let out = OutgoingRequest::new(headers);
+    let scheme = if req.scheme == "http" {
+        Scheme::Http
+    } else {
+        Scheme::Https
+    };
+    let bad = |what: &str| format!("invalid request {what}");
+    out.set_method(&Method::Post).map_err(|()| bad("method"))?;
+    out.set_scheme(Some(&scheme)).map_err(|()| bad("scheme"))?;
+    out.set_authority(Some(&req.authority))
+        .map_err(|()| bad("authority"))?;
+    out.set_path_with_query(Some(&req.path_and_query))
+        .map_err(|()| bad("path"))?;
+    let body = out.body().map_err(|()| bad("body"))?;
+    let options = RequestOptions::new();
+    // Hosts that do not support a timeout refuse to set it; the poll deadline still holds.
+    let _ = options.set_connect_timeout(Some(timeout_ns));
+    let _ = options.set_first_byte_timeout(Some(timeout_ns));
+    let _ = options.set_between_bytes_timeout(Some(timeout_ns));
+    let future = outgoing_handler::handle(out, Some(options)).map_err(|e| error_text(&e))?;
+    {
+        let stream = body.write().map_err(|()| bad("body stream"))?;
+        for chunk in req.body.chunks(4096) {
+            stream
+                .blocking_write_and_flush(chunk)
+                .map_err(|e| format!("writing the body: {e:?}"))?;
+        }
+    }
+    OutgoingBody::finish(body, None).map_err(|e| error_text(&e))?;
+    Ok(future)
+}
+
+impl Sender for WasiSender {
+    fn send_all(&self, requests: &[Outgoing], timeout_ms: u64) -> Vec<SendResult> {
+        let started = monotonic_clock::now();
+        let elapsed_ms = || (monotonic_clock::now().saturating_sub(started)) / 1_000_000;
+        let timeout_ns = timeout_ms.saturating_mul(1_000_000);
+        let mut results: Vec<Option<SendResult>> = vec![None; requests.len()];
+        let mut pending: Vec<(usize, FutureIncomingResponse)> = Vec::new();
+        for (i, req) in requests.iter().enumerate() {
+            match start_request(req, timeout_ns) {
+                Ok(future) => pending.push((i, future)),
+                Err(e) => {
+                    results[i] = Some(SendResult {
+                        outcome: Err(e),
+                        latency_ms: elapsed_ms(),
+                    })
+                }
+            }
+        }
+        let deadline = monotonic_clock::subscribe_duration(timeout_ns);
+        while !pending.is_empty() {
+            let ready = {
+                let pollables: Vec<_> = pending.iter().map(|(_, f)| f.subscribe()).collect();
+                let mut list: Vec<&poll::Pollable> = pollables.iter().collect();
+                list.push(&deadline);
+                poll::poll(&list)
+            };
+            let timed_out = ready.iter().any(|i| *i as usize == pending.len());
+            let mut still = Vec::new();
+            for (pos, (i, future)) in pending.into_iter().enumerate() {
+                let outcome = if ready.contains(&(pos as u32)) {
+                    match future.get() {
+                        Some(Ok(Ok(response))) => Some(Ok(response.status())),
+                        Some(Ok(Err(code))) => Some(Err(error_text(&code))),
+                        Some(Err(())) => Some(Err("response already taken".into())),
+                        None => None,
+                    }
+                } else {
+                    None
+                };
+                match outcome {
+                    Some(outcome) => {
+                        results[i] = Some(SendResult {
+                            outcome,
+                            latency_ms: elapsed_ms(),
+                        })
+                    }
+                    None if timed_out => {
+                        results[i] = Some(SendResult {
+                            outcome: Err("timeout".into()),
+                            latency_ms: elapsed_ms(),
+                        })
+                    }
+                    None => still.push((i, future)),
+                }
+            }
+            pending = still;
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or(SendResult {
+                    outcome: Err("not sent".into()),
+                    latency_ms: 0,
+                })
+            })
+            .collect()
+    }
+}
+
 impl incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
         let req = read_request(request);
-        let handled = match with_env(|env| router::handle(env, &req)) {
+        let handled = match with_env(|env| router::handle(env, &req, &WasiSender)) {
             Ok(h) => h,
             Err(problem) => {
                 router::misconfigured(&IdKind::Request.generate(&WasiEntropy), &problem)
@@ -215,6 +349,11 @@ impl incoming_handler::Guest for Component {
             );
         }
         write_response(handled.response, response_out);
+        if handled.tick_after {
+            // The response is complete; run the attempts that just became due (attempt 1
+            // of a published event, a replay) in the same invocation.
+            let _ = with_env(|env| delivery::tick(env, &WasiSender));
+        }
     }
 }
 
@@ -224,7 +363,7 @@ impl wit_events::Guest for Component {
         load: Vec<u8>,
     ) -> Result<wit_events::PublishReceipt, wit_events::Error> {
         let receipt: Result<PublishReceipt, PublishError> =
-            with_env(|env| events::publish(env, &event_type, &load))
+            with_env(|env| delivery::publish(env, &event_type, &load, None))
                 .map_err(PublishError::StoreUnavailable)
                 .and_then(|r| r);
         match receipt {
@@ -236,13 +375,18 @@ impl wit_events::Guest for Component {
             Err(PublishError::UnknownEventType(t)) => Err(wit_events::Error::UnknownEventType(t)),
             Err(PublishError::InvalidLoad(m)) => Err(wit_events::Error::InvalidLoad(m)),
             Err(PublishError::StoreUnavailable(m)) => Err(wit_events::Error::StoreUnavailable(m)),
+            Err(PublishError::Conflict(m)) => Err(wit_events::Error::InvalidLoad(m)),
         }
     }
 }
 
 impl wit_scheduler::Guest for Component {
     fn tick() -> wit_scheduler::TickReport {
-        let report: TickReport = with_env(|_env| TickReport::default()).unwrap_or_default();
+        let report: TickReport =
+            with_env(|env| delivery::tick(env, &WasiSender)).unwrap_or_else(|_| TickReport {
+                next_due_ms: Some(now_ms() + 1000),
+                ..TickReport::default()
+            });
         wit_scheduler::TickReport {
             attempted: report.attempted,
             succeeded: report.succeeded,

@@ -86,9 +86,27 @@ pub struct Subscription {
     pub disabled_at: Option<u64>,
     /// Position in the client's creation order.
     pub seq: u64,
+    /// Deliveries in a row that ended failed (reset by any success).
+    #[serde(default)]
+    pub consecutive_failures: u32,
 }
 
 impl Subscription {
+    /// The operator view: state and disable reason included, never the secret.
+    pub fn operator_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "clientId": self.client_id,
+            "url": self.url,
+            "eventTypes": self.event_types,
+            "status": self.status,
+            "disabledReason": self.disabled_reason,
+            "disabledAt": self.disabled_at,
+            "createdAt": self.created_at,
+            "consecutiveFailures": self.consecutive_failures,
+        })
+    }
+
     /// The partner-facing view (never includes the secret).
     pub fn public_json(&self) -> Value {
         json!({
@@ -286,6 +304,7 @@ fn create_fresh<K: Kv>(
         created_at: env.now_ms,
         disabled_at: None,
         seq,
+        consecutive_failures: 0,
     };
     env.kv.set(&keys::subscription(&id), &sub.to_bytes()?)?;
     for event_type in &sub.event_types {
@@ -433,7 +452,7 @@ fn parse_cursor(cursor: &str) -> Option<u64> {
         .and_then(|h| u64::from_str_radix(h, 16).ok())
 }
 
-fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
+pub(crate) fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
     let mut details = Vec::new();
     let limit = match req.query_param("limit") {
         Ok(None) => DEFAULT_LIMIT,
@@ -628,10 +647,14 @@ pub fn delete<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     match disable(env, id, Some(client_id), "deleted")? {
-        Some(sub) => Ok(Response::json(
-            200,
-            &json!({"data": {"id": sub.id, "status": "disabled"}, "requestId": request_id}),
-        )),
+        Some(sub) => {
+            // Committed; deliveries this misses are cancelled when they come due.
+            let _ = crate::delivery::cancel_pending(env, &sub.id);
+            Ok(Response::json(
+                200,
+                &json!({"data": {"id": sub.id, "status": "disabled"}, "requestId": request_id}),
+            ))
+        }
         None => Err(ApiError::not_found("Subscription")),
     }
 }

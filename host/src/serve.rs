@@ -109,7 +109,7 @@ impl Server {
             "info",
             "request",
             &[
-                ("method", method.clone()),
+                ("method", method),
                 ("path", path),
                 ("status", response.status.to_string()),
                 (
@@ -123,7 +123,8 @@ impl Server {
                 ("peer", peer.to_string()),
             ],
         );
-        if method != "GET" {
+        if response.status == 202 {
+            // An event was accepted or a delivery replayed: work is due now.
             self.wake.notify_one();
         }
         let mut builder = hyper::Response::builder().status(response.status);

@@ -167,7 +167,13 @@ impl Simulation {
         let req = builder.body(Full::new(Bytes::copy_from_slice(body)))?;
         let env = self.env.clone();
         let runtime = self.runtime;
-        self.tokio.block_on(runtime.handle(&env, req))
+        let response = self.tokio.block_on(runtime.handle(&env, req))?;
+        if response.status == 202 {
+            // Like `edgehook serve`: a 202 (an event accepted, a delivery replayed) made work
+            // due, so the timer wakes and learns when the next attempt is due.
+            self.tick()?;
+        }
+        Ok(response)
     }
 
     /// Publishes an event through the `events.publish` export.

@@ -1,0 +1,969 @@
+//! The delivery engine: fan-out of published events, signed attempts, retries on the host's
+//! timer, automatic disabling, history and replay.
+//!
+//! **Records.** `evt:{id}` (type, body hash, matched subscriptions) and `evt:{id}:body` (the
+//! raw load). `dlv:{id}` is one delivery: one event to one subscription, with every attempt.
+//! Its id is derived from (event, subscription), so it is the same on every retry and replay,
+//! and a resumed fan-out finds the deliveries it already made.
+//!
+//! **Due queue.** Attempts are due on whole seconds (retries) or at publish time (attempt 1).
+//! Second `s` has an [`AppendLog`] `due:{s}` of delivery ids, and `duedir` lists the seconds
+//! that have one. A tick reads the seconds that are due, claims each delivery by
+//! compare-and-swap on its record (a lease), sends, and records the outcome. The record is
+//! the truth; queue entries are hints, and stale ones are skipped. A retry's queue entry is
+//! written before the record says it is due, so a crash never loses one; a crash mid-attempt
+//! leaves a lease that expires and the attempt runs again (receivers dedupe by delivery id).
+
+use crate::applog::{AppendLog, Entry};
+use crate::env::Env;
+use crate::error::ApiError;
+use crate::events::{self, PublishError, PublishReceipt};
+use crate::ids::IdKind;
+use crate::keys;
+use crate::kv::{Kv, KvError, Update, update};
+use crate::scheduler::TickReport;
+use crate::signing;
+use crate::subscriptions::{self, Status as SubStatus, Subscription};
+use crate::validate;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+/// Attempts per run (the original delivery, and each replay).
+pub const MAX_ATTEMPTS: usize = 3;
+/// Delay before attempt 2 and before attempt 3, after the previous attempt failed.
+pub const RETRY_DELAYS_MS: [u64; 2] = [60_000, 300_000];
+/// `User-Agent` of every delivery.
+pub const USER_AGENT: &str = concat!("edgehook/", env!("CARGO_PKG_VERSION"));
+/// Most attempts one tick runs; more due work is reported as due now.
+pub const MAX_ATTEMPTS_PER_TICK: usize = 2000;
+/// Extra lease time beyond the attempt timeout before another instance may take over.
+const LEASE_MARGIN_MS: u64 = 30_000;
+/// Seconds a processed queue second is kept before it is deleted (tolerates clock skew
+/// between instances appending to it).
+const QUEUE_GRACE_S: u64 = 60;
+/// How far back a disable looks for pending deliveries to cancel.
+const CANCEL_LOOKBACK: u64 = 2048;
+
+/// Where a delivery is in its life.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// An attempt is due now or later.
+    Pending,
+    /// An attempt got a 2xx.
+    Succeeded,
+    /// Every attempt of the run failed (or the endpoint answered 410 Gone).
+    Failed,
+    /// The subscription was disabled before the delivery finished.
+    Cancelled,
+}
+
+/// One attempt to deliver.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// Run number: 0 for the original delivery, 1.. for replays.
+    pub run: u32,
+    /// Attempt number within the run (1..=3).
+    pub number: u32,
+    /// When it was due (ms since the epoch).
+    pub due_at: u64,
+    /// When it was sent.
+    pub started_at: u64,
+    /// The endpoint's status code, if it answered.
+    pub status_code: Option<u16>,
+    /// The network error or timeout, if it did not.
+    pub error: Option<String>,
+    /// Time to the response head, in ms.
+    pub latency_ms: u64,
+    /// Whether it counted as a success.
+    pub succeeded: bool,
+}
+
+/// A delivery: one event to one subscription.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// `dlv_...`, fixed per (event, subscription).
+    pub id: String,
+    /// The event.
+    pub event_id: String,
+    /// Its type (the `X-Service-Event` header).
+    pub event_type: String,
+    /// The subscription.
+    pub subscription_id: String,
+    /// When it was created.
+    pub created_at: u64,
+    /// Where it is in its life.
+    pub status: Status,
+    /// Every attempt, of every run.
+    pub attempts: Vec<Attempt>,
+    /// Current run (0 = original, 1.. = replays).
+    pub run: u32,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_at: Option<u64>,
+    /// Until when an instance holds the attempt in flight.
+    pub lease_until: Option<u64>,
+    /// Which tick holds it.
+    pub lease_owner: Option<String>,
+    /// When it reached its final state.
+    pub finished_at: Option<u64>,
+}
+
+impl Delivery {
+    fn attempts_in_run(&self) -> usize {
+        self.attempts.iter().filter(|a| a.run == self.run).count()
+    }
+
+    /// The operator view.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "eventId": self.event_id,
+            "eventType": self.event_type,
+            "subscriptionId": self.subscription_id,
+            "status": self.status,
+            "createdAt": self.created_at,
+            "nextAttemptAt": self.next_attempt_at,
+            "finishedAt": self.finished_at,
+            "replays": self.run,
+            "attempts": self.attempts,
+        })
+    }
+}
+
+/// A published event.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct EventRecord {
+    id: String,
+    event_type: String,
+    created_at: u64,
+    body_sha256: String,
+    subscriptions: Vec<String>,
+    fanned_out: bool,
+}
+
+/// An HTTP request to send for one attempt.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// `https` (or `http` where private targets are allowed).
+    pub scheme: String,
+    /// `host[:port]`.
+    pub authority: String,
+    /// Path and query.
+    pub path_and_query: String,
+    /// Headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The raw body (shared between deliveries of one event).
+    pub body: Rc<Vec<u8>>,
+}
+
+/// What came back for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    /// The status code, or the error (`timeout`, `connection refused`, ...).
+    pub outcome: Result<u16, String>,
+    /// Time to the response head (or the error), in ms.
+    pub latency_ms: u64,
+}
+
+/// Sends requests, all at once, each within `timeout_ms`. The shell implements it over
+/// `wasi:http/outgoing-handler`. Redirects are never followed.
+pub trait Sender {
+    /// One result per request, in order.
+    fn send_all(&self, requests: &[Outgoing], timeout_ms: u64) -> Vec<SendResult>;
+}
+
+/// A sender that refuses everything (for hosts and tests with no network).
+pub struct NoNetwork;
+
+impl Sender for NoNetwork {
+    fn send_all(&self, requests: &[Outgoing], _timeout_ms: u64) -> Vec<SendResult> {
+        requests
+            .iter()
+            .map(|_| SendResult {
+                outcome: Err("no network".into()),
+                latency_ms: 0,
+            })
+            .collect()
+    }
+}
+
+/// The delivery id of (event, subscription).
+pub fn delivery_id(event_id: &str, subscription_id: &str) -> String {
+    let digest = Sha256::digest(format!("{event_id}/{subscription_id}").as_bytes());
+    format!("dlv_{}", &hex::encode(digest)[..24])
+}
+
+/// When the attempt after `failed_attempts` failed ones is due, or `None` after the last.
+/// `random` picks the jitter: up to +10 % of the delay. Retries fall on whole seconds.
+pub fn retry_due(failed_at_ms: u64, failed_attempts: usize, random: u64) -> Option<u64> {
+    let delay = *RETRY_DELAYS_MS.get(failed_attempts.checked_sub(1)?)?;
+    let jitter_span = delay / 10 - 999;
+    let due = failed_at_ms + delay + random % jitter_span;
+    Some(due.div_ceil(1000) * 1000)
+}
+
+fn second_of(ms: u64) -> u64 {
+    ms / 1000
+}
+
+fn due_log(second: u64) -> AppendLog {
+    AppendLog::new(format!("due:{second}"))
+}
+
+fn history_log(subscription_id: &str) -> AppendLog {
+    AppendLog::new(format!("subdlv:{subscription_id}"))
+}
+
+fn retention_log(day: u64) -> AppendLog {
+    AppendLog::new(format!("ret:{day}"))
+}
+
+const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+fn json_bytes<T: Serialize>(v: &T) -> Result<Vec<u8>, KvError> {
+    serde_json::to_vec(v).map_err(|e| KvError(e.to_string()))
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, KvError> {
+    serde_json::from_slice(b).map_err(|e| KvError(format!("corrupt record: {e}")))
+}
+
+/// Adds `values` to the sorted set of numbers stored at `key`.
+fn set_add<K: Kv>(kv: &K, key: &str, values: &BTreeSet<u64>) -> Result<(), KvError> {
+    update(kv, key, |cur| {
+        let mut set: BTreeSet<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
+        let before = set.len();
+        set.extend(values.iter().copied());
+        if set.len() == before {
+            return Ok(Update::Keep(()));
+        }
+        Ok(Update::Write(json_bytes(&set)?, ()))
+    })
+    .map_err(kv_from_update)
+}
+
+/// Removes `values` from the sorted set of numbers stored at `key`.
+fn set_remove<K: Kv>(kv: &K, key: &str, values: &BTreeSet<u64>) -> Result<(), KvError> {
+    update(kv, key, |cur| {
+        let mut set: BTreeSet<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
+        let before = set.len();
+        set.retain(|v| !values.contains(v));
+        if set.len() == before {
+            return Ok(Update::Keep(()));
+        }
+        Ok(Update::Write(json_bytes(&set)?, ()))
+    })
+    .map_err(kv_from_update)
+}
+
+fn kv_from_update(e: crate::kv::UpdateError<KvError>) -> KvError {
+    match e {
+        crate::kv::UpdateError::Kv(e) | crate::kv::UpdateError::Rejected(e) => e,
+        crate::kv::UpdateError::Contended => KvError("compare-and-swap contended".into()),
+    }
+}
+
+/// Queues delivery ids as due at `due_ms`: the entries first, then the directory.
+fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), KvError> {
+    for (second, ids) in by_second {
+        due_log(*second).append(kv, ids)?;
+    }
+    let seconds: BTreeSet<u64> = by_second.keys().copied().collect();
+    set_add(kv, keys::DUE_DIRECTORY, &seconds)
+}
+
+/// Accepts an event: stores it once, creates one delivery per active subscription listening
+/// to its type, and queues attempt 1 of each as due now.
+///
+/// With an `idempotency_key`, the event id is derived from it: publishing again with the
+/// same key and the same body returns the same event (finishing a fan-out that failed
+/// half-way) instead of delivering twice.
+pub fn publish<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+    idempotency_key: Option<&str>,
+) -> Result<PublishReceipt, PublishError> {
+    events::validate(event_type, load)?;
+    let store = |e: KvError| PublishError::StoreUnavailable(e.0);
+    let body_sha256 = hex::encode(Sha256::digest(load));
+    let event_id = match idempotency_key {
+        Some(k) => format!(
+            "evt_{}",
+            &hex::encode(Sha256::digest(format!("ingest/{k}").as_bytes()))[..24]
+        ),
+        None => IdKind::Event.generate(env.entropy),
+    };
+    let event = match env.kv.get(&keys::event(&event_id)).map_err(store)? {
+        Some(existing) => {
+            let existing: EventRecord = parse_json(&existing).map_err(store)?;
+            if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
+                return Err(PublishError::Conflict(
+                    "this Idempotency-Key was already used for a different event".into(),
+                ));
+            }
+            existing
+        }
+        None => {
+            let matching = active_listeners(env, event_type).map_err(store)?;
+            let event = EventRecord {
+                id: event_id.clone(),
+                event_type: event_type.to_owned(),
+                created_at: env.now_ms,
+                body_sha256,
+                subscriptions: matching,
+                fanned_out: false,
+            };
+            env.kv
+                .set(&keys::event_body(&event_id), load)
+                .map_err(store)?;
+            env.kv
+                .set(&keys::event(&event_id), &json_bytes(&event).map_err(store)?)
+                .map_err(store)?;
+            event
+        }
+    };
+    if !event.fanned_out {
+        fan_out(env, &event).map_err(store)?;
+    }
+    let deliveries = u32::try_from(event.subscriptions.len()).unwrap_or(u32::MAX);
+    Ok(PublishReceipt {
+        event_id,
+        deliveries,
+        next_due_ms: (deliveries > 0).then_some(event.created_at),
+    })
+}
+
+/// Ids of the active subscriptions listening to `event_type`.
+fn active_listeners<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, KvError> {
+    let ids = subscriptions::fanout_ids(env, event_type).map_err(api_to_kv)?;
+    let subs = subscriptions::load_many(env, &ids).map_err(api_to_kv)?;
+    Ok(subs
+        .into_iter()
+        .flatten()
+        .filter(|s| s.status == SubStatus::Active && s.event_types.iter().any(|t| t == event_type))
+        .map(|s| s.id)
+        .collect())
+}
+
+fn api_to_kv(e: ApiError) -> KvError {
+    KvError(e.log.unwrap_or(e.message))
+}
+
+/// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
+/// again: history entries, queue entries, then the records (which make them real).
+fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> {
+    let ids: Vec<String> = event
+        .subscriptions
+        .iter()
+        .map(|s| delivery_id(&event.id, s))
+        .collect();
+    for (sub, dlv) in event.subscriptions.iter().zip(&ids) {
+        history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
+    }
+    let mut queue = BTreeMap::new();
+    queue.insert(second_of(event.created_at), ids.clone());
+    enqueue(env.kv, &queue)?;
+    for (sub, dlv) in event.subscriptions.iter().zip(&ids) {
+        let record = Delivery {
+            id: dlv.clone(),
+            event_id: event.id.clone(),
+            event_type: event.event_type.clone(),
+            subscription_id: sub.clone(),
+            created_at: event.created_at,
+            status: Status::Pending,
+            attempts: Vec::new(),
+            run: 0,
+            next_attempt_at: Some(event.created_at),
+            lease_until: None,
+            lease_owner: None,
+            finished_at: None,
+        };
+        let bytes = json_bytes(&record)?;
+        update(env.kv, &keys::delivery(dlv), |cur| {
+            Ok::<_, KvError>(match cur {
+                Some(_) => Update::Keep(()),
+                None => Update::Write(bytes.clone(), ()),
+            })
+        })
+        .map_err(kv_from_update)?;
+    }
+    let day = event.created_at / DAY_MS;
+    retention_log(day).append(env.kv, std::slice::from_ref(&event.id))?;
+    set_add(env.kv, keys::RETENTION_DIRECTORY, &BTreeSet::from([day]))?;
+    let mut done = event.clone();
+    done.fanned_out = true;
+    env.kv.set(&keys::event(&event.id), &json_bytes(&done)?)
+}
+
+/// Reads a delivery record.
+pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Delivery>, ApiError> {
+    if !IdKind::Delivery.matches(id) {
+        return Ok(None);
+    }
+    match env.kv.get(&keys::delivery(id))? {
+        None => Ok(None),
+        Some(b) => parse_json(&b).map(Some).map_err(ApiError::internal),
+    }
+}
+
+/// What a tick decided for one claimed delivery.
+struct Claimed {
+    delivery: Delivery,
+    due_at: u64,
+}
+
+/// Runs every attempt that is due now (up to [`MAX_ATTEMPTS_PER_TICK`]), purges records past
+/// retention, and reports when the next attempt is due. Store failures are not fatal: what
+/// could not be done stays queued for a later tick.
+pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
+    let mut report = TickReport::default();
+    let tick_id = IdKind::Request.generate(env.entropy);
+    let now = env.now_ms;
+    let directory: BTreeSet<u64> = match env.kv.get(keys::DUE_DIRECTORY) {
+        Ok(v) => v.and_then(|b| parse_json(&b).ok()).unwrap_or_default(),
+        Err(_) => {
+            report.next_due_ms = Some(now + 1000);
+            return report;
+        }
+    };
+    let mut next_due: Option<u64> = None;
+    let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
+    let mut budget = MAX_ATTEMPTS_PER_TICK;
+    let mut finished_seconds = BTreeSet::new();
+    for second in directory.iter().copied().filter(|s| s * 1000 <= now) {
+        match run_second(env, sender, &tick_id, second, &mut budget, &mut report) {
+            Ok(SecondOutcome { unfinished_until }) => match unfinished_until {
+                Some(t) => note_due(t),
+                None if (second + QUEUE_GRACE_S) * 1000 < now => {
+                    finished_seconds.insert(second);
+                }
+                None => {}
+            },
+            Err(_) => note_due(now + 1000),
+        }
+        if budget == 0 {
+            note_due(now);
+            break;
+        }
+    }
+    for second in &finished_seconds {
+        if due_log(*second).delete_all(env.kv).is_ok() {
+            let _ = set_remove(env.kv, keys::DUE_DIRECTORY, &BTreeSet::from([*second]));
+        }
+    }
+    let _ = purge_expired(env);
+    // Read the directory again: this tick queued retries into later seconds.
+    match env.kv.get(keys::DUE_DIRECTORY) {
+        Ok(v) => {
+            let directory: BTreeSet<u64> = v.and_then(|b| parse_json(&b).ok()).unwrap_or_default();
+            if let Some(s) = directory.iter().find(|s| **s * 1000 > now) {
+                note_due(*s * 1000);
+            }
+        }
+        Err(_) => note_due(now + 1000),
+    }
+    report.next_due_ms = next_due;
+    report
+}
+
+struct SecondOutcome {
+    /// When something in this second can next be worked on, if anything is left.
+    unfinished_until: Option<u64>,
+}
+
+fn run_second<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    tick_id: &str,
+    second: u64,
+    budget: &mut usize,
+    report: &mut TickReport,
+) -> Result<SecondOutcome, KvError> {
+    let now = env.now_ms;
+    let entries: Vec<Entry<String>> = due_log(second).read(env.kv, 0, usize::MAX)?;
+    let ids: Vec<String> = entries
+        .into_iter()
+        .map(|e| e.item)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let keys: Vec<String> = ids.iter().map(|id| keys::delivery(id)).collect();
+    let records = env.kv.get_many(&keys)?;
+    let mut unfinished_until: Option<u64> = None;
+    let mut note = |t: u64| unfinished_until = Some(unfinished_until.map_or(t, |u| u.min(t)));
+    let mut candidates = Vec::new();
+    for record in records.into_iter().flatten() {
+        let Ok(d) = parse_json::<Delivery>(&record) else {
+            continue;
+        };
+        let Some(due) = d.next_attempt_at else {
+            continue;
+        };
+        if d.status != Status::Pending || second_of(due) > second {
+            continue; // finished, or rescheduled into a later second
+        }
+        match d.lease_until {
+            Some(until) if until > now => note(until),
+            _ => candidates.push(d.id),
+        }
+    }
+    let batch_size = env.settings.max_concurrency.max(1) as usize;
+    let mut left = candidates.as_slice();
+    while !left.is_empty() {
+        if *budget == 0 {
+            note(now);
+            break;
+        }
+        let take = left.len().min(batch_size).min(*budget);
+        let (batch, rest) = left.split_at(take);
+        left = rest;
+        *budget -= take;
+        if run_batch(env, sender, tick_id, batch, report).is_err() {
+            note(now + 1000);
+        }
+    }
+    Ok(SecondOutcome { unfinished_until })
+}
+
+/// Claims, sends and records one batch of due deliveries, concurrently.
+fn run_batch<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    tick_id: &str,
+    ids: &[String],
+    report: &mut TickReport,
+) -> Result<(), KvError> {
+    let now = env.now_ms;
+    let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
+    let mut claimed: Vec<Claimed> = Vec::new();
+    for id in ids {
+        let outcome = update(env.kv, &keys::delivery(id), |cur| {
+            let Some(bytes) = cur else {
+                return Ok(Update::Keep(None));
+            };
+            let mut d: Delivery = parse_json(bytes)?;
+            let due = match d.next_attempt_at {
+                Some(due) if d.status == Status::Pending && due <= now => due,
+                _ => return Ok(Update::Keep(None)),
+            };
+            if d.lease_until.is_some_and(|u| u > now) {
+                return Ok(Update::Keep(None));
+            }
+            d.lease_until = Some(lease_until);
+            d.lease_owner = Some(tick_id.to_owned());
+            Ok(Update::Write(
+                json_bytes(&d)?,
+                Some(Claimed {
+                    delivery: d,
+                    due_at: due,
+                }),
+            ))
+        })
+        .map_err(kv_from_update)?;
+        claimed.extend(outcome);
+    }
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let sub_ids: Vec<String> = claimed
+        .iter()
+        .map(|c| c.delivery.subscription_id.clone())
+        .collect();
+    let subs = subscriptions::load_many(env, &sub_ids).map_err(api_to_kv)?;
+    let mut bodies: HashMap<String, Rc<Vec<u8>>> = HashMap::new();
+    let mut to_send: Vec<(usize, Outgoing)> = Vec::new();
+    let mut results: Vec<Option<SendResult>> = vec![None; claimed.len()];
+    let mut cancelled = vec![false; claimed.len()];
+    for (i, (c, sub)) in claimed.iter().zip(&subs).enumerate() {
+        let Some(sub) = sub.as_ref().filter(|s| s.status == SubStatus::Active) else {
+            cancelled[i] = true;
+            continue;
+        };
+        let body = match bodies.get(&c.delivery.event_id) {
+            Some(b) => b.clone(),
+            None => {
+                let Some(b) = env.kv.get(&keys::event_body(&c.delivery.event_id))? else {
+                    cancelled[i] = true;
+                    continue;
+                };
+                let b = Rc::new(b);
+                bodies.insert(c.delivery.event_id.clone(), b.clone());
+                b
+            }
+        };
+        match outgoing(env, &c.delivery, sub, body) {
+            Some(req) => to_send.push((i, req)),
+            None => cancelled[i] = true,
+        }
+    }
+    let requests: Vec<Outgoing> = to_send.iter().map(|(_, r)| r.clone()).collect();
+    let sent = sender.send_all(&requests, env.settings.attempt_timeout_ms);
+    for ((i, _), result) in to_send.iter().zip(sent) {
+        results[*i] = Some(result);
+    }
+    record_outcomes(env, tick_id, claimed, subs, results, cancelled, report)
+}
+
+/// The signed request for one attempt, or `None` if the stored URL no longer parses.
+fn outgoing<K: Kv>(
+    env: &Env<'_, K>,
+    d: &Delivery,
+    sub: &Subscription,
+    body: Rc<Vec<u8>>,
+) -> Option<Outgoing> {
+    let url = validate::target_url(&sub.url, true).ok()?;
+    let timestamp = env.now_ms / 1000;
+    let signature = signing::sign(&sub.signing_secret.0, timestamp, &body);
+    let authority = match url.port {
+        Some(p) => format!("{}:{p}", url.host),
+        None => url.host.clone(),
+    };
+    Some(Outgoing {
+        scheme: url.scheme,
+        authority,
+        path_and_query: url.path_and_query,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("content-length".into(), body.len().to_string()),
+            ("user-agent".into(), USER_AGENT.into()),
+            ("x-service-delivery-id".into(), d.id.clone()),
+            ("x-service-event".into(), d.event_type.clone()),
+            ("x-service-timestamp".into(), timestamp.to_string()),
+            ("x-service-signature".into(), signature),
+        ],
+        body,
+    })
+}
+
+/// What one attempt did to its delivery.
+enum Verdict {
+    Succeeded,
+    Retry(u64),
+    Failed { gone: bool },
+    Cancelled,
+}
+
+fn record_outcomes<K: Kv>(
+    env: &Env<'_, K>,
+    tick_id: &str,
+    claimed: Vec<Claimed>,
+    subs: Vec<Option<Subscription>>,
+    results: Vec<Option<SendResult>>,
+    cancelled: Vec<bool>,
+    report: &mut TickReport,
+) -> Result<(), KvError> {
+    let now = env.now_ms;
+    let mut verdicts = Vec::with_capacity(claimed.len());
+    let mut retries: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for ((c, result), cancel) in claimed.iter().zip(&results).zip(&cancelled) {
+        let verdict = match (cancel, result) {
+            (true, _) | (false, None) => Verdict::Cancelled,
+            (false, Some(r)) => match r.outcome {
+                Ok(code) if (200..300).contains(&code) => Verdict::Succeeded,
+                Ok(410) => Verdict::Failed { gone: true },
+                _ => match retry_due(
+                    now,
+                    c.delivery.attempts_in_run() + 1,
+                    env.random_below(u64::MAX),
+                ) {
+                    Some(due) => {
+                        retries
+                            .entry(second_of(due))
+                            .or_default()
+                            .push(c.delivery.id.clone());
+                        Verdict::Retry(due)
+                    }
+                    None => Verdict::Failed { gone: false },
+                },
+            },
+        };
+        verdicts.push(verdict);
+    }
+    // Queue entries for retries first: a crash after this leaves a hint, never a lost retry.
+    enqueue(env.kv, &retries)?;
+    let mut streaks: BTreeMap<String, bool> = BTreeMap::new();
+    for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
+        let attempt = result.map(|r| Attempt {
+            run: c.delivery.run,
+            number: u32::try_from(c.delivery.attempts_in_run() + 1).unwrap_or(u32::MAX),
+            due_at: c.due_at,
+            started_at: now,
+            status_code: r.outcome.as_ref().ok().copied(),
+            error: r.outcome.as_ref().err().cloned(),
+            latency_ms: r.latency_ms,
+            succeeded: matches!(verdict, Verdict::Succeeded),
+        });
+        let written = update(env.kv, &keys::delivery(&c.delivery.id), |cur| {
+            let Some(bytes) = cur else {
+                return Ok(Update::Keep(false));
+            };
+            let mut d: Delivery = parse_json(bytes)?;
+            if d.lease_owner.as_deref() != Some(tick_id) || d.status != Status::Pending {
+                return Ok(Update::Keep(false)); // lost the lease: the newer holder records
+            }
+            d.attempts.extend(attempt.clone());
+            d.lease_until = None;
+            d.lease_owner = None;
+            match verdict {
+                Verdict::Succeeded => d.status = Status::Succeeded,
+                Verdict::Retry(due) => d.next_attempt_at = Some(*due),
+                Verdict::Failed { .. } => d.status = Status::Failed,
+                Verdict::Cancelled => d.status = Status::Cancelled,
+            }
+            if d.status != Status::Pending {
+                d.next_attempt_at = None;
+                d.finished_at = Some(now);
+            }
+            Ok(Update::Write(json_bytes(&d)?, true))
+        })
+        .map_err(kv_from_update)?;
+        if !written {
+            continue;
+        }
+        match verdict {
+            Verdict::Succeeded => {
+                report.attempted += 1;
+                report.succeeded += 1;
+                streaks.insert(c.delivery.subscription_id.clone(), true);
+            }
+            Verdict::Retry(_) => {
+                report.attempted += 1;
+                report.failed += 1;
+            }
+            Verdict::Failed { gone } => {
+                report.attempted += 1;
+                report.failed += 1;
+                if *gone {
+                    let _ = disable(env, &c.delivery.subscription_id, "gone");
+                } else {
+                    streaks
+                        .entry(c.delivery.subscription_id.clone())
+                        .or_insert(false);
+                }
+            }
+            Verdict::Cancelled => {}
+        }
+    }
+    let by_id: HashMap<&str, &Subscription> =
+        subs.iter().flatten().map(|s| (s.id.as_str(), s)).collect();
+    for (sub_id, success) in streaks {
+        let known = by_id.get(sub_id.as_str()).map(|s| s.consecutive_failures);
+        if success && known == Some(0) {
+            continue; // nothing to reset
+        }
+        let _ = record_streak(env, &sub_id, success);
+    }
+    Ok(())
+}
+
+/// Resets (success) or extends (a delivery ended failed) a subscription's failure streak,
+/// disabling it when the streak reaches the configured limit.
+fn record_streak<K: Kv>(env: &Env<'_, K>, sub_id: &str, success: bool) -> Result<(), ApiError> {
+    let limit = env.settings.disable_after_failures;
+    let reached = update(env.kv, &keys::subscription(sub_id), |cur| {
+        let Some(bytes) = cur else {
+            return Ok(Update::Keep(false));
+        };
+        let mut sub: Subscription = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+        if sub.status != SubStatus::Active {
+            return Ok(Update::Keep(false));
+        }
+        if success {
+            if sub.consecutive_failures == 0 {
+                return Ok(Update::Keep(false));
+            }
+            sub.consecutive_failures = 0;
+        } else {
+            sub.consecutive_failures += 1;
+        }
+        let reached = sub.consecutive_failures >= limit;
+        Ok(Update::Write(
+            serde_json::to_vec(&sub).map_err(ApiError::internal)?,
+            reached,
+        ))
+    })?;
+    if reached {
+        disable(env, sub_id, "repeated_failures")?;
+    }
+    Ok(())
+}
+
+/// Disables a subscription (any owner) and cancels its pending deliveries.
+pub fn disable<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+    reason: &str,
+) -> Result<Option<Subscription>, ApiError> {
+    let sub = subscriptions::disable(env, sub_id, None, reason)?;
+    if sub.is_some() {
+        // Committed; deliveries this misses are cancelled when they come due.
+        let _ = cancel_pending(env, sub_id);
+    }
+    Ok(sub)
+}
+
+/// Marks the subscription's pending deliveries cancelled (the recent ones: older ones have
+/// long finished). Deliveries this misses are cancelled when they come due.
+pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiError> {
+    let log = history_log(sub_id);
+    let len = log.len(env.kv)?;
+    let entries: Vec<Entry<String>> =
+        log.read(env.kv, len.saturating_sub(CANCEL_LOOKBACK), usize::MAX)?;
+    let keys: Vec<String> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+    let now = env.now_ms;
+    let mut cancelled = 0;
+    for (key, value) in keys.iter().zip(env.kv.get_many(&keys)?) {
+        let pending = value
+            .and_then(|b| serde_json::from_slice::<Delivery>(&b).ok())
+            .is_some_and(|d| d.status == Status::Pending && d.lease_until.is_none_or(|u| u <= now));
+        if !pending {
+            continue;
+        }
+        let done = update(env.kv, key, |cur| {
+            let Some(bytes) = cur else {
+                return Ok(Update::Keep(false));
+            };
+            let mut d: Delivery = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+            if d.status != Status::Pending || d.lease_until.is_some_and(|u| u > now) {
+                return Ok(Update::Keep(false));
+            }
+            d.status = Status::Cancelled;
+            d.next_attempt_at = None;
+            d.finished_at = Some(now);
+            Ok(Update::Write(
+                serde_json::to_vec(&d).map_err(ApiError::internal)?,
+                true,
+            ))
+        })?;
+        cancelled += u32::from(done);
+    }
+    Ok(cancelled)
+}
+
+/// Re-runs a finished delivery: same id, body and event; fresh timestamps and signatures;
+/// up to [`MAX_ATTEMPTS`] attempts again, the first due now.
+pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
+    let d = load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
+    let sub = subscriptions::load(env, &d.subscription_id)?;
+    if sub.as_ref().is_none_or(|s| s.status != SubStatus::Active) {
+        return Err(ApiError::conflict(
+            "The delivery's subscription is disabled, so it cannot be replayed. The partner must \
+             create a new subscription (with a new secret) once the endpoint is fixed.",
+        ));
+    }
+    if d.status == Status::Pending {
+        return Err(ApiError::conflict(
+            "The delivery is still in progress; replay it once it has finished.",
+        ));
+    }
+    let now = env.now_ms;
+    let mut queue = BTreeMap::new();
+    queue.insert(second_of(now), vec![id.to_owned()]);
+    enqueue(env.kv, &queue)?;
+    let replayed = update(env.kv, &keys::delivery(id), |cur| {
+        let Some(bytes) = cur else {
+            return Err(ApiError::not_found("Delivery"));
+        };
+        let mut d: Delivery = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+        if d.status == Status::Pending {
+            return Err(ApiError::conflict(
+                "The delivery is already being replayed.",
+            ));
+        }
+        d.status = Status::Pending;
+        d.run += 1;
+        d.next_attempt_at = Some(now);
+        d.finished_at = None;
+        Ok(Update::Write(
+            serde_json::to_vec(&d).map_err(ApiError::internal)?,
+            d,
+        ))
+    })?;
+    Ok(replayed)
+}
+
+/// A page of a subscription's deliveries, oldest first, after history position `after`.
+pub fn history<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+    after: u64,
+    limit: usize,
+) -> Result<(Vec<(u64, Delivery)>, bool), ApiError> {
+    let entries: Vec<Entry<String>> = history_log(sub_id).read(env.kv, after, limit + 1)?;
+    let has_more = entries.len() > limit;
+    let entries = &entries[..entries.len().min(limit)];
+    let keys: Vec<String> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+    let mut out = Vec::new();
+    for (e, v) in entries.iter().zip(env.kv.get_many(&keys)?) {
+        if let Some(d) = v.and_then(|b| serde_json::from_slice::<Delivery>(&b).ok()) {
+            out.push((e.seq, d));
+        }
+    }
+    Ok((out, has_more))
+}
+
+/// Deletes events and deliveries older than the retention period (whole days at a time).
+fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
+    let keep_from_day = env
+        .now_ms
+        .saturating_sub(u64::from(env.settings.retention_days) * DAY_MS)
+        / DAY_MS;
+    let days: BTreeSet<u64> = env
+        .kv
+        .get(keys::RETENTION_DIRECTORY)?
+        .map(|b| parse_json(&b))
+        .transpose()?
+        .unwrap_or_default();
+    for day in days.into_iter().filter(|d| *d < keep_from_day) {
+        let log = retention_log(day);
+        let events: Vec<Entry<String>> = log.read(env.kv, 0, usize::MAX)?;
+        for event_id in events.iter().map(|e| &e.item) {
+            if let Some(bytes) = env.kv.get(&keys::event(event_id))? {
+                let event: EventRecord = parse_json(&bytes)?;
+                for sub in &event.subscriptions {
+                    env.kv
+                        .delete(&keys::delivery(&delivery_id(event_id, sub)))?;
+                }
+            }
+            env.kv.delete(&keys::event_body(event_id))?;
+            env.kv.delete(&keys::event(event_id))?;
+        }
+        log.delete_all(env.kv)?;
+        set_remove(env.kv, keys::RETENTION_DIRECTORY, &BTreeSet::from([day]))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_follow_the_schedule_with_bounded_jitter() {
+        for random in [0, 1, 4_999, 5_000, u64::MAX] {
+            let second = retry_due(1_000_500, 1, random).expect("attempt 2");
+            assert!((1_060_500..=1_066_500).contains(&second), "{second}");
+            assert_eq!(second % 1000, 0);
+            let third = retry_due(1_000_500, 2, random).expect("attempt 3");
+            assert!((1_300_500..=1_330_500).contains(&third), "{third}");
+        }
+        assert_eq!(retry_due(0, 3, 0), None);
+        assert_eq!(retry_due(0, 0, 0), None);
+    }
+
+    #[test]
+    fn delivery_ids_are_stable_per_event_and_subscription() {
+        let a = delivery_id("evt_1", "sub_1");
+        assert_eq!(a, delivery_id("evt_1", "sub_1"));
+        assert_ne!(a, delivery_id("evt_1", "sub_2"));
+        assert_ne!(a, delivery_id("evt_2", "sub_1"));
+        assert!(IdKind::Delivery.matches(&a));
+    }
+}

@@ -1,0 +1,736 @@
+//! The delivery engine through the real component: fan-out, signed deliveries, the retry
+//! schedule on virtual time, disabling, history, replay and concurrent ticks.
+
+mod common;
+
+use common::*;
+use edgehook_host::outbound::{Received, Reply};
+use edgehook_host::sim::Simulation;
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+use std::time::Duration;
+
+const URL: &str = "https://hooks.example.com/loads";
+
+/// Verifies a delivery's signature with our own HMAC code (not the component's).
+fn verify(secret: &str, r: &Received) -> bool {
+    let (Some(ts), Some(sig)) = (
+        r.header("x-service-timestamp"),
+        r.header("x-service-signature"),
+    ) else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(ts.as_bytes());
+    mac.update(b".");
+    mac.update(&r.body);
+    hex::decode(sig).is_ok_and(|sig| mac.verify_slice(&sig).is_ok())
+}
+
+struct World {
+    sim: Simulation,
+    key: String,
+}
+
+impl World {
+    fn new(seed: u64) -> World {
+        Self::with(builder(seed))
+    }
+
+    fn with(b: edgehook_host::sim::SimBuilder) -> World {
+        let mut sim = b.build().expect("sim");
+        let key = issue_key(&mut sim, "acme");
+        World { sim, key }
+    }
+
+    fn subscribe(&mut self, url: &str, types: &[&str], script: Vec<Reply>) -> (String, String) {
+        self.sim.net().endpoint(url, script);
+        let data = create(&mut self.sim, &self.key, url, types);
+        (
+            data["id"].as_str().expect("id").to_owned(),
+            data["signingSecret"].as_str().expect("secret").to_owned(),
+        )
+    }
+
+    fn ingest(
+        &mut self,
+        event_type: &str,
+        body: &[u8],
+        extra: &[(&str, &str)],
+    ) -> edgehook_host::HttpResponse {
+        let auth = bearer(ADMIN);
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+            ("x-service-event", event_type),
+        ];
+        headers.extend_from_slice(extra);
+        self.sim
+            .request("POST", "/internal/v1/events", &headers, body)
+            .expect("runs")
+    }
+
+    fn operator(&mut self, method: &str, path: &str) -> edgehook_host::HttpResponse {
+        call(&mut self.sim, method, path, ADMIN)
+    }
+
+    fn delivery(&mut self, id: &str) -> Value {
+        let resp = self.operator("GET", &format!("/internal/v1/deliveries/{id}"));
+        assert_eq!(resp.status, 200, "{}", resp.json());
+        resp.json()["data"].clone()
+    }
+}
+
+#[test]
+fn a_delivery_is_the_published_bytes_signed_with_exact_headers() {
+    let mut w = World::new(1);
+    let (_, secret) = w.subscribe(URL, &["load.created"], vec![Reply::Status(204)]);
+    let load = "{ \"status\":\"ASSIGNED\",\n  \"id\" : \"L-1\", \"note\":\"caf\\u00e9 ☕\", \"createdAt\":1700000000000 }";
+    let resp = w.ingest("load.created", load.as_bytes(), &[]);
+    assert_eq!(resp.status, 202, "{}", resp.json());
+    assert_eq!(resp.json()["data"]["deliveries"], 1);
+    let got = w.sim.net().received_by(URL);
+    assert_eq!(got.len(), 1, "attempt 1 runs at once");
+    let r = &got[0];
+    assert_eq!(r.method, "POST");
+    assert_eq!(
+        r.body,
+        load.as_bytes(),
+        "the body is the published bytes, verbatim"
+    );
+    assert!(
+        verify(&secret, r),
+        "signature verifies with an independent HMAC"
+    );
+    assert!(!verify("whsec_other", r));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.header("x-service-event"), Some("load.created"));
+    assert_eq!(
+        r.header("x-service-timestamp"),
+        Some((w.sim.now_ms() / 1000).to_string().as_str())
+    );
+    assert!(
+        r.header("x-service-delivery-id")
+            .is_some_and(|d| d.starts_with("dlv_"))
+    );
+    assert!(
+        r.header("user-agent")
+            .is_some_and(|u| u.starts_with("edgehook/"))
+    );
+    let names: Vec<&str> = r.headers.iter().map(|(n, _)| n.as_str()).collect();
+    for name in &names {
+        assert!(
+            [
+                "content-type",
+                "content-length",
+                "user-agent",
+                "host",
+                "x-service-delivery-id",
+                "x-service-event",
+                "x-service-timestamp",
+                "x-service-signature"
+            ]
+            .contains(name),
+            "unexpected header {name}"
+        );
+    }
+    let sig = r.header("x-service-signature").expect("sig");
+    assert!(
+        sig.len() == 64
+            && sig
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "lowercase hex"
+    );
+}
+
+#[test]
+fn the_publish_export_does_what_ingest_does() {
+    let mut w = World::new(2);
+    w.subscribe(URL, &["load.updated"], vec![Reply::Status(200)]);
+    w.subscribe(
+        "https://other.example.com/x",
+        &["load.created"],
+        vec![Reply::Status(200)],
+    );
+    let receipt = w
+        .sim
+        .publish("load.updated", br#"{"id":"L-2"}"#)
+        .expect("runs")
+        .expect("accepted");
+    assert_eq!(
+        receipt.deliveries, 1,
+        "only subscriptions listening to the type"
+    );
+    assert!(receipt.event_id.starts_with("evt_"));
+    assert!(
+        w.sim.net().received().is_empty(),
+        "the receipt comes before any attempt"
+    );
+    assert_eq!(receipt.next_due_ms, Some(w.sim.now_ms()));
+    w.sim.advance(Duration::ZERO).expect("advance");
+    assert_eq!(w.sim.net().received_by(URL).len(), 1);
+    assert!(
+        w.sim
+            .net()
+            .received_by("https://other.example.com/x")
+            .is_empty()
+    );
+
+    use edgehook_host::PublishError;
+    assert!(matches!(
+        w.sim
+            .publish("load.deleted", b"{\"id\":\"x\"}")
+            .expect("runs"),
+        Err(PublishError::UnknownEventType(_))
+    ));
+    assert!(matches!(
+        w.sim.publish("load.created", b"[1]").expect("runs"),
+        Err(PublishError::InvalidLoad(_))
+    ));
+}
+
+#[test]
+fn ingest_validates_and_is_idempotent_by_key() {
+    let mut w = World::new(3);
+    w.subscribe(URL, &["load.created"], vec![Reply::Status(200)]);
+    assert_error(
+        &w.ingest("load.nope", br#"{"id":"1"}"#, &[]),
+        422,
+        "validation_failed",
+    );
+    assert_error(
+        &w.ingest("load.created", br#"{"id":1}"#, &[]),
+        422,
+        "validation_failed",
+    );
+    assert_error(
+        &w.ingest("load.created", b"not json", &[]),
+        422,
+        "validation_failed",
+    );
+    let big = format!(r#"{{"id":"x","pad":"{}"}}"#, "a".repeat(300 * 1024));
+    assert_error(
+        &w.ingest("load.created", big.as_bytes(), &[]),
+        413,
+        "payload_too_large",
+    );
+    let key = issue_key(&mut w.sim, "partner");
+    assert_error(
+        &call(&mut w.sim, "POST", "/internal/v1/events", &key),
+        401,
+        "unauthorized",
+    );
+    assert!(w.sim.net().received().is_empty());
+
+    let first = w.ingest(
+        "load.created",
+        br#"{"id":"L-3"}"#,
+        &[("idempotency-key", "evt-1")],
+    );
+    let again = w.ingest(
+        "load.created",
+        br#"{"id":"L-3"}"#,
+        &[("idempotency-key", "evt-1")],
+    );
+    assert_eq!(
+        first.json()["data"]["eventId"],
+        again.json()["data"]["eventId"]
+    );
+    assert_eq!(w.sim.net().received_by(URL).len(), 1, "no second delivery");
+    assert_error(
+        &w.ingest(
+            "load.created",
+            br#"{"id":"L-4"}"#,
+            &[("idempotency-key", "evt-1")],
+        ),
+        409,
+        "idempotency_conflict",
+    );
+}
+
+/// Attempt times of the delivery, from the simulated endpoint.
+fn attempt_times(w: &World, url: &str) -> Vec<u64> {
+    w.sim
+        .net()
+        .received_by(url)
+        .iter()
+        .map(|r| r.at_ms)
+        .collect()
+}
+
+#[test]
+fn retries_follow_the_schedule_on_virtual_time() {
+    let mut w = World::new(4);
+    w.subscribe(
+        URL,
+        &["load.created"],
+        vec![Reply::Status(500), Reply::Status(503), Reply::Status(200)],
+    );
+    let t0 = w.sim.now_ms();
+    w.ingest("load.created", br#"{"id":"L-5"}"#, &[]);
+    w.sim.advance(Duration::from_secs(3600)).expect("advance");
+    let times = attempt_times(&w, URL);
+    assert_eq!(times.len(), 3, "{times:?}");
+    assert_eq!(times[0], t0);
+    let (d1, d2) = (times[1] - times[0], times[2] - times[1]);
+    assert!((60_000..=66_000).contains(&d1), "attempt 2 after {d1} ms");
+    assert!((300_000..=330_000).contains(&d2), "attempt 3 after {d2} ms");
+    let id = w.sim.net().received_by(URL)[0]
+        .header("x-service-delivery-id")
+        .expect("id")
+        .to_owned();
+    let ids: Vec<String> = w
+        .sim
+        .net()
+        .received_by(URL)
+        .iter()
+        .map(|r| r.header("x-service-delivery-id").unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        ids.iter().all(|i| *i == id),
+        "one delivery id across retries"
+    );
+    let d = w.delivery(&id);
+    assert_eq!(d["status"], "succeeded");
+    let attempts = d["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 3);
+    for (a, at) in attempts.iter().zip(&times) {
+        assert_eq!(a["startedAt"], *at, "recorded when it was sent");
+        assert_eq!(a["dueAt"], *at, "sent exactly when due");
+    }
+    assert_eq!(attempts[0]["statusCode"], 500);
+    assert_eq!(attempts[2]["succeeded"], true);
+    // Each attempt is signed afresh with its own timestamp.
+    let stamps: Vec<String> = w
+        .sim
+        .net()
+        .received_by(URL)
+        .iter()
+        .map(|r| r.header("x-service-timestamp").unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(stamps[1], (times[1] / 1000).to_string());
+}
+
+#[test]
+fn every_failure_kind_is_retried_and_there_is_never_a_fourth_attempt() {
+    let kinds = [
+        Reply::Status(302),
+        Reply::Status(400),
+        Reply::Status(429),
+        Reply::Status(500),
+        Reply::Refused,
+        Reply::NoSuchHost,
+        Reply::Reset,
+        Reply::Delayed {
+            delay: Duration::from_secs(11),
+            status: 200,
+        },
+    ];
+    let mut w = World::new(5);
+    let urls: Vec<String> = (0..kinds.len())
+        .map(|i| format!("https://h{i}.example.com/hook"))
+        .collect();
+    for (url, kind) in urls.iter().zip(&kinds) {
+        w.subscribe(url, &["load.created"], vec![kind.clone()]);
+    }
+    w.ingest("load.created", br#"{"id":"L-6"}"#, &[]);
+    w.sim
+        .advance(Duration::from_secs(6 * 3600))
+        .expect("advance");
+    for (url, kind) in urls.iter().zip(&kinds) {
+        assert_eq!(
+            attempt_times(&w, url).len(),
+            3,
+            "{kind:?} is a failure, retried to the limit"
+        );
+        let id = w.sim.net().received_by(url)[0]
+            .header("x-service-delivery-id")
+            .expect("id")
+            .to_owned();
+        let d = w.delivery(&id);
+        assert_eq!(d["status"], "failed");
+        assert!(d["nextAttemptAt"].is_null());
+    }
+    let first_id = |w: &World, url: &str| {
+        w.sim.net().received_by(url)[0]
+            .header("x-service-delivery-id")
+            .expect("id")
+            .to_owned()
+    };
+    let (timeout_id, refused_id) = (first_id(&w, &urls[7]), first_id(&w, &urls[4]));
+    let timeout = w.delivery(&timeout_id);
+    assert_eq!(timeout["attempts"][0]["error"], "timeout");
+    let refused = w.delivery(&refused_id);
+    assert_eq!(refused["attempts"][0]["error"], "connection refused");
+    assert!(refused["attempts"][0]["statusCode"].is_null());
+}
+
+#[test]
+fn the_attempt_timeout_is_configurable() {
+    let mut w = World::with(builder(6).config("attempt_timeout_ms", "2000"));
+    w.subscribe(
+        URL,
+        &["load.created"],
+        vec![
+            Reply::Delayed {
+                delay: Duration::from_secs(3),
+                status: 200,
+            },
+            Reply::Delayed {
+                delay: Duration::from_secs(1),
+                status: 200,
+            },
+        ],
+    );
+    w.ingest("load.created", br#"{"id":"L-7"}"#, &[]);
+    w.sim.advance(Duration::from_secs(600)).expect("advance");
+    assert_eq!(
+        attempt_times(&w, URL).len(),
+        2,
+        "3 s > 2 s timed out, 1 s succeeded"
+    );
+}
+
+fn subscription(w: &mut World, id: &str) -> Value {
+    w.operator("GET", &format!("/internal/v1/subscriptions/{id}"))
+        .json()["data"]
+        .clone()
+}
+
+#[test]
+fn gone_disables_at_once() {
+    let mut w = World::new(7);
+    let (id, _) = w.subscribe(URL, &["load.created"], vec![Reply::Status(410)]);
+    w.ingest("load.created", br#"{"id":"L-8"}"#, &[]);
+    w.sim.advance(Duration::from_secs(3600)).expect("advance");
+    assert_eq!(attempt_times(&w, URL).len(), 1, "no retry after 410");
+    let sub = subscription(&mut w, &id);
+    assert_eq!(sub["status"], "disabled");
+    assert_eq!(sub["disabledReason"], "gone");
+    assert!(
+        !String::from_utf8_lossy(
+            &w.operator("GET", &format!("/internal/v1/subscriptions/{id}"))
+                .body
+        )
+        .contains("whsec_")
+    );
+    w.ingest("load.created", br#"{"id":"L-9"}"#, &[]);
+    w.sim.advance(Duration::from_secs(3600)).expect("advance");
+    assert_eq!(
+        attempt_times(&w, URL).len(),
+        1,
+        "a disabled subscription gets nothing new"
+    );
+    assert!(!list_ids(&mut w.sim, &w.key.clone()).contains(&id));
+}
+
+#[test]
+fn repeated_failures_disable_and_a_success_resets_the_streak() {
+    let mut w = World::with(builder(8).config("disable_after_failures", "2"));
+    let fail3 = || vec![Reply::Status(500), Reply::Status(500), Reply::Status(500)];
+    let mut script = fail3();
+    script.push(Reply::Status(200));
+    script.extend(fail3());
+    script.extend(fail3());
+    let (id, _) = w.subscribe(URL, &["load.created"], script);
+    let run = |w: &mut World, n: &str| {
+        w.ingest("load.created", format!(r#"{{"id":"{n}"}}"#).as_bytes(), &[]);
+        w.sim.advance(Duration::from_secs(3600)).expect("advance");
+    };
+    run(&mut w, "a"); // fails: streak 1
+    assert_eq!(subscription(&mut w, &id)["consecutiveFailures"], 1);
+    run(&mut w, "b"); // succeeds at once: streak 0
+    assert_eq!(subscription(&mut w, &id)["consecutiveFailures"], 0);
+    assert_eq!(subscription(&mut w, &id)["status"], "active");
+    run(&mut w, "c"); // fails: streak 1
+    assert_eq!(subscription(&mut w, &id)["status"], "active");
+    run(&mut w, "d"); // fails: streak 2 -> disabled
+    let sub = subscription(&mut w, &id);
+    assert_eq!(sub["status"], "disabled");
+    assert_eq!(sub["disabledReason"], "repeated_failures");
+    assert_eq!(attempt_times(&w, URL).len(), 10);
+}
+
+#[test]
+fn disabling_cancels_pending_attempts() {
+    for how in ["delete", "operator"] {
+        let mut w = World::new(9);
+        let (id, _) = w.subscribe(URL, &["load.created"], vec![Reply::Status(500)]);
+        w.ingest("load.created", br#"{"id":"L-10"}"#, &[]);
+        assert_eq!(attempt_times(&w, URL).len(), 1);
+        let resp = match how {
+            "delete" => call(
+                &mut w.sim,
+                "DELETE",
+                &format!("/v1/webhooks/{id}"),
+                &w.key.clone(),
+            ),
+            _ => w.operator("POST", &format!("/internal/v1/subscriptions/{id}/disable")),
+        };
+        assert_eq!(resp.status, 200, "{how}");
+        w.sim.advance(Duration::from_secs(3600)).expect("advance");
+        assert_eq!(
+            attempt_times(&w, URL).len(),
+            1,
+            "{how}: nothing after disabling"
+        );
+        let dlv = w.sim.net().received_by(URL)[0]
+            .header("x-service-delivery-id")
+            .expect("id")
+            .to_owned();
+        assert_eq!(w.delivery(&dlv)["status"], "cancelled", "{how}");
+        let reason = if how == "delete" {
+            "deleted"
+        } else {
+            "operator"
+        };
+        assert_eq!(subscription(&mut w, &id)["disabledReason"], reason);
+    }
+}
+
+#[test]
+fn history_covers_every_attempt_and_outlives_deletion_until_retention() {
+    let mut w = World::new(10);
+    let (id, _) = w.subscribe(
+        URL,
+        &["load.created", "load.updated"],
+        vec![Reply::Status(500), Reply::Status(200)],
+    );
+    for n in 0..3 {
+        w.ingest(
+            if n % 2 == 0 {
+                "load.created"
+            } else {
+                "load.updated"
+            },
+            format!(r#"{{"id":"L{n}"}}"#).as_bytes(),
+            &[],
+        );
+    }
+    w.sim.advance(Duration::from_secs(600)).expect("advance");
+    assert_eq!(
+        call(
+            &mut w.sim,
+            "DELETE",
+            &format!("/v1/webhooks/{id}"),
+            &w.key.clone()
+        )
+        .status,
+        200
+    );
+    let page = w.operator(
+        "GET",
+        &format!("/internal/v1/subscriptions/{id}/deliveries?limit=2"),
+    );
+    assert_eq!(page.status, 200);
+    let page = page.json();
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(2));
+    assert_eq!(page["hasMore"], true);
+    let cursor = page["nextCursor"].as_str().expect("cursor").to_owned();
+    let rest = w
+        .operator(
+            "GET",
+            &format!("/internal/v1/subscriptions/{id}/deliveries?limit=2&cursor={cursor}"),
+        )
+        .json();
+    assert_eq!(rest["data"].as_array().map(Vec::len), Some(1));
+    let first = &page["data"][0];
+    assert_eq!(first["eventType"], "load.created");
+    assert_eq!(first["subscriptionId"], id.as_str());
+    let attempts = first["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 2, "attempt 1 failed, attempt 2 succeeded");
+    for a in attempts {
+        assert!(a["startedAt"].is_u64() && a["latencyMs"].is_u64());
+        assert!(a["statusCode"].is_u64() || a["error"].is_string());
+    }
+    let dlv = first["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        w.delivery(&dlv)["attempts"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_error(
+        &w.operator(
+            "GET",
+            "/internal/v1/deliveries/dlv_000000000000000000000000",
+        ),
+        404,
+        "not_found",
+    );
+
+    // Records stay for the retention period (30 days by default), then tick purges them.
+    w.sim
+        .advance(Duration::from_secs(29 * 86400))
+        .expect("advance");
+    w.sim.tick().expect("tick");
+    assert_eq!(
+        w.operator("GET", &format!("/internal/v1/deliveries/{dlv}"))
+            .status,
+        200
+    );
+    w.sim
+        .advance(Duration::from_secs(2 * 86400))
+        .expect("advance");
+    w.sim.tick().expect("tick");
+    assert_error(
+        &w.operator("GET", &format!("/internal/v1/deliveries/{dlv}")),
+        404,
+        "not_found",
+    );
+    let leftovers: Vec<String> = w
+        .sim
+        .store()
+        .snapshot()
+        .keys()
+        .filter(|k| k.starts_with("dlv:") || k.starts_with("evt:"))
+        .cloned()
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn replay_resends_the_same_delivery_freshly_signed() {
+    let mut w = World::new(11);
+    let (id, secret) = w.subscribe(
+        URL,
+        &["load.created"],
+        vec![
+            Reply::Status(500),
+            Reply::Status(500),
+            Reply::Status(500),
+            Reply::Status(200),
+        ],
+    );
+    w.ingest("load.created", br#"{"id":"L-11"}"#, &[]);
+    w.sim.advance(Duration::from_secs(3600)).expect("advance");
+    let sent = w.sim.net().received_by(URL);
+    assert_eq!(sent.len(), 3);
+    let dlv = sent[0]
+        .header("x-service-delivery-id")
+        .expect("id")
+        .to_owned();
+    assert_eq!(w.delivery(&dlv)["status"], "failed");
+
+    let resp = w.operator("POST", &format!("/internal/v1/deliveries/{dlv}/replay"));
+    assert_eq!(resp.status, 202, "{}", resp.json());
+    let sent = w.sim.net().received_by(URL);
+    assert_eq!(sent.len(), 4, "the replay's first attempt runs at once");
+    let replayed = &sent[3];
+    assert_eq!(replayed.header("x-service-delivery-id"), Some(dlv.as_str()));
+    assert_eq!(replayed.body, sent[0].body);
+    assert_eq!(replayed.header("x-service-event"), Some("load.created"));
+    assert_ne!(
+        replayed.header("x-service-timestamp"),
+        sent[0].header("x-service-timestamp")
+    );
+    assert!(verify(&secret, replayed));
+    let d = w.delivery(&dlv);
+    assert_eq!(d["status"], "succeeded");
+    assert_eq!(d["replays"], 1);
+    assert_eq!(d["attempts"][3]["run"], 1);
+    assert_eq!(d["attempts"][3]["number"], 1);
+
+    // A replay that fails again gets its own three attempts, no more.
+    w.sim.net().endpoint(URL, vec![Reply::Status(500)]);
+    w.operator("POST", &format!("/internal/v1/deliveries/{dlv}/replay"));
+    w.sim.advance(Duration::from_secs(3600)).expect("advance");
+    assert_eq!(w.sim.net().received_by(URL).len(), 7);
+
+    assert_eq!(
+        call(
+            &mut w.sim,
+            "DELETE",
+            &format!("/v1/webhooks/{id}"),
+            &w.key.clone()
+        )
+        .status,
+        200
+    );
+    let refused = w.operator("POST", &format!("/internal/v1/deliveries/{dlv}/replay"));
+    assert_error(&refused, 409, "conflict");
+    assert!(
+        refused.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("disabled"))
+    );
+}
+
+#[test]
+fn two_instances_ticking_one_store_never_send_an_attempt_twice() {
+    let mut a = builder(12)
+        .config("max_concurrency", "4")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut a, "acme");
+    let urls: Vec<String> = (0..40)
+        .map(|i| format!("https://h{i}.example.com/x"))
+        .collect();
+    for (i, url) in urls.iter().enumerate() {
+        a.net().endpoint(
+            url,
+            vec![if i % 3 == 0 {
+                Reply::Status(500)
+            } else {
+                Reply::Status(200)
+            }],
+        );
+        create(&mut a, &key, url, &["load.created"]);
+    }
+    for n in 0..5 {
+        a.publish("load.created", format!(r#"{{"id":"L{n}"}}"#).as_bytes())
+            .expect("runs")
+            .expect("ok");
+    }
+    // Both instances tick at the same instants from their own threads.
+    let b = builder(13)
+        .config("max_concurrency", "4")
+        .sharing(&a)
+        .build()
+        .expect("twin");
+    let instants = [0u64, 66, 400];
+    let clock_start = a.now_ms();
+    let mut sims = vec![a, b];
+    for at in instants {
+        let target = clock_start + at * 1000;
+        let now = sims[0].now_ms();
+        if target > now {
+            // Move the shared clock once; both then tick concurrently.
+            sims[0].advance(Duration::from_millis(target - now)).ok();
+        }
+        let handles: Vec<_> = sims
+            .drain(..)
+            .map(|mut s| {
+                std::thread::spawn(move || {
+                    let r = s.tick().expect("tick");
+                    (s, r)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (s, _) = h.join().expect("thread");
+            sims.push(s);
+        }
+    }
+    // Whatever a contended tick left is picked up by the next one.
+    sims[0].advance(Duration::from_secs(3600)).expect("advance");
+    let received = sims[0].net().received();
+    let mut seen = std::collections::BTreeMap::new();
+    for r in &received {
+        *seen
+            .entry((
+                r.header("x-service-delivery-id").unwrap_or("").to_owned(),
+                r.at_ms,
+            ))
+            .or_insert(0) += 1;
+    }
+    let dupes: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dupes.is_empty(), "attempts sent twice: {dupes:?}");
+    let ok = urls.len() * 5 - 14 * 5;
+    let failing = 14 * 5;
+    assert_eq!(
+        received.len(),
+        ok + failing * 3,
+        "every attempt sent exactly once"
+    );
+}
