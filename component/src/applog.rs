@@ -46,7 +46,8 @@ impl AppendLog {
         }
     }
 
-    fn counter_key(&self) -> String {
+    /// The key of the list's entry counter.
+    pub fn counter_key(&self) -> String {
         format!("{}:n", self.prefix)
     }
 

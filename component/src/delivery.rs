@@ -269,13 +269,26 @@ fn kv_from_update(e: crate::kv::UpdateError<KvError>) -> KvError {
     }
 }
 
-/// Queues delivery ids as due at `due_ms`: the entries first, then the directory.
+/// Queues delivery ids in the seconds they are due: the entries first, then the directory.
 fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), KvError> {
+    if by_second.is_empty() {
+        return Ok(());
+    }
     for (second, ids) in by_second {
         due_log(*second).append(kv, ids)?;
     }
-    let seconds: BTreeSet<u64> = by_second.keys().copied().collect();
-    set_add(kv, keys::DUE_DIRECTORY, &seconds)
+    update(kv, keys::DUE_DIRECTORY, |cur| {
+        let mut dir: Directory = cur.map(parse_json).transpose()?.unwrap_or_default();
+        let before = dir.len();
+        for second in by_second.keys() {
+            dir.entry(*second).or_insert(0);
+        }
+        if dir.len() == before {
+            return Ok(Update::Keep(()));
+        }
+        Ok(Update::Write(json_bytes(&dir)?, ()))
+    })
+    .map_err(kv_from_update)
 }
 
 /// Accepts an event: stores it once, creates one delivery per active subscription listening
@@ -419,6 +432,17 @@ struct Claimed {
     due_at: u64,
 }
 
+/// The due-queue directory: each second with a queue, and how many of its entries a tick has
+/// already seen through (a watermark on entry numbers), so finished seconds cost one read.
+type Directory = BTreeMap<u64, u64>;
+
+fn read_directory<K: Kv>(kv: &K) -> Result<Directory, KvError> {
+    kv.get(keys::DUE_DIRECTORY)?
+        .map(|b| parse_json(&b))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
 /// Runs every attempt that is due now (up to [`MAX_ATTEMPTS_PER_TICK`]), purges records past
 /// retention, and reports when the next attempt is due. Store failures are not fatal: what
 /// could not be done stays queued for a later tick.
@@ -426,44 +450,89 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     let mut report = TickReport::default();
     let tick_id = IdKind::Request.generate(env.entropy);
     let now = env.now_ms;
-    let directory: BTreeSet<u64> = match env.kv.get(keys::DUE_DIRECTORY) {
-        Ok(v) => v.and_then(|b| parse_json(&b).ok()).unwrap_or_default(),
+    let Ok(directory) = read_directory(env.kv) else {
+        report.next_due_ms = Some(now + 1000);
+        return report;
+    };
+    let mut next_due: Option<u64> = None;
+    let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
+    let due: Vec<(u64, u64)> = directory
+        .iter()
+        .map(|(s, seen)| (*s, *seen))
+        .filter(|(s, _)| s * 1000 <= now)
+        .collect();
+    let len_keys: Vec<String> = due.iter().map(|(s, _)| due_log(*s).counter_key()).collect();
+    let lens: Vec<u64> = match env.kv.get_many(&len_keys) {
+        Ok(v) => v
+            .into_iter()
+            .map(|b| {
+                b.and_then(|b| std::str::from_utf8(&b).ok()?.parse().ok())
+                    .unwrap_or(0)
+            })
+            .collect(),
         Err(_) => {
             report.next_due_ms = Some(now + 1000);
             return report;
         }
     };
-    let mut next_due: Option<u64> = None;
-    let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
     let mut budget = MAX_ATTEMPTS_PER_TICK;
-    let mut finished_seconds = BTreeSet::new();
-    for second in directory.iter().copied().filter(|s| s * 1000 <= now) {
-        match run_second(env, sender, &tick_id, second, &mut budget, &mut report) {
-            Ok(SecondOutcome { unfinished_until }) => match unfinished_until {
-                Some(t) => note_due(t),
-                None if (second + QUEUE_GRACE_S) * 1000 < now => {
-                    finished_seconds.insert(second);
-                }
-                None => {}
-            },
-            Err(_) => note_due(now + 1000),
+    let mut seen_now: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut expired: BTreeSet<u64> = BTreeSet::new();
+    for ((second, seen), len) in due.iter().copied().zip(lens) {
+        if len <= seen {
+            if (second + QUEUE_GRACE_S) * 1000 < now {
+                expired.insert(second);
+            }
+            continue;
         }
         if budget == 0 {
             note_due(now);
-            break;
+            continue;
+        }
+        match run_second(
+            env,
+            sender,
+            &tick_id,
+            second,
+            seen,
+            &mut budget,
+            &mut report,
+        ) {
+            Ok(outcome) => {
+                seen_now.insert(second, outcome.seen);
+                if let Some(t) = outcome.unfinished_until {
+                    note_due(t);
+                }
+            }
+            Err(_) => note_due(now + 1000),
         }
     }
-    for second in &finished_seconds {
-        if due_log(*second).delete_all(env.kv).is_ok() {
-            let _ = set_remove(env.kv, keys::DUE_DIRECTORY, &BTreeSet::from([*second]));
-        }
+    for second in &expired {
+        let _ = due_log(*second).delete_all(env.kv);
     }
+    // Record the watermarks and drop expired seconds; a concurrent enqueue only ever adds.
+    let _ = update(env.kv, keys::DUE_DIRECTORY, |cur| {
+        let mut dir: Directory = cur.map(parse_json).transpose()?.unwrap_or_default();
+        for (second, seen) in &seen_now {
+            if let Some(entry) = dir.get_mut(second) {
+                *entry = (*entry).max(*seen);
+            }
+        }
+        for second in &expired {
+            if dir.get(second) == directory.get(second) {
+                dir.remove(second);
+            }
+        }
+        if seen_now.is_empty() && expired.is_empty() {
+            return Ok(Update::Keep(()));
+        }
+        Ok::<_, KvError>(Update::Write(json_bytes(&dir)?, ()))
+    });
     let _ = purge_expired(env);
     // Read the directory again: this tick queued retries into later seconds.
-    match env.kv.get(keys::DUE_DIRECTORY) {
-        Ok(v) => {
-            let directory: BTreeSet<u64> = v.and_then(|b| parse_json(&b).ok()).unwrap_or_default();
-            if let Some(s) = directory.iter().find(|s| **s * 1000 > now) {
+    match read_directory(env.kv) {
+        Ok(dir) => {
+            if let Some(s) = dir.keys().find(|s| **s * 1000 > now) {
                 note_due(*s * 1000);
             }
         }
@@ -476,6 +545,8 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
 struct SecondOutcome {
     /// When something in this second can next be worked on, if anything is left.
     unfinished_until: Option<u64>,
+    /// Entries up to this number need no further look.
+    seen: u64,
 }
 
 fn run_second<K: Kv>(
@@ -483,24 +554,30 @@ fn run_second<K: Kv>(
     sender: &dyn Sender,
     tick_id: &str,
     second: u64,
+    seen: u64,
     budget: &mut usize,
     report: &mut TickReport,
 ) -> Result<SecondOutcome, KvError> {
     let now = env.now_ms;
-    let entries: Vec<Entry<String>> = due_log(second).read(env.kv, 0, usize::MAX)?;
-    let ids: Vec<String> = entries
-        .into_iter()
-        .map(|e| e.item)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
+    let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
+    // One look per delivery, at its first entry in this second.
+    let mut first_seq: BTreeMap<String, u64> = BTreeMap::new();
+    for e in entries {
+        first_seq.entry(e.item).or_insert(e.seq);
+    }
+    let ids: Vec<String> = first_seq.keys().cloned().collect();
     let keys: Vec<String> = ids.iter().map(|id| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
     let mut unfinished_until: Option<u64> = None;
-    let mut note = |t: u64| unfinished_until = Some(unfinished_until.map_or(t, |u| u.min(t)));
-    let mut candidates = Vec::new();
-    for record in records.into_iter().flatten() {
-        let Ok(d) = parse_json::<Delivery>(&record) else {
+    let mut first_unfinished: Option<u64> = None;
+    let mut hold = |seq: u64, until: u64| {
+        unfinished_until = Some(unfinished_until.map_or(until, |u| u.min(until)));
+        first_unfinished = Some(first_unfinished.map_or(seq, |f| f.min(seq)));
+    };
+    let mut candidates: Vec<(u64, String)> = Vec::new();
+    for (id, record) in ids.iter().zip(records) {
+        let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
             continue;
         };
         let Some(due) = d.next_attempt_at else {
@@ -509,27 +586,32 @@ fn run_second<K: Kv>(
         if d.status != Status::Pending || second_of(due) > second {
             continue; // finished, or rescheduled into a later second
         }
+        let seq = first_seq[id];
         match d.lease_until {
-            Some(until) if until > now => note(until),
-            _ => candidates.push(d.id),
+            Some(until) if until > now => hold(seq, until),
+            _ => candidates.push((seq, d.id)),
         }
     }
     let batch_size = env.settings.max_concurrency.max(1) as usize;
-    let mut left = candidates.as_slice();
-    while !left.is_empty() {
-        if *budget == 0 {
-            note(now);
-            break;
+    for batch in candidates.chunks(batch_size) {
+        if *budget < batch.len() {
+            for (seq, _) in batch {
+                hold(*seq, now);
+            }
+            continue;
         }
-        let take = left.len().min(batch_size).min(*budget);
-        let (batch, rest) = left.split_at(take);
-        left = rest;
-        *budget -= take;
-        if run_batch(env, sender, tick_id, batch, report).is_err() {
-            note(now + 1000);
+        *budget -= batch.len();
+        let ids: Vec<String> = batch.iter().map(|(_, id)| id.clone()).collect();
+        if run_batch(env, sender, tick_id, &ids, report).is_err() {
+            for (seq, _) in batch {
+                hold(*seq, now + 1000);
+            }
         }
     }
-    Ok(SecondOutcome { unfinished_until })
+    Ok(SecondOutcome {
+        unfinished_until,
+        seen: first_unfinished.map_or(last_seq, |f| f - 1),
+    })
 }
 
 /// Claims, sends and records one batch of due deliveries, concurrently.

@@ -20,6 +20,7 @@ mod bindings;
 pub mod clock;
 pub mod outbound;
 pub mod runtime;
+pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod store;
