@@ -119,6 +119,8 @@ struct Endpoint {
 struct NetInner {
     endpoints: BTreeMap<String, Endpoint>,
     received: Vec<Received>,
+    gate: Option<(Arc<tokio::sync::Barrier>, Duration)>,
+    gate_timeouts: usize,
 }
 
 /// The simulated network: endpoints keyed by URL, each with a script of replies. Every
@@ -151,6 +153,18 @@ impl SimNet {
         self.lock()
             .endpoints
             .insert(url.to_owned(), Endpoint { script, then });
+    }
+
+    /// Holds every response until `n` requests are in flight together (a barrier), giving up
+    /// after `deadline` of real time. Proves that attempts really run concurrently: a
+    /// sender that waits for each response before the next request never fills the barrier.
+    pub fn hold_until_in_flight(&self, n: usize, deadline: Duration) {
+        self.lock().gate = Some((Arc::new(tokio::sync::Barrier::new(n)), deadline));
+    }
+
+    /// How many requests gave up waiting at the barrier.
+    pub fn gate_timeouts(&self) -> usize {
+        self.lock().gate_timeouts
     }
 
     /// Every request received so far, in arrival order.
@@ -203,6 +217,14 @@ impl Outbound for SimNet {
                 body: body.to_vec(),
                 at_ms: net.clock.now_ms(),
             });
+            let gate = net.lock().gate.clone();
+            if let Some((barrier, deadline)) = gate
+                && tokio::time::timeout(deadline, barrier.wait())
+                    .await
+                    .is_err()
+            {
+                net.lock().gate_timeouts += 1;
+            }
             let timeout = options.and_then(|o| o.first_byte_timeout);
             let status = match net.next_reply(&url) {
                 Reply::Status(s) => s,

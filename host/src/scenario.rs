@@ -130,6 +130,69 @@ pub fn run(s: &Scenario) -> Result<Outcome> {
     audit(&sim, wall)
 }
 
+impl Outcome {
+    /// Checks the ledger against what the schedule says must have happened: every delivery
+    /// ended (succeeded, failed or cancelled), none had a 4th attempt, every attempt ran when
+    /// due and reached the endpoint exactly once, every healthy endpoint got every event, and
+    /// every failing endpoint ended disabled. Returns every violation found.
+    pub fn check(&self, s: &Scenario) -> Result<(), Vec<String>> {
+        let healthy = (0..s.subscriptions).filter(|i| !is_failing(s, *i)).count();
+        let mut problems = Vec::new();
+        let mut expect = |ok: bool, what: String| {
+            if !ok {
+                problems.push(what);
+            }
+        };
+        expect(
+            self.pending == 0,
+            format!("{} deliveries still pending", self.pending),
+        );
+        expect(
+            self.created == self.succeeded + self.failed + self.cancelled,
+            format!("created {} != succeeded + failed + cancelled", self.created),
+        );
+        expect(
+            self.succeeded == healthy * s.events,
+            format!(
+                "succeeded {} != {healthy} healthy x {} events",
+                self.succeeded, s.events
+            ),
+        );
+        expect(
+            self.max_attempts <= 3,
+            format!("a delivery had {} attempts", self.max_attempts),
+        );
+        expect(
+            self.irregular == 0,
+            format!("{} irregular deliveries", self.irregular),
+        );
+        expect(
+            self.off_schedule == 0,
+            format!("{} attempts off schedule", self.off_schedule),
+        );
+        expect(
+            self.attempts == self.requests_received,
+            format!(
+                "{} attempts recorded, {} received",
+                self.attempts, self.requests_received
+            ),
+        );
+        expect(
+            self.disabled == s.subscriptions - healthy,
+            format!(
+                "{} disabled, {} failing",
+                self.disabled,
+                s.subscriptions - healthy
+            ),
+        );
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+}
+
 fn audit(sim: &Simulation, wall: Duration) -> Result<Outcome> {
     let mut o = Outcome {
         wall,

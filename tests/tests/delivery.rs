@@ -734,3 +734,72 @@ fn two_instances_ticking_one_store_never_send_an_attempt_twice() {
         "every attempt sent exactly once"
     );
 }
+
+#[test]
+fn the_attempts_of_one_tick_run_concurrently_up_to_the_configured_bound() {
+    let run = |concurrency: &str, subs: usize, gate: usize| -> (usize, usize) {
+        let mut w = World::with(builder(14).config("max_concurrency", concurrency));
+        for i in 0..subs {
+            w.subscribe(
+                &format!("https://c{i}.example.com/x"),
+                &["load.created"],
+                vec![Reply::Status(200)],
+            );
+        }
+        w.sim
+            .net()
+            .hold_until_in_flight(gate, Duration::from_millis(300));
+        w.sim
+            .publish("load.created", br#"{"id":"L"}"#)
+            .expect("runs")
+            .expect("ok");
+        w.sim.advance(Duration::ZERO).expect("advance");
+        (w.sim.net().received().len(), w.sim.net().gate_timeouts())
+    };
+    assert_eq!(run("8", 8, 8), (8, 0), "eight requests in flight at once");
+    // Negative controls: the barrier notices when fewer are in flight than it waits for.
+    let (sent, timeouts) = run("4", 8, 8);
+    assert_eq!(sent, 8);
+    assert!(timeouts > 0, "a bound of 4 never has 8 in flight");
+    let (_, timeouts) = run("1", 2, 2);
+    assert!(timeouts > 0, "a bound of 1 sends one at a time");
+}
+
+#[test]
+fn publishing_costs_grow_with_matching_subscriptions_not_with_all_keys() {
+    let mut w = World::new(15);
+    w.subscribe(URL, &["load.created"], vec![Reply::Status(200)]);
+    let publish_ops = |w: &mut World| {
+        let before = w.sim.store().ops();
+        w.sim
+            .publish("load.created", br#"{"id":"L"}"#)
+            .expect("runs")
+            .expect("ok");
+        w.sim.store().ops() - before
+    };
+    publish_ops(&mut w); // first use of this second's queue, this day's retention list
+    let base = publish_ops(&mut w);
+    // 200 more subscriptions (other clients, another event type) and their keys.
+    for c in 0..2 {
+        let key = issue_key(&mut w.sim, &format!("other-{c}"));
+        for i in 0..100 {
+            let url = format!("https://o{c}-{i}.example.com/x");
+            w.sim.net().endpoint(&url, vec![Reply::Status(200)]);
+            create(&mut w.sim, &key, &url, &["load.updated"]);
+        }
+    }
+    assert_eq!(
+        publish_ops(&mut w),
+        base,
+        "non-matching subscriptions cost nothing"
+    );
+    for i in 0..10 {
+        let url = format!("https://m{i}.example.com/x");
+        w.subscribe(&url, &["load.created"], vec![Reply::Status(200)]);
+    }
+    let grown = publish_ops(&mut w);
+    assert!(
+        grown > base && grown < base * 12,
+        "{base} -> {grown} for 1 -> 11 matching"
+    );
+}
