@@ -40,7 +40,7 @@ pub const USER_AGENT: &str = concat!("edgehook/", env!("CARGO_PKG_VERSION"));
 /// Most attempts one tick runs; more due work is reported as due now.
 pub const MAX_ATTEMPTS_PER_TICK: usize = 2000;
 /// Extra lease time beyond the attempt timeout before another instance may take over.
-const LEASE_MARGIN_MS: u64 = 30_000;
+const LEASE_MARGIN_MS: u64 = 5_000;
 /// Seconds a processed queue second is kept before it is deleted (tolerates clock skew
 /// between instances appending to it).
 const QUEUE_GRACE_S: u64 = 60;

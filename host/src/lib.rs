@@ -17,7 +17,11 @@
 //! ```
 
 mod bindings;
+pub mod cli;
 pub mod clock;
+pub mod filestore;
+pub mod listen;
+pub mod net;
 pub mod outbound;
 pub mod runtime;
 pub mod scenario;

@@ -1,14 +1,18 @@
 //! `edgehook`: run the webhook service, and talk to a running one.
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
-use edgehook_host::HostEnv;
-use edgehook_host::outbound::NoNetwork;
+use edgehook_host::cli::{self, Remote};
+use edgehook_host::filestore::{FileStore, SyncPolicy};
+use edgehook_host::net::{NetOptions, NetOutbound};
 use edgehook_host::serve::{Server, bind, log_line};
-use edgehook_host::store::MemoryStore;
+use edgehook_host::store::KvBackend;
+use edgehook_host::{HostEnv, listen};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// edgehook: outbound webhooks as one WebAssembly component.
 #[derive(Parser)]
@@ -22,9 +26,124 @@ struct Cli {
 enum Command {
     /// Run the service: the partner API, the operator API and deliveries.
     Serve(ServeArgs),
+    /// Receive deliveries locally: verify each signature and timestamp, print it, answer 200.
+    Listen(ListenArgs),
+    /// Issue or revoke partner API keys (talks to a running server).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Publish a load event (talks to a running server).
+    Publish(PublishArgs),
+    /// Show a subscription with its state and recent deliveries (talks to a running server).
+    Subscription(IdArgs),
+    /// Show a delivery with every attempt, or replay it (talks to a running server).
+    #[command(subcommand)]
+    Delivery(DeliveryCommand),
     /// Run a whole-system scenario on the simulation host (virtual time, simulated
     /// endpoints) and audit every delivery; exits non-zero if the ledger does not balance.
     Simulate(SimulateArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "EDGEHOOK_LISTEN")]
+    listen: SocketAddr,
+    /// Directory of the embedded store (created if missing).
+    #[arg(long, default_value = "edgehook-data", env = "EDGEHOOK_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Bearer token for the operator API. Default: the one in <data-dir>/admin-token,
+    /// generated on first start.
+    #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Allow subscription URLs and deliveries to non-public addresses and plain http
+    /// (local development and tests only).
+    #[arg(long)]
+    allow_private_targets: bool,
+    /// A PEM file of extra CA certificates to trust for deliveries.
+    #[arg(long)]
+    extra_ca: Option<PathBuf>,
+    /// Flush the store to disk after every write instead of every 100 ms.
+    #[arg(long)]
+    fsync_always: bool,
+    /// A component setting, as key=value (repeatable), e.g. --set attempt_timeout_ms=5000.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct ListenArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// The subscription's signing secret (whsec_...).
+    #[arg(long, env = "EDGEHOOK_SIGNING_SECRET", hide_env_values = true)]
+    secret: String,
+    /// Oldest timestamp accepted, in seconds.
+    #[arg(long, default_value_t = 300)]
+    tolerance: u64,
+}
+
+#[derive(clap::Args)]
+struct RemoteArgs {
+    /// The server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "EDGEHOOK_SERVER")]
+    server: String,
+    /// The operator token. Default: <data-dir>/admin-token.
+    #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// The server's data directory (to read the admin token from).
+    #[arg(long, default_value = "edgehook-data", env = "EDGEHOOK_DATA_DIR")]
+    data_dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Issue an API key for a client id; the key is printed once.
+    Issue {
+        /// The API client (partner) id.
+        client: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Revoke an API key at once.
+    Revoke {
+        /// The API client id.
+        client: String,
+        /// The key id (key_...).
+        key_id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct PublishArgs {
+    /// Event type: load.created, load.updated or load.status_changed.
+    #[arg(long = "type")]
+    event_type: String,
+    /// File with the load JSON; '-' or nothing reads standard input.
+    file: Option<PathBuf>,
+    /// Idempotency key: publishing again with it does not deliver twice.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+#[derive(clap::Args)]
+struct IdArgs {
+    /// The id.
+    id: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+#[derive(Subcommand)]
+enum DeliveryCommand {
+    /// Show a delivery with every attempt.
+    Show(IdArgs),
+    /// Replay a finished delivery (same id and body, fresh signature).
+    Replay(IdArgs),
 }
 
 #[derive(clap::Args)]
@@ -43,44 +162,125 @@ struct SimulateArgs {
     seed: u64,
 }
 
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080", env = "EDGEHOOK_LISTEN")]
-    listen: SocketAddr,
-    /// Bearer token for the operator API (/internal/v1/...).
-    #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
-    /// A component setting, as key=value (repeatable), e.g. --set attempt_timeout_ms=5000.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    settings: Vec<String>,
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Listen(args) => {
+            runtime()?.block_on(listen::run(args.listen, args.secret, args.tolerance))
+        }
+        Command::Keys(KeysCommand::Issue { client, remote }) => remote_call(
+            &remote,
+            "POST",
+            &format!("/internal/v1/clients/{}/keys", cli::segment(&client)),
+            None,
+            &[],
+        ),
+        Command::Keys(KeysCommand::Revoke {
+            client,
+            key_id,
+            remote,
+        }) => remote_call(
+            &remote,
+            "DELETE",
+            &format!(
+                "/internal/v1/clients/{}/keys/{}",
+                cli::segment(&client),
+                cli::segment(&key_id)
+            ),
+            None,
+            &[],
+        ),
+        Command::Publish(args) => {
+            let body = cli::read_input(args.file.as_deref())?;
+            let mut headers = vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                ("x-service-event".to_owned(), args.event_type.clone()),
+            ];
+            if let Some(k) = args.idempotency_key {
+                headers.push(("idempotency-key".to_owned(), k));
+            }
+            remote_call(
+                &args.remote,
+                "POST",
+                "/internal/v1/events",
+                Some(body),
+                &headers,
+            )
+        }
+        Command::Subscription(args) => {
+            remote_call(
+                &args.remote,
+                "GET",
+                &format!("/internal/v1/subscriptions/{}", cli::segment(&args.id)),
+                None,
+                &[],
+            )?;
+            remote_call(
+                &args.remote,
+                "GET",
+                &format!(
+                    "/internal/v1/subscriptions/{}/deliveries?limit=20",
+                    cli::segment(&args.id)
+                ),
+                None,
+                &[],
+            )
+        }
+        Command::Delivery(DeliveryCommand::Show(args)) => remote_call(
+            &args.remote,
+            "GET",
+            &format!("/internal/v1/deliveries/{}", cli::segment(&args.id)),
+            None,
+            &[],
+        ),
+        Command::Delivery(DeliveryCommand::Replay(args)) => remote_call(
+            &args.remote,
+            "POST",
+            &format!("/internal/v1/deliveries/{}/replay", cli::segment(&args.id)),
+            None,
+            &[],
+        ),
         Command::Simulate(args) => simulate(args),
     }
 }
 
-fn simulate(args: SimulateArgs) -> Result<()> {
-    let s = edgehook_host::scenario::Scenario {
-        subscriptions: args.subscriptions,
-        events: args.events,
-        failing_percent: args.failing_percent,
-        seed: args.seed,
-        ..Default::default()
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn remote_call(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(String, String)],
+) -> Result<()> {
+    let token = match &remote.admin_token {
+        Some(t) => t.clone(),
+        None => cli::read_admin_token(&remote.data_dir).with_context(|| {
+            format!(
+                "no admin token: pass --admin-token, set EDGEHOOK_ADMIN_TOKEN, or run this where \
+                 {}/admin-token exists (edgehook serve writes it on first start)",
+                remote.data_dir.display()
+            )
+        })?,
     };
-    let outcome = edgehook_host::scenario::run(&s)?;
-    println!("{outcome:#?}");
-    match outcome.check(&s) {
-        Ok(()) => {
-            println!("ledger balances: every delivery ended as the schedule says");
-            Ok(())
-        }
-        Err(problems) => bail!("the ledger does not balance:\n{}", problems.join("\n")),
+    let remote = Remote::new(&remote.server, &token)?;
+    let (status, text) = runtime()?.block_on(remote.call(method, path, body, headers))?;
+    println!("{text}");
+    if status >= 400 {
+        bail!("the server answered {status}");
     }
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
@@ -91,26 +291,44 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         config.insert(k.trim().to_owned(), v.to_owned());
     }
-    if let Some(token) = args.admin_token {
-        config.insert("admin_token".into(), token);
-    }
-    let env = HostEnv {
-        kv: Arc::new(MemoryStore::new()),
-        config: Arc::new(config),
-        clock: None,
-        outbound: Arc::new(NoNetwork),
-        seed: None,
+    let token = match args.admin_token {
+        Some(t) => t,
+        None => cli::admin_token_or_create(&args.data_dir)?,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    config.insert("admin_token".into(), token);
+    if args.allow_private_targets {
+        config.insert("allow_private_targets".into(), "true".into());
+    }
+    let rt = runtime()?;
     rt.block_on(async move {
+        let sync = if args.fsync_always {
+            SyncPolicy::Always
+        } else {
+            SyncPolicy::Every(Duration::from_millis(100))
+        };
+        let store = FileStore::open(&args.data_dir.join("store"), sync)
+            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
+        let kv: Arc<dyn KvBackend> = Arc::new(store.clone());
+        let outbound = NetOutbound::new(&NetOptions {
+            allow_private: args.allow_private_targets,
+            extra_ca: args.extra_ca.clone(),
+        })?;
+        let env = HostEnv {
+            kv,
+            config: Arc::new(config),
+            clock: None,
+            outbound: Arc::new(outbound),
+            seed: None,
+        };
         let server = Server::new(env)?;
         let listener = bind(args.listen).await?;
         log_line(
             "info",
             "listening",
-            &[("addr", listener.local_addr()?.to_string())],
+            &[
+                ("addr", listener.local_addr()?.to_string()),
+                ("dataDir", args.data_dir.display().to_string()),
+            ],
         );
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
@@ -118,7 +336,10 @@ fn serve(args: ServeArgs) -> Result<()> {
             log_line("info", "shutting down", &[]);
             let _ = stop_tx.send(true);
         });
-        server.run(listener, stop_rx).await
+        server.run(listener, stop_rx).await?;
+        store.flush()?;
+        log_line("info", "stopped", &[]);
+        Ok(())
     })
 }
 
@@ -139,5 +360,24 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+fn simulate(args: SimulateArgs) -> Result<()> {
+    let s = edgehook_host::scenario::Scenario {
+        subscriptions: args.subscriptions,
+        events: args.events,
+        failing_percent: args.failing_percent,
+        seed: args.seed,
+        ..Default::default()
+    };
+    let outcome = edgehook_host::scenario::run(&s)?;
+    println!("{outcome:#?}");
+    match outcome.check(&s) {
+        Ok(()) => {
+            println!("ledger balances: every delivery ended as the schedule says");
+            Ok(())
+        }
+        Err(problems) => bail!("the ledger does not balance:\n{}", problems.join("\n")),
     }
 }

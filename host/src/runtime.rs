@@ -204,12 +204,25 @@ impl Runtime {
     }
 
     /// Sends one HTTP request to the component's `wasi:http/incoming-handler` and collects
-    /// the response.
+    /// the response, then waits for the invocation to end (the component may keep working
+    /// after its response is complete, e.g. running attempt 1 of an accepted event).
     pub async fn handle(
         &self,
         env: &HostEnv,
         req: http::Request<Full<Bytes>>,
     ) -> Result<HttpResponse> {
+        let (response, rest) = self.handle_detached(env, req).await?;
+        rest.await??;
+        Ok(response)
+    }
+
+    /// Like [`Runtime::handle`], but returns as soon as the response is complete; the rest of
+    /// the invocation runs on in the returned task.
+    pub async fn handle_detached(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, tokio::task::JoinHandle<wasmtime::Result<()>>)> {
         let mut store = self.store(env);
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let req = store.data_mut().http().new_incoming_request(
@@ -243,21 +256,23 @@ impl Runtime {
             .await
             .map_err(|e| anyhow!("reading the component's response body: {e:?}"))?
             .to_bytes();
-        task.await??;
-        Ok(HttpResponse {
-            status: parts.status.as_u16(),
-            headers: parts
-                .headers
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.as_str().to_owned(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
-            body,
-        })
+        Ok((
+            HttpResponse {
+                status: parts.status.as_u16(),
+                headers: parts
+                    .headers
+                    .iter()
+                    .map(|(n, v)| {
+                        (
+                            n.as_str().to_owned(),
+                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                        )
+                    })
+                    .collect(),
+                body,
+            },
+            task,
+        ))
     }
 
     /// Calls the `events.publish` export.

@@ -27,6 +27,9 @@ pub struct Server {
     env: HostEnv,
     /// Woken when a request may have created due work (publish, replay, ...).
     wake: Arc<Notify>,
+    /// Every connection and every unfinished invocation holds a receiver; shutdown waits
+    /// until all are gone.
+    inflight: Arc<watch::Sender<()>>,
 }
 
 impl Server {
@@ -36,6 +39,7 @@ impl Server {
             runtime: Runtime::embedded()?,
             env,
             wake: Arc::new(Notify::new()),
+            inflight: Arc::new(watch::channel(()).0),
         })
     }
 
@@ -47,7 +51,6 @@ impl Server {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<()> {
         let timer = tokio::spawn(self.clone().timer(shutdown.clone()));
-        let (active_tx, active_rx) = watch::channel(());
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -56,7 +59,7 @@ impl Server {
                         Err(e) => { log_line("warn", "accept failed", &[("error", e.to_string())]); continue; }
                     };
                     let server = self.clone();
-                    let guard = active_rx.clone();
+                    let guard = self.inflight.subscribe();
                     tokio::spawn(async move {
                         let service = service_fn(move |req| {
                             let server = server.clone();
@@ -72,9 +75,9 @@ impl Server {
             }
         }
         drop(listener);
-        drop(active_rx);
-        // Every connection task holds a receiver; closed() resolves when all are gone.
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, active_tx.closed()).await;
+        // Connections and invocations hold receivers; closed() resolves when all are gone.
+        // Attempts cut off by the grace period stay leased and run again later.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.inflight.closed()).await;
         let _ = timer.await;
         Ok(())
     }
@@ -151,7 +154,27 @@ impl Server {
         }
         buf.truncate(BODY_READ_LIMIT);
         let req = hyper::Request::from_parts(parts, Full::new(buf.freeze()));
-        self.runtime.handle(&self.env, req).await
+        let (response, rest) = self.runtime.handle_detached(&self.env, req).await?;
+        // The client has its answer; work the component does after it (attempt 1 of an
+        // accepted event) finishes on its own.
+        let guard = self.inflight.subscribe();
+        tokio::spawn(async move {
+            let _guard = guard;
+            match rest.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => log_line(
+                    "error",
+                    "component trapped after responding",
+                    &[("error", format!("{e:#}"))],
+                ),
+                Err(e) => log_line(
+                    "error",
+                    "component task failed",
+                    &[("error", e.to_string())],
+                ),
+            }
+        });
+        Ok(response)
     }
 
     /// Calls `tick` when due, when woken by a request, and once at start (work left by a

@@ -1,0 +1,132 @@
+//! Helpers of the operator commands: the admin token file, input, and a small HTTP client for
+//! talking to a running server.
+
+use anyhow::{Context as _, Result, anyhow};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rand::TryRng as _;
+use std::io::Read as _;
+use std::path::Path;
+
+/// The file in the data directory that holds the operator token.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+
+/// Reads the operator token from `<data_dir>/admin-token`.
+pub fn read_admin_token(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let token =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(token.trim().to_owned())
+}
+
+/// The operator token in `<data_dir>/admin-token`, created (random, mode 0600) if missing.
+pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
+    if let Ok(token) = read_admin_token(data_dir)
+        && !token.is_empty()
+    {
+        return Ok(token);
+    }
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let mut bytes = [0u8; 32];
+    rand::rngs::SysRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| anyhow!("no randomness for the admin token: {e}"))?;
+    let token = format!("eha_{}", hex::encode(bytes));
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Write::write_all(&mut file, token.as_bytes())?;
+    crate::serve::log_line(
+        "info",
+        "admin token created",
+        &[("file", path.display().to_string())],
+    );
+    Ok(token)
+}
+
+/// Percent-encodes a path segment (ids typed by a person may contain anything).
+pub fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The bytes of a file, or of standard input for `None` or `-`.
+pub fn read_input(file: Option<&Path>) -> Result<Vec<u8>> {
+    match file {
+        Some(p) if p != Path::new("-") => {
+            std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+        }
+        _ => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .context("reading standard input")?;
+            Ok(buf)
+        }
+    }
+}
+
+/// A running server, as the operator commands see it.
+pub struct Remote {
+    base: String,
+    token: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Remote {
+    /// A client for the server at `base` (e.g. `http://127.0.0.1:8080`) with an operator
+    /// token.
+    pub fn new(base: &str, token: &str) -> Result<Self> {
+        if !base.starts_with("http://") {
+            return Err(anyhow!("--server must be an http:// URL, got {base:?}"));
+        }
+        Ok(Remote {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        })
+    }
+
+    /// One call; returns the status and the body, pretty-printed when it is JSON.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(String, String)],
+    ) -> Result<(u16, String)> {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {}", self.token));
+        for (n, v) in headers {
+            req = req.header(n, v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let resp = self.client.request(req).await.with_context(|| {
+            format!("cannot reach {} (is `edgehook serve` running?)", self.base)
+        })?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        let text = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) => serde_json::to_string_pretty(&v)?,
+            Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+        };
+        Ok((status, text))
+    }
+}

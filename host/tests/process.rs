@@ -1,0 +1,466 @@
+//! The real `edgehook` binary as a newcomer and an operator use it: serve, issue a key,
+//! subscribe `edgehook listen`, publish, see the verified delivery; a SIGKILL mid-way loses
+//! nothing; SIGTERM stops cleanly. Everything talks over loopback only, and every wait is a
+//! condition with a deadline.
+
+use bytes::Bytes;
+use edgehook_host::cli::Remote;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A running `edgehook` process with its output lines.
+struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn start(args: &[&str], dir: &Path) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start edgehook");
+        let (tx, lines) = channel();
+        for out in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Proc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to the deadline) for a line matching `pred`; returns it.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        if let Some(l) = self.seen.iter().find(|l| pred(l)) {
+            return l.clone();
+        }
+        let end = Instant::now() + DEADLINE;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// The address from the `listening` log line.
+    fn address(&mut self) -> String {
+        let line = self.wait_for("the listening line", |l| l.contains("\"msg\":\"listening"));
+        let v: Value = serde_json::from_str(&line).expect("json log line");
+        v["addr"].as_str().expect("addr").to_owned()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgehook-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn run_cli(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> (bool, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run edgehook");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input)
+            .expect("write stdin");
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("wait");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn the_readme_quickstart_works_end_to_end() {
+    let dir = temp_dir("quickstart");
+    let mut server = Proc::start(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-private-targets",
+        ],
+        &dir,
+    );
+    let base = format!("http://{}", server.address());
+    assert!(
+        dir.join("edgehook-data/admin-token").exists(),
+        "the admin token file is created"
+    );
+
+    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
+    assert!(ok, "{out}");
+    let issued: Value = serde_json::from_str(&out).expect("json");
+    let key = issued["data"]["apiKey"]
+        .as_str()
+        .expect("apiKey")
+        .to_owned();
+
+    // Subscribe a receiver that is not running yet, to learn the secret; then start it.
+    let rt = rt();
+    let partner = Remote::new(&base, &key).expect("client");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        l.local_addr().expect("addr").port()
+    };
+    let body = format!(r#"{{"url":"http://127.0.0.1:{port}/hook","eventTypes":["load.created"]}}"#);
+    let (status, text) = rt
+        .block_on(partner.call(
+            "POST",
+            "/v1/webhooks",
+            Some(body.into_bytes()),
+            &[("content-type".into(), "application/json".into())],
+        ))
+        .expect("create");
+    assert_eq!(status, 201, "{text}");
+    let created: Value = serde_json::from_str(&text).expect("json");
+    let secret = created["data"]["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let mut listener = Proc::start(
+        &[
+            "listen",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--secret",
+            &secret,
+        ],
+        &dir,
+    );
+    listener.wait_for("the receiver", |l| l.contains("listening for deliveries"));
+
+    let load = br#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#;
+    let (ok, out) = run_cli(
+        &dir,
+        &["publish", "--type", "load.created", "--server", &base],
+        Some(load),
+    );
+    assert!(ok, "{out}");
+    let line = listener.wait_for("a verified delivery", |l| {
+        l.contains("load.created") && l.contains("verified")
+    });
+    assert!(line.contains("dlv_"), "{line}");
+    listener.wait_for("the body", |l| l.as_bytes() == load);
+
+    // The server logged the request and the attempt, never the secret or the key.
+    server.wait_for("the delivery attempt log line", |l| {
+        l.contains("delivery attempt") && l.contains("\"status\":\"200\"")
+    });
+    assert!(
+        server
+            .seen
+            .iter()
+            .all(|l| !l.contains(&secret) && !l.contains(&key))
+    );
+
+    // Operator views of the delivery.
+    let sub_id = created["data"]["id"].as_str().expect("id").to_owned();
+    let (ok, out) = run_cli(&dir, &["subscription", &sub_id, "--server", &base], None);
+    assert!(ok && out.contains("\"succeeded\""), "{out}");
+    let (ok, out) = run_cli(
+        &dir,
+        &["keys", "issue", "bad client!", "--server", &base],
+        None,
+    );
+    assert!(
+        !ok && out.contains("422"),
+        "errors say what went wrong: {out}"
+    );
+    let (ok, out) = run_cli(
+        &dir,
+        &[
+            "publish",
+            "--type",
+            "load.created",
+            "--server",
+            "http://127.0.0.1:1",
+        ],
+        Some(load),
+    );
+    assert!(!ok && out.contains("is `edgehook serve` running?"), "{out}");
+}
+
+/// A loopback receiver that counts requests per delivery id and answers 200, except that
+/// while `hold` is set it keeps requests waiting (in flight) until released.
+struct TestReceiver {
+    port: u16,
+    counts: Arc<Mutex<BTreeMap<String, usize>>>,
+    hold: Arc<std::sync::atomic::AtomicBool>,
+    release: Arc<tokio::sync::Notify>,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn receiver(rt: &tokio::runtime::Runtime) -> TestReceiver {
+    use std::sync::atomic::Ordering;
+    let r = TestReceiver {
+        port: 0,
+        counts: Arc::default(),
+        hold: Arc::default(),
+        release: Arc::default(),
+        held: Arc::default(),
+    };
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (c, hold, release, held) = (
+        r.counts.clone(),
+        r.hold.clone(),
+        r.release.clone(),
+        r.held.clone(),
+    );
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (c, hold, release, held) = (c.clone(), hold.clone(), release.clone(), held.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (c, hold, release, held) =
+                        (c.clone(), hold.clone(), release.clone(), held.clone());
+                    async move {
+                        let id = req
+                            .headers()
+                            .get("x-service-delivery-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned();
+                        *c.lock().expect("lock").entry(id).or_default() += 1;
+                        if hold.load(Ordering::SeqCst) {
+                            held.fetch_add(1, Ordering::SeqCst);
+                            let released = release.notified();
+                            if hold.load(Ordering::SeqCst) {
+                                released.await;
+                            }
+                        }
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    TestReceiver { port, ..r }
+}
+
+#[test]
+fn a_sigkill_mid_way_loses_no_delivery() {
+    let dir = temp_dir("sigkill");
+    let rt = rt();
+    let recv = receiver(&rt);
+    let port = recv.port;
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-private-targets",
+        "--set",
+        "attempt_timeout_ms=1000",
+    ];
+    let mut server = Proc::start(&args, &dir);
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let operator = Remote::new(&base, &token).expect("client");
+    let (_, out) = rt
+        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
+        .expect("key");
+    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let partner = Remote::new(&base, &key).expect("client");
+    let json = [("content-type".to_owned(), "application/json".to_owned())];
+    let mut subs = Vec::new();
+    for i in 0..5 {
+        let body =
+            format!(r#"{{"url":"http://127.0.0.1:{port}/s{i}","eventTypes":["load.updated"]}}"#);
+        let (status, out) = rt
+            .block_on(partner.call("POST", "/v1/webhooks", Some(body.into_bytes()), &json))
+            .expect("create");
+        assert_eq!(status, 201, "{out}");
+        subs.push(
+            serde_json::from_str::<Value>(&out).expect("json")["data"]["id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    let ingest = [
+        json[0].clone(),
+        ("x-service-event".to_owned(), "load.updated".to_owned()),
+    ];
+    let events = 30;
+    for n in 0..events {
+        if n == events - 1 {
+            // The last event's attempts will be in flight when the process dies.
+            recv.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        let body = format!(r#"{{"id":"L{n}"}}"#).into_bytes();
+        let (status, _) = rt
+            .block_on(operator.call("POST", "/internal/v1/events", Some(body), &ingest))
+            .expect("publish");
+        assert_eq!(status, 202);
+    }
+    let end = Instant::now() + DEADLINE;
+    while recv.held.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < end, "no attempt reached the receiver");
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    server.kill(); // SIGKILL, with attempts in flight
+    recv.hold.store(false, std::sync::atomic::Ordering::SeqCst);
+    recv.release.notify_waiters();
+    let accepted = events;
+
+    let mut server = Proc::start(&args, &dir);
+    let base = format!("http://{}", server.address());
+    let operator = Remote::new(&base, &token).expect("client");
+    let expected = accepted * subs.len();
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let mut finished = 0;
+        let mut attempts_ok = true;
+        for sub in &subs {
+            let path = format!("/internal/v1/subscriptions/{sub}/deliveries?limit=100");
+            let (_, out) = rt
+                .block_on(operator.call("GET", &path, None, &[]))
+                .expect("history");
+            let page: Value = serde_json::from_str(&out).expect("json");
+            for d in page["data"].as_array().expect("array") {
+                finished += usize::from(d["status"] == "succeeded");
+                attempts_ok &= d["attempts"].as_array().is_some_and(|a| a.len() <= 3);
+            }
+        }
+        assert!(attempts_ok, "never more than 3 attempts");
+        if finished == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "only {finished} of {expected} deliveries finished after the restart"
+        );
+        std::thread::park_timeout(Duration::from_millis(200));
+    }
+    let counts = recv.counts.lock().expect("lock").clone();
+    assert_eq!(
+        counts.len(),
+        expected,
+        "every delivery reached the receiver"
+    );
+    let duplicates: usize = counts.values().map(|n| n - 1).sum();
+    println!("{expected} deliveries, {duplicates} sent twice (in flight at the kill)");
+    drop(server);
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_the_data_stays() {
+    let dir = temp_dir("sigterm");
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let base = format!("http://{}", server.address());
+    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
+    assert!(ok, "{out}");
+    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    server.wait_for("a clean stop", |l| l.contains("\"msg\":\"stopped\""));
+    let status = server.child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+
+    let mut again = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let base = format!("http://{}", again.address());
+    let rt = rt();
+    let (status, _) = rt
+        .block_on(
+            Remote::new(&base, &key)
+                .expect("client")
+                .call("GET", "/v1/webhooks", None, &[]),
+        )
+        .expect("list");
+    assert_eq!(status, 200, "the key issued before the restart still works");
+}
