@@ -4,8 +4,6 @@
 //! underscores; our own host uses the same names. [`KEYS`] is the complete list: the Spin
 //! manifest test checks that `spin.toml` declares every one of them.
 
-use std::collections::BTreeMap;
-
 /// Every configuration key the component reads, with its default (`None`: no default).
 pub const KEYS: &[(&str, Option<&str>)] = &[
     ("admin_token", None),
@@ -83,14 +81,17 @@ impl Settings {
     pub fn from_pairs<S: AsRef<str>>(
         pairs: impl IntoIterator<Item = (S, S)>,
     ) -> Result<Self, ConfigError> {
-        let given: BTreeMap<String, String> = pairs
+        // A list, not a map: a handful of keys, and the component is size-budgeted.
+        let given: Vec<(String, String)> = pairs
             .into_iter()
             .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().trim().to_owned()))
             .collect();
         let value = |key: &str| -> Option<String> {
             given
-                .get(key)
-                .cloned()
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
                 .filter(|v| !v.is_empty())
                 .or_else(|| {
                     KEYS.iter()

@@ -28,7 +28,7 @@ use crate::validate;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Attempts per run (the original delivery, and each replay).
@@ -234,30 +234,30 @@ fn parse_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, KvError> {
     serde_json::from_slice(b).map_err(|e| KvError(format!("corrupt record: {e}")))
 }
 
-/// Adds `values` to the sorted set of numbers stored at `key`.
-fn set_add<K: Kv>(kv: &K, key: &str, values: &BTreeSet<u64>) -> Result<(), KvError> {
-    update(kv, key, |cur| {
-        let mut set: BTreeSet<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
-        let before = set.len();
-        set.extend(values.iter().copied());
-        if set.len() == before {
+/// Adds days to the retention directory (a sorted list of numbers).
+fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
+    update(kv, keys::RETENTION_DIRECTORY, |cur| {
+        let mut days: Vec<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
+        if days.contains(&day) {
             return Ok(Update::Keep(()));
         }
-        Ok(Update::Write(json_bytes(&set)?, ()))
+        days.push(day);
+        days.sort_unstable();
+        Ok(Update::Write(json_bytes(&days)?, ()))
     })
     .map_err(kv_from_update)
 }
 
-/// Removes `values` from the sorted set of numbers stored at `key`.
-fn set_remove<K: Kv>(kv: &K, key: &str, values: &BTreeSet<u64>) -> Result<(), KvError> {
-    update(kv, key, |cur| {
-        let mut set: BTreeSet<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
-        let before = set.len();
-        set.retain(|v| !values.contains(v));
-        if set.len() == before {
+/// Removes a day from the retention directory.
+fn days_remove<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
+    update(kv, keys::RETENTION_DIRECTORY, |cur| {
+        let mut days: Vec<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
+        let before = days.len();
+        days.retain(|d| *d != day);
+        if days.len() == before {
             return Ok(Update::Keep(()));
         }
-        Ok(Update::Write(json_bytes(&set)?, ()))
+        Ok(Update::Write(json_bytes(&days)?, ()))
     })
     .map_err(kv_from_update)
 }
@@ -409,7 +409,7 @@ fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> 
     }
     let day = event.created_at / DAY_MS;
     retention_log(day).append(env.kv, std::slice::from_ref(&event.id))?;
-    set_add(env.kv, keys::RETENTION_DIRECTORY, &BTreeSet::from([day]))?;
+    days_add(env.kv, day)?;
     let mut done = event.clone();
     done.fanned_out = true;
     env.kv.set(&keys::event(&event.id), &json_bytes(&done)?)
@@ -476,12 +476,12 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         }
     };
     let mut budget = MAX_ATTEMPTS_PER_TICK;
-    let mut seen_now: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut expired: BTreeSet<u64> = BTreeSet::new();
+    let mut seen_now: Vec<(u64, u64)> = Vec::new();
+    let mut expired: Vec<u64> = Vec::new();
     for ((second, seen), len) in due.iter().copied().zip(lens) {
         if len <= seen {
             if (second + QUEUE_GRACE_S) * 1000 < now {
-                expired.insert(second);
+                expired.push(second);
             }
             continue;
         }
@@ -499,7 +499,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             &mut report,
         ) {
             Ok(outcome) => {
-                seen_now.insert(second, outcome.seen);
+                seen_now.push((second, outcome.seen));
                 if let Some(t) = outcome.unfinished_until {
                     note_due(t);
                 }
@@ -562,11 +562,10 @@ fn run_second<K: Kv>(
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
     // One look per delivery, at its first entry in this second.
-    let mut first_seq: BTreeMap<String, u64> = BTreeMap::new();
-    for e in entries {
-        first_seq.entry(e.item).or_insert(e.seq);
-    }
-    let ids: Vec<String> = first_seq.keys().cloned().collect();
+    let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
+    first_seq.sort_unstable();
+    first_seq.dedup_by(|later, first| later.0 == first.0);
+    let ids: Vec<String> = first_seq.iter().map(|(id, _)| id.clone()).collect();
     let keys: Vec<String> = ids.iter().map(|id| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
     let mut unfinished_until: Option<u64> = None;
@@ -576,7 +575,7 @@ fn run_second<K: Kv>(
         first_unfinished = Some(first_unfinished.map_or(seq, |f| f.min(seq)));
     };
     let mut candidates: Vec<(u64, String)> = Vec::new();
-    for (id, record) in ids.iter().zip(records) {
+    for ((_, seq), record) in first_seq.iter().zip(records) {
         let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
             continue;
         };
@@ -586,7 +585,7 @@ fn run_second<K: Kv>(
         if d.status != Status::Pending || second_of(due) > second {
             continue; // finished, or rescheduled into a later second
         }
-        let seq = first_seq[id];
+        let seq = *seq;
         match d.lease_until {
             Some(until) if until > now => hold(seq, until),
             _ => candidates.push((seq, d.id)),
@@ -659,7 +658,7 @@ fn run_batch<K: Kv>(
         .map(|c| c.delivery.subscription_id.clone())
         .collect();
     let subs = subscriptions::load_many(env, &sub_ids).map_err(api_to_kv)?;
-    let mut bodies: HashMap<String, Rc<Vec<u8>>> = HashMap::new();
+    let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
     let mut to_send: Vec<(usize, Outgoing)> = Vec::new();
     let mut results: Vec<Option<SendResult>> = vec![None; claimed.len()];
     let mut cancelled = vec![false; claimed.len()];
@@ -668,15 +667,15 @@ fn run_batch<K: Kv>(
             cancelled[i] = true;
             continue;
         };
-        let body = match bodies.get(&c.delivery.event_id) {
-            Some(b) => b.clone(),
+        let body = match bodies.iter().find(|(e, _)| *e == c.delivery.event_id) {
+            Some((_, b)) => b.clone(),
             None => {
                 let Some(b) = env.kv.get(&keys::event_body(&c.delivery.event_id))? else {
                     cancelled[i] = true;
                     continue;
                 };
                 let b = Rc::new(b);
-                bodies.insert(c.delivery.event_id.clone(), b.clone());
+                bodies.push((c.delivery.event_id.clone(), b.clone()));
                 b
             }
         };
@@ -770,7 +769,13 @@ fn record_outcomes<K: Kv>(
     }
     // Queue entries for retries first: a crash after this leaves a hint, never a lost retry.
     enqueue(env.kv, &retries)?;
-    let mut streaks: BTreeMap<String, bool> = BTreeMap::new();
+    // (subscription, any success) per subscription touched by this batch.
+    let mut streaks: Vec<(String, bool)> = Vec::new();
+    let mut note_streak =
+        |sub: &str, success: bool| match streaks.iter_mut().find(|(s, _)| s == sub) {
+            Some((_, any)) => *any |= success,
+            None => streaks.push((sub.to_owned(), success)),
+        };
     for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
         let attempt = result.map(|r| Attempt {
             run: c.delivery.run,
@@ -813,7 +818,7 @@ fn record_outcomes<K: Kv>(
             Verdict::Succeeded => {
                 report.attempted += 1;
                 report.succeeded += 1;
-                streaks.insert(c.delivery.subscription_id.clone(), true);
+                note_streak(&c.delivery.subscription_id, true);
             }
             Verdict::Retry(_) => {
                 report.attempted += 1;
@@ -825,18 +830,18 @@ fn record_outcomes<K: Kv>(
                 if *gone {
                     let _ = disable(env, &c.delivery.subscription_id, "gone");
                 } else {
-                    streaks
-                        .entry(c.delivery.subscription_id.clone())
-                        .or_insert(false);
+                    note_streak(&c.delivery.subscription_id, false);
                 }
             }
             Verdict::Cancelled => {}
         }
     }
-    let by_id: HashMap<&str, &Subscription> =
-        subs.iter().flatten().map(|s| (s.id.as_str(), s)).collect();
     for (sub_id, success) in streaks {
-        let known = by_id.get(sub_id.as_str()).map(|s| s.consecutive_failures);
+        let known = subs
+            .iter()
+            .flatten()
+            .find(|s| s.id == sub_id)
+            .map(|s| s.consecutive_failures);
         if success && known == Some(0) {
             continue; // nothing to reset
         }
@@ -997,7 +1002,7 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         .now_ms
         .saturating_sub(u64::from(env.settings.retention_days) * DAY_MS)
         / DAY_MS;
-    let days: BTreeSet<u64> = env
+    let days: Vec<u64> = env
         .kv
         .get(keys::RETENTION_DIRECTORY)?
         .map(|b| parse_json(&b))
@@ -1018,7 +1023,7 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
             env.kv.delete(&keys::event(event_id))?;
         }
         log.delete_all(env.kv)?;
-        set_remove(env.kv, keys::RETENTION_DIRECTORY, &BTreeSet::from([day]))?;
+        days_remove(env.kv, day)?;
     }
     Ok(())
 }

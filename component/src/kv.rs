@@ -83,18 +83,58 @@ pub fn update<K: Kv, T, E>(
     key: &str,
     mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
 ) -> Result<T, UpdateError<E>> {
+    // The loop itself is not generic over `T` and `E` (they travel in these slots), so there
+    // is one copy of it per store type instead of one per call site: the component is
+    // size-budgeted.
+    let mut out: Option<Result<T, E>> = None;
+    let mut decide = |current: Option<&[u8]>| -> Option<Vec<u8>> {
+        match f(current) {
+            Ok(Update::Write(value, t)) => {
+                out = Some(Ok(t));
+                Some(value)
+            }
+            Ok(Update::Keep(t)) => {
+                out = Some(Ok(t));
+                None
+            }
+            Err(e) => {
+                out = Some(Err(e));
+                None
+            }
+        }
+    };
+    if !cas_loop(kv, key, &mut decide)? {
+        return Err(UpdateError::Contended);
+    }
+    match out {
+        Some(Ok(t)) => Ok(t),
+        Some(Err(e)) => Err(UpdateError::Rejected(e)),
+        None => Err(UpdateError::Contended),
+    }
+}
+
+/// Given the current value, the value to write (or `None`: stop without writing).
+type Decide<'a> = dyn FnMut(Option<&[u8]>) -> Option<Vec<u8>> + 'a;
+
+/// The compare-and-swap loop behind [`update`]: `decide` returns the value to write, or
+/// `None` to stop without writing. `Ok(false)` means every attempt lost the race.
+fn cas_loop<K: Kv>(
+    kv: &K,
+    key: &str,
+    decide: &mut Decide<'_>,
+) -> Result<bool, KvError> {
     for _ in 0..CAS_ATTEMPTS {
         let (cas, current) = kv.cas_begin(key)?;
-        match f(current.as_deref()).map_err(UpdateError::Rejected)? {
-            Update::Keep(out) => return Ok(out),
-            Update::Write(value, out) => {
+        match decide(current.as_deref()) {
+            None => return Ok(true),
+            Some(value) => {
                 if kv.cas_swap(cas, &value)? {
-                    return Ok(out);
+                    return Ok(true);
                 }
             }
         }
     }
-    Err(UpdateError::Contended)
+    Ok(false)
 }
 
 /// An in-memory [`Kv`] for unit tests, with optional fault injection: every operation counts,

@@ -73,10 +73,22 @@ impl Kv for WasiKv {
 
     fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         let found = batch::get_many(&self.0, keys).map_err(kv_err)?;
-        // The result pairs values with keys; do not rely on the host keeping order, and
-        // answer every requested key, duplicates included.
-        let map: std::collections::HashMap<String, Option<Vec<u8>>> = found.into_iter().collect();
-        Ok(keys.iter().map(|k| map.get(k).cloned().flatten()).collect())
+        // The result pairs values with keys. Hosts answer in request order; if one does
+        // not, match by key (every requested key answered, duplicates included).
+        if found.len() == keys.len() && found.iter().zip(keys).all(|((k, _), want)| k == want) {
+            return Ok(found.into_iter().map(|(_, v)| v).collect());
+        }
+        let mut found = found;
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(keys
+            .iter()
+            .map(|k| {
+                found
+                    .binary_search_by(|(fk, _)| fk.as_str().cmp(k))
+                    .ok()
+                    .and_then(|i| found[i].1.clone())
+            })
+            .collect())
     }
 
     fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
@@ -116,7 +128,12 @@ fn now_ms() -> u64 {
 
 /// Every config value, parsed. Config errors name the key and never a value.
 fn settings() -> Result<Settings, String> {
-    let pairs = bindings::wasi::config::store::get_all().map_err(|e| format!("{e:?}"))?;
+    let pairs = bindings::wasi::config::store::get_all().map_err(|e| match e {
+        bindings::wasi::config::store::Error::Upstream(m)
+        | bindings::wasi::config::store::Error::Io(m) => {
+            format!("config store: {m}")
+        }
+    })?;
     Settings::from_pairs(pairs).map_err(|e| e.to_string())
 }
 
@@ -220,7 +237,9 @@ fn error_text(code: &ErrorCode) -> String {
         ErrorCode::DestinationIpProhibited | ErrorCode::HttpRequestDenied => {
             "destination not allowed".into()
         }
-        other => format!("{other:?}"),
+        ErrorCode::TlsProtocolError | ErrorCode::TlsCertificateError => "tls error".into(),
+        ErrorCode::DnsTimeout | ErrorCode::DnsError(_) => "dns error".into(),
+        _ => "http error".into(),
     }
 }
 
@@ -231,7 +250,7 @@ fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingRespon
         .iter()
         .map(|(n, v)| (n.clone(), v.as_bytes().to_vec()))
         .collect();
-    let headers = Fields::from_list(&entries).map_err(|e| format!("invalid header: {e:?}"))?;
+    let headers = Fields::from_list(&entries).map_err(|_| "invalid header".to_owned())?;
     let out = OutgoingRequest::new(headers);
     let scheme = if req.scheme == "http" {
         Scheme::Http
@@ -257,7 +276,7 @@ fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingRespon
         for chunk in req.body.chunks(4096) {
             stream
                 .blocking_write_and_flush(chunk)
-                .map_err(|e| format!("writing the body: {e:?}"))?;
+                .map_err(|_| "connection closed while writing the body".to_owned())?;
         }
     }
     OutgoingBody::finish(body, None).map_err(|e| error_text(&e))?;

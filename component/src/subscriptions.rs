@@ -390,7 +390,7 @@ fn add_to_client_index<K: Kv>(
 ) -> Result<u64, ApiError> {
     let key = keys::client_subscriptions(client_id);
     let cap = env.settings.subscription_limit as usize;
-    let mut live: Option<std::collections::BTreeSet<String>> = None;
+    let mut live: Option<Vec<String>> = None;
     for _ in 0..2 {
         let outcome = update(env.kv, &key, |current| {
             let mut index: ClientIndex = parse(current)?;

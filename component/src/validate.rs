@@ -324,8 +324,8 @@ fn check_public(host: &str, kind: HostKind) -> Result<(), UrlProblem> {
         )
     };
     match kind {
-        HostKind::V4(ip) if !is_global_v4(ip) => Err(refused(&format!("the address {ip}"))),
-        HostKind::V6(ip) if !is_global_v6(ip) => Err(refused(&format!("the address {ip}"))),
+        HostKind::V4(ip) if !is_global_v4(ip) => Err(refused(&format!("the address {host}"))),
+        HostKind::V6(ip) if !is_global_v6(ip) => Err(refused(&format!("the address {host}"))),
         HostKind::Name if is_local_name(host) => Err(refused(&format!("the local name {host}"))),
         _ => Ok(()),
     }
