@@ -118,11 +118,7 @@ type Decide<'a> = dyn FnMut(Option<&[u8]>) -> Option<Vec<u8>> + 'a;
 
 /// The compare-and-swap loop behind [`update`]: `decide` returns the value to write, or
 /// `None` to stop without writing. `Ok(false)` means every attempt lost the race.
-fn cas_loop<K: Kv>(
-    kv: &K,
-    key: &str,
-    decide: &mut Decide<'_>,
-) -> Result<bool, KvError> {
+fn cas_loop<K: Kv>(kv: &K, key: &str, decide: &mut Decide<'_>) -> Result<bool, KvError> {
     for _ in 0..CAS_ATTEMPTS {
         let (cas, current) = kv.cas_begin(key)?;
         match decide(current.as_deref()) {
