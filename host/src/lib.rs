@@ -23,6 +23,7 @@ pub mod filestore;
 pub mod listen;
 pub mod net;
 pub mod outbound;
+pub mod redisstore;
 pub mod runtime;
 pub mod scenario;
 pub mod serve;

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use edgehook_host::cli::{self, Remote};
 use edgehook_host::filestore::{FileStore, SyncPolicy};
 use edgehook_host::net::{NetOptions, NetOutbound};
+use edgehook_host::redisstore::{RedisOptions, RedisStore};
 use edgehook_host::serve::{Server, bind, log_line};
 use edgehook_host::store::KvBackend;
 use edgehook_host::{HostEnv, listen};
@@ -65,6 +66,13 @@ struct ServeArgs {
     /// Flush the store to disk after every write instead of every 100 ms.
     #[arg(long)]
     fsync_always: bool,
+    /// Keep the state in Redis instead of the embedded store, so several instances share it:
+    /// redis://[:password@]host:port[/db] (the admin token file stays in --data-dir).
+    #[arg(long, value_name = "URL", env = "EDGEHOOK_KV", hide_env_values = true)]
+    kv: Option<String>,
+    /// Prefix of every key in Redis (with --kv), so one Redis can hold several things.
+    #[arg(long, default_value = "edgehook:", env = "EDGEHOOK_KV_PREFIX")]
+    kv_prefix: String,
     /// A component setting, as key=value (repeatable), e.g. --set attempt_timeout_ms=5000.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
@@ -301,14 +309,31 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let rt = runtime()?;
     rt.block_on(async move {
-        let sync = if args.fsync_always {
-            SyncPolicy::Always
-        } else {
-            SyncPolicy::Every(Duration::from_millis(100))
+        let (kv, file_store, store_name): (Arc<dyn KvBackend>, _, _) = match &args.kv {
+            Some(url) => {
+                if !url.starts_with("redis://") && !url.starts_with("redis+unix://") {
+                    bail!("--kv takes redis://host:port[/db] or redis+unix:///path");
+                }
+                let options = RedisOptions {
+                    prefix: args.kv_prefix.clone(),
+                    ..RedisOptions::default()
+                };
+                let store = RedisStore::open_with(url, options)?;
+                let name = format!("{} (prefix {})", store.server(), store.prefix());
+                (Arc::new(store), None, name)
+            }
+            None => {
+                let sync = if args.fsync_always {
+                    SyncPolicy::Always
+                } else {
+                    SyncPolicy::Every(Duration::from_millis(100))
+                };
+                let store = FileStore::open(&args.data_dir.join("store"), sync)
+                    .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
+                let name = args.data_dir.join("store").display().to_string();
+                (Arc::new(store.clone()), Some(store), name)
+            }
         };
-        let store = FileStore::open(&args.data_dir.join("store"), sync)
-            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-        let kv: Arc<dyn KvBackend> = Arc::new(store.clone());
         let outbound = NetOutbound::new(&NetOptions {
             allow_private: args.allow_private_targets,
             extra_ca: args.extra_ca.clone(),
@@ -328,6 +353,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             &[
                 ("addr", listener.local_addr()?.to_string()),
                 ("dataDir", args.data_dir.display().to_string()),
+                ("store", store_name),
             ],
         );
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -337,7 +363,9 @@ fn serve(args: ServeArgs) -> Result<()> {
             let _ = stop_tx.send(true);
         });
         server.run(listener, stop_rx).await?;
-        store.flush()?;
+        if let Some(store) = file_store {
+            store.flush()?;
+        }
         log_line("info", "stopped", &[]);
         Ok(())
     })

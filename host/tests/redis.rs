@@ -1,0 +1,628 @@
+//! Several `edgehook serve` processes on one Redis (`--kv redis://...`), and the Redis backend's
+//! compare-and-swap on its own. Each test process starts its own `redis-server` on a free
+//! loopback port (no persistence, a temporary working directory) and stops it when the last
+//! test using it is done. `redis-server` must be installed (`.ci/run` installs Debian's).
+//! Everything talks over loopback only, and every wait is a condition with a deadline.
+
+use bytes::Bytes;
+use edgehook_component::delivery::delivery_id;
+use edgehook_host::cli::Remote;
+use edgehook_host::redisstore::{RedisOptions, RedisStore};
+use edgehook_host::store::{KvBackend, parse_counter};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
+const DEADLINE: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------
+// redis-server
+
+/// A `redis-server` child on a loopback port; killed on drop.
+struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl RedisServer {
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+    l.local_addr().expect("addr").port()
+}
+
+/// Sends one command on a new connection; returns the first line of the reply.
+fn redis_command(port: u16, args: &[&str]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to redis");
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).expect("send");
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).expect("reply");
+    line.trim_end().to_owned()
+}
+
+/// Whether a Redis answers `PING` on the port.
+fn pong(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+fn start_redis() -> RedisServer {
+    let dir = temp_dir("redis-server");
+    // The free port may be taken between our probe and redis' bind: then it exits, try again.
+    for _ in 0..5 {
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("redis.log")).expect("redis log file");
+        let spawned = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                "redis-server is not installed (not on PATH): these tests need it. On Debian: \
+                 apt-get install redis-server (.ci/run installs it)"
+            ),
+            Err(e) => panic!("cannot start redis-server: {e}"),
+        };
+        let mut server = RedisServer {
+            child,
+            port,
+            dir: dir.clone(),
+        };
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if pong(port) {
+                return server;
+            }
+            if server
+                .child
+                .try_wait()
+                .expect("redis-server status")
+                .is_some()
+            {
+                break; // exited: most likely the port was taken
+            }
+            assert!(
+                Instant::now() < end,
+                "redis-server did not answer on port {port}; its log:\n{}",
+                std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+            );
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+        // Keep the directory for the next try.
+        server.dir = PathBuf::new();
+    }
+    panic!(
+        "redis-server exited at start five times; its last log:\n{}",
+        std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+    );
+}
+
+/// One redis-server for the tests of this process that run at the same time; it stops when
+/// the last of them drops its handle.
+fn shared_redis() -> Arc<RedisServer> {
+    static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
+    let mut slot = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(server) = slot.upgrade() {
+        return server;
+    }
+    let server = Arc::new(start_redis());
+    *slot = Arc::downgrade(&server);
+    server
+}
+
+// ---------------------------------------------------------------------------------------
+// edgehook processes (as in process.rs)
+
+/// A running `edgehook` process with its output lines.
+struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn start(args: &[&str], dir: &Path) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start edgehook");
+        let (tx, lines) = channel();
+        for out in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Proc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to the deadline) for a line matching `pred`; returns it.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        if let Some(l) = self.seen.iter().find(|l| pred(l)) {
+            return l.clone();
+        }
+        let end = Instant::now() + DEADLINE;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Takes every line printed so far into `seen`.
+    fn drain(&mut self) -> &[String] {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        &self.seen
+    }
+
+    /// The address from the `listening` log line.
+    fn address(&mut self) -> String {
+        let line = self.wait_for("the listening line", |l| l.contains("\"msg\":\"listening"));
+        let v: Value = serde_json::from_str(&line).expect("json log line");
+        v["addr"].as_str().expect("addr").to_owned()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgehook-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A loopback receiver that counts requests per delivery id and answers 200.
+struct TestReceiver {
+    port: u16,
+    counts: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+fn receiver(rt: &tokio::runtime::Runtime) -> TestReceiver {
+    let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let c = counts.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let c = c.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let c = c.clone();
+                    async move {
+                        let id = req
+                            .headers()
+                            .get("x-service-delivery-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned();
+                        *c.lock().expect("lock").entry(id).or_default() += 1;
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    TestReceiver { port, counts }
+}
+
+fn call(
+    rt: &tokio::runtime::Runtime,
+    remote: &Remote,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(String, String)],
+) -> (u16, Value) {
+    let (status, text) = rt
+        .block_on(remote.call(method, path, body, headers))
+        .unwrap_or_else(|e| panic!("{method} {path}: {e:#}"));
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+    (status, json)
+}
+
+// ---------------------------------------------------------------------------------------
+// tests
+
+#[test]
+fn redis_store_compare_and_swap_is_atomic_and_binary_safe() {
+    let redis = shared_redis();
+    // A user of its own, so its connections can be killed without touching the other test's.
+    let (user, password) = ("castest", "s3cret-pw");
+    let reply = redis_command(
+        redis.port,
+        &[
+            "ACL",
+            "SETUSER",
+            user,
+            "on",
+            &format!(">{password}"),
+            "allkeys",
+            "+@all",
+        ],
+    );
+    assert_eq!(reply, "+OK");
+    let url = format!("redis://{user}:{password}@127.0.0.1:{}", redis.port);
+    let prefix = format!("castest:{}:", std::process::id());
+    let store = RedisStore::open_with(
+        &url,
+        RedisOptions {
+            prefix: prefix.clone(),
+            ..RedisOptions::default()
+        },
+    )
+    .expect("open");
+
+    // Expected absent: only written when the key does not exist.
+    assert_eq!(store.compare_and_swap("k", None, b"1"), Ok(true));
+    assert_eq!(store.compare_and_swap("k", None, b"2"), Ok(false));
+    assert_eq!(store.get("k"), Ok(Some(b"1".to_vec())));
+    // Present: mismatch leaves it, match swaps.
+    assert_eq!(store.compare_and_swap("k", Some(b"0"), b"2"), Ok(false));
+    assert_eq!(store.compare_and_swap("k", Some(b"1"), b"2"), Ok(true));
+    assert_eq!(store.get("k"), Ok(Some(b"2".to_vec())));
+    // An empty value is not an absent one, either way round.
+    assert_eq!(store.compare_and_swap("e", Some(b""), b"x"), Ok(false));
+    assert_eq!(store.get("e"), Ok(None));
+    store.set("e", b"").expect("set empty");
+    assert_eq!(store.compare_and_swap("e", None, b"x"), Ok(false));
+    assert_eq!(store.compare_and_swap("e", Some(b""), b"x"), Ok(true));
+    // Binary values: compared byte for byte, NUL and non-UTF-8 bytes included.
+    let v1: &[u8] = b"a\0b\xff\x00";
+    let v2: &[u8] = b"a\0c\xff\x00";
+    assert_eq!(store.compare_and_swap("bin", None, v1), Ok(true));
+    assert_eq!(store.get("bin"), Ok(Some(v1.to_vec())));
+    assert_eq!(store.compare_and_swap("bin", Some(b"a"), v2), Ok(false));
+    assert_eq!(
+        store.compare_and_swap("bin", Some(b"a\0b\xff"), v2),
+        Ok(false)
+    );
+    assert_eq!(store.compare_and_swap("bin", Some(v2), v1), Ok(false));
+    assert_eq!(store.compare_and_swap("bin", Some(v1), v2), Ok(true));
+    assert_eq!(store.get("bin"), Ok(Some(v2.to_vec())));
+
+    // Counters are decimal, as the other backends keep them.
+    assert_eq!(store.increment("n", 5), Ok(5));
+    assert_eq!(store.increment("n", -2), Ok(3));
+    let raw = store.get("n").expect("get").expect("present");
+    assert_eq!(parse_counter("n", Some(&raw)), Ok(3));
+    assert!(store.increment("bin", 1).is_err(), "not a counter");
+
+    // get_many, delete, list_keys in order after a cursor, only under the prefix.
+    assert_eq!(
+        store.get_many(&["k".into(), "missing".into(), "n".into()]),
+        Ok(vec![Some(b"2".to_vec()), None, Some(b"3".to_vec())])
+    );
+    assert_eq!(store.get_many(&[]), Ok(vec![]));
+    store.delete("e").expect("delete");
+    store.delete("e").expect("delete of a missing key");
+    let other = RedisStore::open_with(
+        &redis.url(),
+        RedisOptions {
+            prefix: format!("{prefix}x"),
+            ..RedisOptions::default()
+        },
+    )
+    .expect("open");
+    other.set("zzz", b"").expect("set");
+    assert_eq!(store.list_keys(None, 2), Ok(vec!["bin".into(), "k".into()]));
+    assert_eq!(
+        store.list_keys(Some("k"), 10),
+        Ok(vec!["n".into(), "xzzz".into()]),
+        "a longer prefix is a key of ours, as it would be in a shared keyspace"
+    );
+    assert_eq!(other.list_keys(None, 10), Ok(vec!["zzz".into()]));
+
+    // Concurrent compare-and-swap loops from several threads lose no update.
+    let threads = 8;
+    let rounds = 50;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..rounds {
+                    loop {
+                        let seen = store.get("c").expect("get");
+                        let n = parse_counter("c", seen.as_ref()).expect("counter");
+                        let next = (n + 1).to_string();
+                        if store
+                            .compare_and_swap("c", seen.as_deref(), next.as_bytes())
+                            .expect("cas")
+                        {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let total = parse_counter("c", store.get("c").expect("get").as_ref()).expect("counter");
+    assert_eq!(total, threads * rounds);
+
+    // Broken connections are replaced: kill the store's connections, reads still work and
+    // so does the compare-and-swap after them.
+    let killed = redis_command(redis.port, &["CLIENT", "KILL", "USER", user]);
+    assert!(killed.starts_with(':') && killed != ":0", "{killed}");
+    assert_eq!(store.get("k"), Ok(Some(b"2".to_vec())));
+    assert_eq!(store.compare_and_swap("k", Some(b"2"), b"3"), Ok(true));
+
+    // A wrong password: the message names the server, never the password.
+    let wrong = RedisStore::open(&format!(
+        "redis://{user}:wrong-{password}@127.0.0.1:{}",
+        redis.port
+    ))
+    .expect_err("wrong password");
+    assert!(
+        !wrong.0.contains(password) && wrong.0.contains("127.0.0.1"),
+        "{wrong}"
+    );
+    println!("a wrong password reads: {wrong}");
+}
+
+#[test]
+fn two_instances_on_one_redis_share_subscriptions_and_deliveries() {
+    let started = Instant::now();
+    let redis = shared_redis();
+    let rt = rt();
+    let recv = receiver(&rt);
+    let token = format!("admin-token-{}", std::process::id());
+    let url = redis.url();
+    let start = |name: &str| {
+        let dir = temp_dir(name);
+        let args = [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-private-targets",
+            "--kv",
+            &url,
+            "--admin-token",
+            &token,
+            "--set",
+            "attempt_timeout_ms=5000",
+        ];
+        let mut proc = Proc::start(&args, &dir);
+        let base = format!("http://{}", proc.address());
+        (proc, base, dir)
+    };
+    let (mut a, base_a, _dir_a) = start("redis-a");
+    let (mut b, base_b, _dir_b) = start("redis-b");
+    let op_a = Remote::new(&base_a, &token).expect("client");
+    let op_b = Remote::new(&base_b, &token).expect("client");
+
+    // A key issued through A, subscriptions created through A, listed through B.
+    let (status, issued) = call(
+        &rt,
+        &op_a,
+        "POST",
+        "/internal/v1/clients/acme/keys",
+        None,
+        &[],
+    );
+    assert_eq!(status, 201, "{issued}");
+    let key = issued["data"]["apiKey"]
+        .as_str()
+        .expect("apiKey")
+        .to_owned();
+    let partner_a = Remote::new(&base_a, &key).expect("client");
+    let partner_b = Remote::new(&base_b, &key).expect("client");
+    let json = [("content-type".to_owned(), "application/json".to_owned())];
+    let port = recv.port;
+    let mut subs = Vec::new();
+    for i in 0..4 {
+        let body =
+            format!(r#"{{"url":"http://127.0.0.1:{port}/s{i}","eventTypes":["load.updated"]}}"#);
+        let (status, out) = call(
+            &rt,
+            &partner_a,
+            "POST",
+            "/v1/webhooks",
+            Some(body.into_bytes()),
+            &json,
+        );
+        assert_eq!(status, 201, "{out}");
+        subs.push(out["data"]["id"].as_str().expect("id").to_owned());
+    }
+    let (status, listed) = call(&rt, &partner_b, "GET", "/v1/webhooks", None, &[]);
+    assert_eq!(status, 200, "{listed}");
+    let seen_by_b: BTreeSet<String> = listed["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|s| s["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        seen_by_b,
+        subs.iter().cloned().collect::<BTreeSet<_>>(),
+        "B lists what A created"
+    );
+
+    // Events published alternately through A and B.
+    let ingest = [
+        json[0].clone(),
+        ("x-service-event".to_owned(), "load.updated".to_owned()),
+    ];
+    let events = 50;
+    let mut expected = BTreeSet::new();
+    for n in 0..events {
+        let via = if n % 2 == 0 { &op_a } else { &op_b };
+        let body = format!(r#"{{"id":"L{n}","status":"IN_TRANSIT"}}"#).into_bytes();
+        let (status, out) = call(&rt, via, "POST", "/internal/v1/events", Some(body), &ingest);
+        assert_eq!(status, 202, "{out}");
+        assert_eq!(out["data"]["deliveries"], subs.len(), "{out}");
+        let event = out["data"]["eventId"].as_str().expect("eventId");
+        for sub in &subs {
+            expected.insert(delivery_id(event, sub));
+        }
+    }
+    assert_eq!(expected.len(), events * subs.len());
+
+    // Every delivery succeeded, as both A and B see it.
+    let end = Instant::now() + DEADLINE;
+    let mut records = BTreeMap::new();
+    loop {
+        let mut done = true;
+        for op in [&op_a, &op_b] {
+            records.clear();
+            for sub in &subs {
+                let path = format!("/internal/v1/subscriptions/{sub}/deliveries?limit=100");
+                let (status, page) = call(&rt, op, "GET", &path, None, &[]);
+                assert_eq!(status, 200, "{page}");
+                for d in page["data"].as_array().expect("array") {
+                    let attempts = d["attempts"].as_array().expect("attempts").len();
+                    assert!(attempts <= 3, "never more than 3 attempts: {d}");
+                    records.insert(d["id"].as_str().expect("id").to_owned(), d.clone());
+                }
+            }
+            let succeeded = records
+                .values()
+                .filter(|d| d["status"] == "succeeded")
+                .count();
+            done &= succeeded == expected.len();
+        }
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "not every delivery succeeded in time; records: {records:#?}"
+        );
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    assert_eq!(
+        records.keys().cloned().collect::<BTreeSet<_>>(),
+        expected,
+        "the deliveries are exactly one per (event, subscription)"
+    );
+
+    // Nothing lost; duplicates counted, each with the log lines that explain it.
+    let counts = recv.counts.lock().expect("lock").clone();
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|id| !counts.contains_key(*id))
+        .collect();
+    assert!(missing.is_empty(), "never received: {missing:?}");
+    let attempt_lines = |p: &mut Proc| -> Vec<String> {
+        p.drain()
+            .iter()
+            .filter(|l| l.contains("\"msg\":\"delivery attempt\""))
+            .cloned()
+            .collect()
+    };
+    let sent_a = attempt_lines(&mut a);
+    let sent_b = attempt_lines(&mut b);
+    let mut duplicates = 0;
+    for (id, n) in counts.iter().filter(|(_, n)| **n > 1) {
+        duplicates += n - 1;
+        let attempts = records[id]["attempts"].as_array().map_or(0, Vec::len);
+        println!("duplicate: {id} received {n} times, {attempts} attempt(s) recorded; sent:");
+        for line in sent_a.iter().filter(|l| l.contains(id.as_str())) {
+            println!("  A {line}");
+        }
+        for line in sent_b.iter().filter(|l| l.contains(id.as_str())) {
+            println!("  B {line}");
+        }
+        // A retry after a failed (e.g. timed out) attempt is a legitimate second send; the
+        // same attempt sent twice is not.
+        assert!(
+            attempts >= *n,
+            "{id} was received {n} times but only {attempts} attempt(s) are recorded: two \
+             instances sent the same attempt"
+        );
+    }
+    println!(
+        "{} deliveries ({events} events x {} subscriptions) through 2 instances on one Redis: \
+         all succeeded, attempts sent by A {} / by B {}, {duplicates} duplicate send(s), {:.1} s",
+        expected.len(),
+        subs.len(),
+        sent_a.len(),
+        sent_b.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(duplicates <= 2, "{duplicates} duplicate sends");
+}
