@@ -17,6 +17,7 @@ fn main() {
         .to_path_buf();
     for watched in [
         "component/src",
+        "bench/empty/src",
         "component/Cargo.toml",
         "Cargo.toml",
         "wit",
@@ -37,9 +38,10 @@ fn main() {
             "build",
             "--package",
             "edgehook-component",
-            "--target",
-            "wasm32-wasip2",
+            "--package",
+            "edgehook-empty",
         ])
+        .args(["--target", "wasm32-wasip2"])
         .args(["--profile", "guest", "--target-dir"])
         .arg(&target_dir)
         // The outer build's flags and wrappers are for the native host, not the guest.
@@ -58,8 +60,14 @@ fn main() {
         "building the component for wasm32-wasip2 failed (is the target installed? \
          rust-toolchain.toml lists it; `rustup target add wasm32-wasip2`)"
     );
-    let wasm = target_dir.join("wasm32-wasip2/guest/edgehook_component.wasm");
-    let out = PathBuf::from(env::var("OUT_DIR").expect("set by cargo")).join("edgehook.wasm");
-    std::fs::copy(&wasm, &out).expect("copy the built component");
-    println!("cargo:rustc-env=EDGEHOOK_COMPONENT_WASM={}", out.display());
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    for (file, var) in [
+        ("edgehook_component.wasm", "EDGEHOOK_COMPONENT_WASM"),
+        ("edgehook_empty.wasm", "EDGEHOOK_EMPTY_WASM"),
+    ] {
+        let out = out_dir.join(file);
+        std::fs::copy(target_dir.join("wasm32-wasip2/guest").join(file), &out)
+            .expect("copy the built component");
+        println!("cargo:rustc-env={var}={}", out.display());
+    }
 }

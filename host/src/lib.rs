@@ -16,6 +16,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod bench;
 mod bindings;
 pub mod cli;
 pub mod clock;

@@ -23,6 +23,10 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 /// The component built from `component/` by this crate's build script.
 pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_COMPONENT_WASM"));
 
+/// The benchmark baseline: a component that answers every request 200 and does nothing else
+/// (`bench/empty`, world `edgehook:webhooks/baseline`).
+pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
+
 /// Instances the pooling allocator keeps slots for.
 const POOL_INSTANCES: u32 = 256;
 /// Linear memory one instance may grow to.
@@ -141,6 +145,111 @@ pub struct TickReport {
     pub next_due_ms: Option<u64>,
 }
 
+/// An engine with the pooling allocator, the component compiled in it, and an
+/// `InstancePre` linked against every host import.
+fn link(wasm: &[u8]) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(POOL_INSTANCES)
+        .total_memories(POOL_INSTANCES)
+        .total_tables(POOL_INSTANCES)
+        .max_memory_size(MAX_MEMORY_BYTES);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let engine = Engine::new(&config)?;
+    let component = Component::new(&engine, wasm)
+        .map_err(|e| anyhow::Error::from(e).context("compiling the component"))?;
+    let mut linker = Linker::<State>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    bindings::add_to_linker(&mut linker)?;
+    let pre = linker.instantiate_pre(&component)?;
+    Ok((engine, pre))
+}
+
+/// The baseline component ([`EMPTY_WASM`]) run exactly the way [`Runtime`] runs ours: same
+/// engine configuration, same linker, a fresh store per call.
+pub struct Baseline {
+    engine: Engine,
+    pre: wasmtime_wasi_http::p2::bindings::ProxyPre<State>,
+}
+
+impl Baseline {
+    /// Compiles and links the baseline component.
+    pub fn new() -> Result<Self> {
+        let (engine, pre) = link(EMPTY_WASM)?;
+        let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
+        Ok(Baseline { engine, pre })
+    }
+
+    /// One request through the baseline, response collected.
+    pub async fn handle(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<HttpResponse> {
+        let mut store = new_store(&self.engine, env);
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let req = store.data_mut().http().new_incoming_request(
+            wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
+            req,
+        )?;
+        let out = store.data_mut().http().new_response_outparam(sender)?;
+        let proxy = self.pre.instantiate_async(&mut store).await?;
+        proxy
+            .wasi_http_incoming_handler()
+            .call_handle(&mut store, req, out)
+            .await?;
+        let response = receiver
+            .await?
+            .map_err(|code| anyhow!("the baseline answered with error {code:?}"))?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| anyhow!("reading the baseline's body: {e:?}"))?
+            .to_bytes();
+        Ok(HttpResponse {
+            status: parts.status.as_u16(),
+            headers: Vec::new(),
+            body,
+        })
+    }
+
+    /// Instantiates the baseline and drops it at once.
+    pub async fn instantiate_only(&self, env: &HostEnv) -> Result<()> {
+        let mut store = new_store(&self.engine, env);
+        self.pre.instantiate_async(&mut store).await?;
+        Ok(())
+    }
+}
+
+/// A fresh store for one call, connected as `env` says.
+fn new_store(engine: &Engine, env: &HostEnv) -> Store<State> {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.inherit_stderr();
+    if let Some(clock) = &env.clock {
+        wasi.wall_clock(clock.wall())
+            .monotonic_clock(clock.monotonic());
+    }
+    if let Some(seed) = &env.seed {
+        let mut master = seed.lock().unwrap_or_else(|p| p.into_inner());
+        wasi.secure_random(StdRng::seed_from_u64(master.next_u64()))
+            .insecure_random(StdRng::seed_from_u64(master.next_u64()))
+            .insecure_random_seed(u128::from(master.next_u64()));
+    }
+    let state = State {
+        wasi: wasi.build(),
+        http: WasiHttpCtx::new(),
+        table: ResourceTable::new(),
+        kv: env.kv.clone(),
+        config: env.config.clone(),
+        hooks: Hooks::new(env.outbound.clone()),
+    };
+    Store::new(engine, state)
+}
+
 /// The compiled component, ready to instantiate.
 pub struct Runtime {
     engine: Engine,
@@ -150,24 +259,18 @@ pub struct Runtime {
 impl Runtime {
     /// Compiles `wasm` and links it against the host's imports.
     pub fn new(wasm: &[u8]) -> Result<Self> {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(POOL_INSTANCES)
-            .total_memories(POOL_INSTANCES)
-            .total_tables(POOL_INSTANCES)
-            .max_memory_size(MAX_MEMORY_BYTES);
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config)?;
-        let component = Component::new(&engine, wasm)
-            .map_err(|e| anyhow::Error::from(e).context("compiling the component"))?;
-        let mut linker = Linker::<State>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        bindings::add_to_linker(&mut linker)?;
-        let pre = ServicePre::new(linker.instantiate_pre(&component)?)?;
-        Ok(Runtime { engine, pre })
+        let (engine, pre) = link(wasm)?;
+        Ok(Runtime {
+            engine,
+            pre: ServicePre::new(pre)?,
+        })
+    }
+
+    /// Instantiates the component and drops it at once: the fixed cost every call pays.
+    pub async fn instantiate_only(&self, env: &HostEnv) -> Result<()> {
+        let mut store = self.store(env);
+        self.pre.instantiate_async(&mut store).await?;
+        Ok(())
     }
 
     /// The embedded component, compiled once per process.
@@ -180,27 +283,7 @@ impl Runtime {
     }
 
     fn store(&self, env: &HostEnv) -> Store<State> {
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.inherit_stderr();
-        if let Some(clock) = &env.clock {
-            wasi.wall_clock(clock.wall())
-                .monotonic_clock(clock.monotonic());
-        }
-        if let Some(seed) = &env.seed {
-            let mut master = seed.lock().unwrap_or_else(|p| p.into_inner());
-            wasi.secure_random(StdRng::seed_from_u64(master.next_u64()))
-                .insecure_random(StdRng::seed_from_u64(master.next_u64()))
-                .insecure_random_seed(u128::from(master.next_u64()));
-        }
-        let state = State {
-            wasi: wasi.build(),
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
-            kv: env.kv.clone(),
-            config: env.config.clone(),
-            hooks: Hooks::new(env.outbound.clone()),
-        };
-        Store::new(&self.engine, state)
+        new_store(&self.engine, env)
     }
 
     /// Sends one HTTP request to the component's `wasi:http/incoming-handler` and collects

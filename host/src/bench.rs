@@ -1,0 +1,581 @@
+//! The benchmark suite behind `edgehook-bench`. Every figure that matters is printed beside a
+//! baseline measured in the same run, on the same machine, the same way, as a ratio:
+//!
+//! - API latency (in process) against the empty component ([`crate::runtime::Baseline`]);
+//! - instantiate time against the empty component;
+//! - `edgehook serve` throughput over loopback against a plain hyper server;
+//! - delivery rate against the loopback receiver's own capacity;
+//! - simulation speed, component size and cost growth against their targets or smallest size.
+
+use crate::net::{NetOptions, NetOutbound};
+use crate::outbound::NoNetwork;
+use crate::runtime::{Baseline, HostEnv, Runtime};
+use crate::scenario::{self, Scenario};
+use crate::serve::Server;
+use crate::store::{KvBackend, MemoryStore};
+use anyhow::{Context as _, Result, ensure};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// One line of the results table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// What was measured.
+    pub name: String,
+    /// The measurement.
+    pub value: f64,
+    /// Its unit.
+    pub unit: &'static str,
+    /// The baseline measured in the same run, if any.
+    pub baseline: Option<f64>,
+    /// The target, as text.
+    pub target: String,
+    /// Whether the target is met.
+    pub met: Option<bool>,
+}
+
+impl Row {
+    fn ratio(&self) -> Option<f64> {
+        self.baseline.filter(|b| *b > 0.0).map(|b| self.value / b)
+    }
+}
+
+/// Prints the table.
+pub fn print(rows: &[Row]) {
+    println!(
+        "{:<52} {:>14} {:>14} {:>8}  {:<22} met",
+        "benchmark", "value", "baseline", "ratio", "target"
+    );
+    for r in rows {
+        let base = r.baseline.map_or("-".to_owned(), |b| format!("{b:.1}"));
+        let ratio = r.ratio().map_or("-".to_owned(), |x| format!("{x:.2}x"));
+        let met = match r.met {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        println!(
+            "{:<52} {:>10.1} {:<3} {:>14} {:>8}  {:<22} {met}",
+            r.name, r.value, r.unit, base, ratio, r.target
+        );
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+fn env(kv: Arc<dyn KvBackend>) -> HostEnv {
+    let config: BTreeMap<String, String> = [
+        ("admin_token", "bench"),
+        ("subscription_limit", "100000"),
+        ("allow_private_targets", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    HostEnv {
+        kv,
+        config: Arc::new(config),
+        clock: None,
+        outbound: Arc::new(NoNetwork),
+        seed: None,
+    }
+}
+
+fn req(method: &str, path: &str, auth: &str, body: &str) -> http::Request<Full<Bytes>> {
+    http::Request::builder()
+        .method(method)
+        .uri(format!("http://bench{path}"))
+        .header("authorization", format!("Bearer {auth}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .expect("a valid request")
+}
+
+async fn issue_key(rt: &Runtime, env: &HostEnv, client: &str) -> Result<String> {
+    let resp = rt
+        .handle(
+            env,
+            req(
+                "POST",
+                &format!("/internal/v1/clients/{client}/keys"),
+                "bench",
+                "",
+            ),
+        )
+        .await?;
+    ensure!(resp.status == 201, "issue key: {}", resp.status);
+    Ok(resp.json()["data"]["apiKey"]
+        .as_str()
+        .context("apiKey")?
+        .to_owned())
+}
+
+async fn create(rt: &Runtime, env: &HostEnv, key: &str, url: &str, event: &str) -> Result<String> {
+    let body = format!(r#"{{"url":"{url}","eventTypes":["{event}"]}}"#);
+    let resp = rt
+        .handle(env, req("POST", "/v1/webhooks", key, &body))
+        .await?;
+    ensure!(resp.status == 201, "create: {}", resp.status);
+    Ok(resp.json()["data"]["id"].as_str().context("id")?.to_owned())
+}
+
+/// Times `n` runs of `f`; returns the sorted durations.
+async fn timed<F, Fut>(n: usize, mut f: F) -> Result<Vec<Duration>>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        f(i).await?;
+        out.push(t.elapsed());
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// In-process API latency (p50, p99) of create, list (50 subscriptions) and delete, beside
+/// the empty component; and instantiate time of both.
+pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
+    let rt = Runtime::embedded()?;
+    let baseline = Baseline::new()?;
+    let env = env(Arc::new(MemoryStore::new()));
+    let key = issue_key(rt, &env, "bench").await?;
+    let lister = issue_key(rt, &env, "lister").await?;
+    for i in 0..50 {
+        create(
+            rt,
+            &env,
+            &lister,
+            &format!("https://l{i}.example.com/x"),
+            "load.created",
+        )
+        .await?;
+    }
+    // Warm up both (first calls fault in pages).
+    for _ in 0..50 {
+        baseline.handle(&env, req("GET", "/", "", "")).await?;
+        rt.handle(&env, req("GET", "/healthz", "", "")).await?;
+    }
+    let empty = timed(n, |_| async {
+        baseline
+            .handle(&env, req("GET", "/", "", ""))
+            .await
+            .map(|_| ())
+    })
+    .await?;
+    let created: std::cell::RefCell<Vec<String>> = std::cell::RefCell::default();
+    let create_t = timed(n, |i| {
+        let (env, key, created) = (&env, &key, &created);
+        async move {
+            let id = create(
+                rt,
+                env,
+                key,
+                &format!("https://c{i}.example.com/x"),
+                "load.updated",
+            )
+            .await?;
+            created.borrow_mut().push(id);
+            Ok(())
+        }
+    })
+    .await?;
+    let list_t = timed(n, |_| async {
+        let resp = rt
+            .handle(&env, req("GET", "/v1/webhooks?limit=50", &lister, ""))
+            .await?;
+        ensure!(resp.status == 200, "list: {}", resp.status);
+        Ok(())
+    })
+    .await?;
+    let ids = created.into_inner();
+    let delete_t = timed(n, |i| {
+        let (env, key, id) = (&env, &key, ids[i].clone());
+        async move {
+            let resp = rt
+                .handle(env, req("DELETE", &format!("/v1/webhooks/{id}"), key, ""))
+                .await?;
+            ensure!(resp.status == 200, "delete: {}", resp.status);
+            Ok(())
+        }
+    })
+    .await?;
+    let (e50, e99) = (percentile(&empty, 0.5), percentile(&empty, 0.99));
+    let mut rows = Vec::new();
+    for (name, t) in [
+        ("create", &create_t),
+        ("list (50 subscriptions)", &list_t),
+        ("delete", &delete_t),
+    ] {
+        for (p, label, base) in [(0.5, "p50", e50), (0.99, "p99", e99)] {
+            let v = percentile(t, p);
+            rows.push(Row {
+                name: format!("in-process {name} {label} (vs empty handler)"),
+                value: v,
+                unit: "us",
+                baseline: Some(base),
+                target: "<= 2x empty handler".into(),
+                met: Some(v <= 2.0 * base),
+            });
+        }
+    }
+    let inst = timed(n * 2, |_| rt.instantiate_only(&env)).await?;
+    let inst_empty = timed(n * 2, |_| baseline.instantiate_only(&env)).await?;
+    let mean = |t: &[Duration]| {
+        t.iter().map(Duration::as_secs_f64).sum::<f64>() / t.len().max(1) as f64 * 1e6
+    };
+    rows.push(Row {
+        name: "instantiate with pooling, mean (vs empty component)".into(),
+        value: mean(&inst),
+        unit: "us",
+        baseline: Some(mean(&inst_empty)),
+        target: "<= 50 us".into(),
+        met: Some(mean(&inst) <= 50.0),
+    });
+    Ok(rows)
+}
+
+/// Component size against the budget, the empty component as baseline.
+pub fn size() -> Vec<Row> {
+    let size = crate::COMPONENT_WASM.len() as f64 / 1024.0;
+    vec![Row {
+        name: "component size (vs empty component)".into(),
+        value: size,
+        unit: "KiB",
+        baseline: Some(crate::runtime::EMPTY_WASM.len() as f64 / 1024.0),
+        target: "<= 512 KiB".into(),
+        met: Some(size <= 512.0),
+    }]
+}
+
+/// A plain hyper server answering every request with `body`; the throughput baseline.
+async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (body, hits) = (body.clone(), hits.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (body, hits) = (body.clone(), hits.clone());
+                    async move {
+                        let _ = req.into_body().collect().await;
+                        hits.fetch_add(1, Ordering::Relaxed);
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(body)))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    Ok(port)
+}
+
+/// Drives `connections` keep-alive connections sending `make()` for `duration` (or until
+/// `limit` requests); returns requests/s and the p99 latency in µs.
+async fn load(
+    port: u16,
+    connections: usize,
+    duration: Duration,
+    limit: usize,
+    make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync>,
+) -> Result<(f64, f64)> {
+    let started = Instant::now();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (make, sent) = (make.clone(), sent.clone());
+        tasks.push(tokio::spawn(async move {
+            let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+            let _ = stream.set_nodelay(true);
+            let (mut send, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            let mut lat = Vec::new();
+            while started.elapsed() < duration && sent.fetch_add(1, Ordering::Relaxed) < limit {
+                let t = Instant::now();
+                let resp = send.send_request(make()).await?;
+                let status = resp.status();
+                resp.into_body().collect().await?;
+                anyhow::ensure!(status.is_success(), "status {status}");
+                lat.push(t.elapsed());
+            }
+            Ok::<_, anyhow::Error>(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort_unstable();
+    Ok((all.len() as f64 / secs, percentile(&all, 0.99)))
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgehook-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// `edgehook serve` (the real server, durable store) over loopback: `GET /v1/webhooks` under
+/// concurrent load, against a plain hyper server answering the same bytes.
+pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<Vec<Row>> {
+    let store = crate::filestore::FileStore::open(
+        &temp_dir("serve"),
+        crate::filestore::SyncPolicy::Every(Duration::from_millis(100)),
+    )?;
+    let env = env(Arc::new(store));
+    let rt = Runtime::embedded()?;
+    let key = issue_key(rt, &env, "bench").await?;
+    for i in 0..10 {
+        create(
+            rt,
+            &env,
+            &key,
+            &format!("https://s{i}.example.com/x"),
+            "load.created",
+        )
+        .await?;
+    }
+    let sample = rt
+        .handle(&env, req("GET", "/v1/webhooks", &key, ""))
+        .await?
+        .body;
+    let server = Server::new(env)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(server.run(listener, stop_rx));
+    let base_port = plain_server(sample, Arc::default()).await?;
+    let k = key.clone();
+    let make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
+        Arc::new(move || req("GET", "/v1/webhooks", &k, ""));
+    let (base_rps, base_p99) =
+        load(base_port, connections, duration, usize::MAX, make.clone()).await?;
+    let (rps, p99) = load(port, connections, duration, usize::MAX, make).await?;
+    Ok(vec![
+        Row {
+            name: format!("serve GET /v1/webhooks, {connections} connections (vs plain hyper)"),
+            value: rps,
+            unit: "r/s",
+            baseline: Some(base_rps),
+            target: ">= 10000 r/s".into(),
+            met: Some(rps >= 10_000.0),
+        },
+        Row {
+            name: "serve GET /v1/webhooks p99 (vs plain hyper)".into(),
+            value: p99,
+            unit: "us",
+            baseline: Some(base_p99),
+            target: "-".into(),
+            met: None,
+        },
+    ])
+}
+
+/// Events published to the real server → signed deliveries completed at a loopback receiver,
+/// per second, for fan-out 1, 100 and 1,000; against the receiver's own capacity at the same
+/// concurrency.
+pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let receiver = plain_server(Bytes::from_static(b"ok"), hits.clone()).await?;
+    let body =
+        Bytes::from_static(br#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#);
+    let b = body.clone();
+    let make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> = Arc::new(move || {
+        http::Request::post("/hook")
+            .header("host", "127.0.0.1")
+            .body(Full::new(b.clone()))
+            .expect("request")
+    });
+    let (capacity, _) = load(receiver, 16, Duration::from_secs(60), total, make).await?;
+    let mut rows = Vec::new();
+    for fanout in [1usize, 100, 1000] {
+        let store = MemoryStore::new();
+        let mut e = env(Arc::new(store));
+        e.outbound = Arc::new(NetOutbound::new(&NetOptions {
+            allow_private: true,
+            extra_ca: None,
+        })?);
+        let rt = Runtime::embedded()?;
+        for c in 0..fanout.div_ceil(100) {
+            let key = issue_key(rt, &e, &format!("c{c}")).await?;
+            for i in 0..100.min(fanout - c * 100) {
+                create(
+                    rt,
+                    &e,
+                    &key,
+                    &format!("http://127.0.0.1:{receiver}/s{c}-{i}"),
+                    "load.updated",
+                )
+                .await?;
+            }
+        }
+        let server = Server::new(e.clone())?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(server.run(listener, stop_rx));
+        let events = total.div_ceil(fanout).max(1);
+        let expected = events * fanout;
+        let before = hits.load(Ordering::Relaxed);
+        let started = Instant::now();
+        let b = body.clone();
+        let publish: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
+            Arc::new(move || {
+                http::Request::post("/internal/v1/events")
+                    .header("host", "127.0.0.1")
+                    .header("authorization", "Bearer bench")
+                    .header("content-type", "application/json")
+                    .header("x-service-event", "load.updated")
+                    .body(Full::new(b.clone()))
+                    .expect("request")
+            });
+        load(port, 4, Duration::from_secs(600), events, publish).await?;
+        while hits.load(Ordering::Relaxed) - before < expected {
+            ensure!(
+                started.elapsed() < Duration::from_secs(600),
+                "deliveries did not complete"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let rate = expected as f64 / started.elapsed().as_secs_f64();
+        rows.push(Row {
+            name: format!("deliveries/s, fan-out {fanout} (vs receiver capacity)"),
+            value: rate,
+            unit: "d/s",
+            baseline: Some(capacity),
+            target: ">= 5000 d/s".into(),
+            met: Some(rate >= 5000.0),
+        });
+    }
+    Ok(rows)
+}
+
+/// 10,000 deliveries through the full retry schedule on the simulation host.
+pub fn simulation_speed() -> Result<Vec<Row>> {
+    let s = Scenario {
+        subscriptions: 100,
+        events: 100,
+        ..Scenario::default()
+    };
+    let o = scenario::run(&s)?;
+    o.check(&s).map_err(|p| anyhow::anyhow!("ledger: {p:?}"))?;
+    let secs = o.wall.as_secs_f64();
+    Ok(vec![Row {
+        name: format!(
+            "simulation: {} deliveries, {} attempts, 30% failing",
+            o.created, o.attempts
+        ),
+        value: secs,
+        unit: "s",
+        baseline: None,
+        target: "< 5 s".into(),
+        met: Some(secs < 5.0),
+    }])
+}
+
+/// Publish and list cost at 10, 1,000 and 10,000 subscriptions in the store: 10 of them
+/// match the published type and the listing client has 50; the rest belong to others.
+pub async fn cost_growth() -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut first: Option<(f64, f64)> = None;
+    for total in [10usize, 1000, 10_000] {
+        let store = Arc::new(MemoryStore::new());
+        let env = env(store.clone());
+        let rt = Runtime::embedded()?;
+        let key = issue_key(rt, &env, "owner").await?;
+        for i in 0..10 {
+            create(
+                rt,
+                &env,
+                &key,
+                &format!("https://m{i}.example.com/x"),
+                "load.created",
+            )
+            .await?;
+        }
+        let lister = issue_key(rt, &env, "lister").await?;
+        for i in 0..50 {
+            create(
+                rt,
+                &env,
+                &lister,
+                &format!("https://l{i}.example.com/x"),
+                "load.updated",
+            )
+            .await?;
+        }
+        let mut others = String::new();
+        for i in 0..total.saturating_sub(10) {
+            if i % 10_000 == 0 {
+                others = issue_key(rt, &env, &format!("other{i}")).await?;
+            }
+            create(
+                rt,
+                &env,
+                &others,
+                &format!("https://o{i}.example.com/x"),
+                "load.status_changed",
+            )
+            .await?;
+        }
+        let runs = 200;
+        let ops0 = store.ops();
+        let publish = timed(runs, |_| async {
+            rt.publish(&env, "load.created", br#"{"id":"L"}"#)
+                .await?
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            Ok(())
+        })
+        .await?;
+        let publish_ops = (store.ops() - ops0) as f64 / runs as f64;
+        let list = timed(runs, |_| async {
+            rt.handle(&env, req("GET", "/v1/webhooks?limit=50", &lister, ""))
+                .await
+                .map(|_| ())
+        })
+        .await?;
+        let (p, l) = (percentile(&publish, 0.5), percentile(&list, 0.5));
+        let (p0, l0) = *first.get_or_insert((p, l));
+        rows.push(Row {
+            name: format!(
+                "publish (10 matching) at {total} subscriptions, p50; {publish_ops:.0} ops"
+            ),
+            value: p,
+            unit: "us",
+            baseline: Some(p0),
+            target: "flat as total grows".into(),
+            met: Some(p <= 2.0 * p0),
+        });
+        rows.push(Row {
+            name: format!("list (50 own) at {total} subscriptions, p50"),
+            value: l,
+            unit: "us",
+            baseline: Some(l0),
+            target: "flat as total grows".into(),
+            met: Some(l <= 2.0 * l0),
+        });
+    }
+    Ok(rows)
+}
