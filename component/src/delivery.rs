@@ -313,12 +313,14 @@ pub fn publish<K: Kv>(
         ),
         None => IdKind::Event.generate(env.entropy),
     };
-    let event = match env.kv.get(&keys::event(&event_id)).map_err(store)? {
+    let existing = env.kv.get(&keys::event(&event_id)).map_err(store)?;
+    let replayed = existing.is_some();
+    let event = match existing {
         Some(existing) => {
             let existing: EventRecord = parse_json(&existing).map_err(store)?;
             if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
                 return Err(PublishError::Conflict(
-                    "this Idempotency-Key was already used for a different event".into(),
+                    "This Idempotency-Key was already used for a different event. Use a new key for a new event.".into(),
                 ));
             }
             existing
@@ -350,6 +352,7 @@ pub fn publish<K: Kv>(
         event_id,
         deliveries,
         next_due_ms: (deliveries > 0).then_some(event.created_at),
+        replayed,
     })
 }
 

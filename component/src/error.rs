@@ -84,6 +84,16 @@ impl ApiError {
         .with_header("www-authenticate", "Bearer")
     }
 
+    /// 401 on the operator API: it takes the admin token, not an API key.
+    pub fn unauthorized_operator() -> Self {
+        Self::new(
+            401,
+            "unauthorized",
+            "Missing or invalid credentials: the operator API takes 'Authorization: Bearer <admin token>'.",
+        )
+        .with_header("www-authenticate", "Bearer")
+    }
+
     /// 404: no such route or resource (for this caller).
     pub fn not_found(what: &str) -> Self {
         Self::new(404, "not_found", format!("{what} not found."))

@@ -33,6 +33,9 @@ pub struct PublishReceipt {
     pub deliveries: u32,
     /// When the earliest created attempt is due (ms since the epoch), if any.
     pub next_due_ms: Option<u64>,
+    /// True when an `Idempotency-Key` named an event accepted before: nothing new was
+    /// delivered (a half-done fan-out was finished).
+    pub replayed: bool,
 }
 
 /// Largest load accepted, in bytes.

@@ -29,12 +29,12 @@ pub fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<(), ApiError>
         .settings
         .admin_token
         .as_deref()
-        .ok_or_else(ApiError::unauthorized)?;
-    let given = bearer(req).ok_or_else(ApiError::unauthorized)?;
+        .ok_or_else(ApiError::unauthorized_operator)?;
+    let given = bearer(req).ok_or_else(ApiError::unauthorized_operator)?;
     if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
         Ok(())
     } else {
-        Err(ApiError::unauthorized())
+        Err(ApiError::unauthorized_operator())
     }
 }
 
@@ -130,13 +130,21 @@ pub fn ingest<K: Kv>(
         }
     };
     match delivery::publish(env, event_type, &req.body, key) {
-        Ok(receipt) => Ok(Response::json(
-            202,
-            &json!({
-                "data": {"eventId": receipt.event_id, "eventType": event_type, "deliveries": receipt.deliveries},
-                "requestId": request_id,
-            }),
-        )),
+        Ok(receipt) => {
+            let resp = Response::json(
+                202,
+                &json!({
+                    "data": {"eventId": receipt.event_id, "eventType": event_type, "deliveries": receipt.deliveries},
+                    "requestId": request_id,
+                }),
+            );
+            Ok(if receipt.replayed {
+                resp.with_header("idempotent-replayed", "true")
+            } else {
+                resp
+            })
+        }
+
         Err(PublishError::UnknownEventType(t)) => Err(ApiError::validation(vec![FieldError::new(
             "X-Service-Event",
             "unknown_event_type",

@@ -357,7 +357,9 @@ fn check_document(doc: &Value) -> Vec<String> {
             problems.push(format!("{name}: no security requirement stated"));
         }
         let responses = &op.op["responses"];
-        let unauthorized = responses["401"]["$ref"] == "#/components/responses/Unauthorized";
+        // The operator API has its own 401 (it names the admin token, not an API key).
+        let unauthorized = responses["401"]["$ref"] == "#/components/responses/Unauthorized"
+            || responses["401"]["$ref"] == "#/components/responses/OperatorUnauthorized";
         if secured != unauthorized {
             problems.push(format!(
                 "{name}: secured = {secured} but 401 Unauthorized documented = {unauthorized}"
@@ -1328,7 +1330,8 @@ fn component_scenario(doc: &Doc, ex: &Example) -> Option<Vec<Observed>> {
         }]
     };
     Some(match ex.key.as_str() {
-        "components/responses/Unauthorized unauthorized" => {
+        "components/responses/Unauthorized unauthorized"
+        | "components/responses/OperatorUnauthorized unauthorized" => {
             observe_users(json, ex, &mut sim(40), Auth::None, None)
         }
         "components/responses/PayloadTooLarge tooLarge" => {
