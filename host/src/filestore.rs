@@ -13,7 +13,7 @@
 //! the end (a crash mid-append) is cut off. When the log holds much more than the live data
 //! it is rewritten (to a temporary file, fsynced, then renamed over the log).
 
-use crate::store::{KvBackend, StoreError, StoreResult, parse_counter};
+use crate::store::{KvBackend, StoreError, StoreResult, keys_after, parse_counter};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -268,17 +268,7 @@ impl KvBackend for FileStore {
     }
 
     fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
-        let inner = self.lock();
-        let keys = match cursor {
-            Some(c) => inner
-                .map
-                .range::<str, _>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
-                .take(limit)
-                .map(|(k, _)| k.clone())
-                .collect(),
-            None => inner.map.keys().take(limit).cloned().collect(),
-        };
-        Ok(keys)
+        Ok(keys_after(&self.lock().map, cursor, limit))
     }
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {

@@ -110,40 +110,8 @@ impl HttpResponse {
     }
 }
 
-/// The receipt of an accepted event (`events.publish`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublishReceipt {
-    /// The stored event's id.
-    pub event_id: String,
-    /// Deliveries created.
-    pub deliveries: u32,
-    /// When the earliest attempt is due (ms since the epoch).
-    pub next_due_ms: Option<u64>,
-}
-
-/// Why `events.publish` refused an event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PublishError {
-    /// Not an event type the service emits.
-    UnknownEventType(String),
-    /// Not a JSON object with a string `id`, or too large.
-    InvalidLoad(String),
-    /// The store failed; nothing was accepted.
-    StoreUnavailable(String),
-}
-
-/// What `scheduler.tick` did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TickReport {
-    /// Attempts run.
-    pub attempted: u32,
-    /// Attempts that succeeded.
-    pub succeeded: u32,
-    /// Attempts that failed.
-    pub failed: u32,
-    /// When the next attempt is due (ms since the epoch).
-    pub next_due_ms: Option<u64>,
-}
+pub use edgehook_component::events::{PublishError, PublishReceipt};
+pub use edgehook_component::scheduler::TickReport;
 
 /// An engine with the pooling allocator, the component compiled in it, and an
 /// `InstancePre` linked against every host import.
@@ -168,6 +136,58 @@ fn link(wasm: &[u8]) -> Result<(Engine, wasmtime::component::InstancePre<State>)
     Ok((engine, pre))
 }
 
+/// The response channel of one incoming request.
+type ResponseReceiver = tokio::sync::oneshot::Receiver<
+    Result<
+        hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+        wasmtime_wasi_http::p2::bindings::http::types::ErrorCode,
+    >,
+>;
+
+/// Puts an incoming request and its response outparam into the store's table.
+fn incoming(
+    store: &mut Store<State>,
+    req: http::Request<Full<Bytes>>,
+) -> Result<(
+    wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+    wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    ResponseReceiver,
+)> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let req = store.data_mut().http().new_incoming_request(
+        wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
+        req,
+    )?;
+    let out = store.data_mut().http().new_response_outparam(sender)?;
+    Ok((req, out, receiver))
+}
+
+/// Reads a component's response whole.
+async fn collect(
+    response: hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+) -> Result<HttpResponse> {
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| anyhow!("reading the component's response body: {e:?}"))?
+        .to_bytes();
+    Ok(HttpResponse {
+        status: parts.status.as_u16(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body,
+    })
+}
+
 /// The baseline component ([`EMPTY_WASM`]) run exactly the way [`Runtime`] runs ours: same
 /// engine configuration, same linker, a fresh store per call.
 pub struct Baseline {
@@ -190,12 +210,7 @@ impl Baseline {
         req: http::Request<Full<Bytes>>,
     ) -> Result<HttpResponse> {
         let mut store = new_store(&self.engine, env);
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let req = store.data_mut().http().new_incoming_request(
-            wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
-            req,
-        )?;
-        let out = store.data_mut().http().new_response_outparam(sender)?;
+        let (req, out, receiver) = incoming(&mut store, req)?;
         let proxy = self.pre.instantiate_async(&mut store).await?;
         proxy
             .wasi_http_incoming_handler()
@@ -204,17 +219,7 @@ impl Baseline {
         let response = receiver
             .await?
             .map_err(|code| anyhow!("the baseline answered with error {code:?}"))?;
-        let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| anyhow!("reading the baseline's body: {e:?}"))?
-            .to_bytes();
-        Ok(HttpResponse {
-            status: parts.status.as_u16(),
-            headers: Vec::new(),
-            body,
-        })
+        collect(response).await
     }
 
     /// Instantiates the baseline and drops it at once.
@@ -307,12 +312,7 @@ impl Runtime {
         req: http::Request<Full<Bytes>>,
     ) -> Result<(HttpResponse, tokio::task::JoinHandle<wasmtime::Result<()>>)> {
         let mut store = self.store(env);
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let req = store.data_mut().http().new_incoming_request(
-            wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
-            req,
-        )?;
-        let out = store.data_mut().http().new_response_outparam(sender)?;
+        let (req, out, receiver) = incoming(&mut store, req)?;
         let instance = self.pre.instantiate_async(&mut store).await?;
         // The guest sets the response head first and streams the body after, so it runs as
         // its own task while this one reads.
@@ -333,29 +333,7 @@ impl Runtime {
                 });
             }
         };
-        let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| anyhow!("reading the component's response body: {e:?}"))?
-            .to_bytes();
-        Ok((
-            HttpResponse {
-                status: parts.status.as_u16(),
-                headers: parts
-                    .headers
-                    .iter()
-                    .map(|(n, v)| {
-                        (
-                            n.as_str().to_owned(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
-                    .collect(),
-                body,
-            },
-            task,
-        ))
+        Ok((collect(response).await?, task))
     }
 
     /// Calls the `events.publish` export.
@@ -377,6 +355,7 @@ impl Runtime {
                 event_id: r.event_id,
                 deliveries: r.deliveries,
                 next_due_ms: r.next_due_ms,
+                replayed: false,
             }),
             Err(Error::UnknownEventType(t)) => Err(PublishError::UnknownEventType(t)),
             Err(Error::InvalidLoad(m)) => Err(PublishError::InvalidLoad(m)),

@@ -132,17 +132,7 @@ impl KvBackend for MemoryStore {
     }
 
     fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
-        let inner = self.op(&[])?;
-        let keys = match cursor {
-            Some(c) => inner
-                .map
-                .range::<str, _>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
-                .map(|(k, _)| k.clone())
-                .take(limit)
-                .collect(),
-            None => inner.map.keys().take(limit).cloned().collect(),
-        };
-        Ok(keys)
+        Ok(keys_after(&self.op(&[])?.map, cursor, limit))
     }
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
@@ -176,6 +166,22 @@ impl KvBackend for MemoryStore {
         let inner = self.op(&refs)?;
         Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
     }
+}
+
+/// The keys of a sorted map after `cursor` (exclusive), at most `limit` of them.
+pub fn keys_after(
+    map: &BTreeMap<String, Vec<u8>>,
+    cursor: Option<&str>,
+    limit: usize,
+) -> Vec<String> {
+    let from = match cursor {
+        Some(c) => std::ops::Bound::Excluded(c),
+        None => std::ops::Bound::Unbounded,
+    };
+    map.range::<str, _>((from, std::ops::Bound::Unbounded))
+        .take(limit)
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 /// Parses a decimal counter value (missing = 0).

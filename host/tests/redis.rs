@@ -4,26 +4,22 @@
 //! test using it is done. `redis-server` must be installed (`.ci/run` installs Debian's).
 //! Everything talks over loopback only, and every wait is a condition with a deadline.
 
-use bytes::Bytes;
 use edgehook_component::delivery::delivery_id;
 use edgehook_host::cli::Remote;
 use edgehook_host::redisstore::{RedisOptions, RedisStore};
 use edgehook_host::store::{KvBackend, parse_counter};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
-const DEADLINE: Duration = Duration::from_secs(60);
+mod common;
+
+use common::*;
 
 // ---------------------------------------------------------------------------------------
 // redis-server
@@ -148,149 +144,6 @@ fn shared_redis() -> Arc<RedisServer> {
 
 // ---------------------------------------------------------------------------------------
 // edgehook processes (as in process.rs)
-
-/// A running `edgehook` process with its output lines.
-struct Proc {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Proc {
-    fn start(args: &[&str], dir: &Path) -> Proc {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start edgehook");
-        let (tx, lines) = channel();
-        for out in [
-            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().expect("stderr")),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    if tx.send(line).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        Proc {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits (up to the deadline) for a line matching `pred`; returns it.
-    fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        if let Some(l) = self.seen.iter().find(|l| pred(l)) {
-            return l.clone();
-        }
-        let end = Instant::now() + DEADLINE;
-        while let Some(left) = end.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if pred(&line) {
-                        return line;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        panic!(
-            "timed out waiting for {what}; output so far:\n{}",
-            self.seen.join("\n")
-        );
-    }
-
-    /// Takes every line printed so far into `seen`.
-    fn drain(&mut self) -> &[String] {
-        while let Ok(line) = self.lines.try_recv() {
-            self.seen.push(line);
-        }
-        &self.seen
-    }
-
-    /// The address from the `listening` log line.
-    fn address(&mut self) -> String {
-        let line = self.wait_for("the listening line", |l| l.contains("\"msg\":\"listening"));
-        let v: Value = serde_json::from_str(&line).expect("json log line");
-        v["addr"].as_str().expect("addr").to_owned()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("edgehook-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-/// A loopback receiver that counts requests per delivery id and answers 200.
-struct TestReceiver {
-    port: u16,
-    counts: Arc<Mutex<BTreeMap<String, usize>>>,
-}
-
-fn receiver(rt: &tokio::runtime::Runtime) -> TestReceiver {
-    let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let c = counts.clone();
-    rt.spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let c = c.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let c = c.clone();
-                    async move {
-                        let id = req
-                            .headers()
-                            .get("x-service-delivery-id")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("")
-                            .to_owned();
-                        *c.lock().expect("lock").entry(id).or_default() += 1;
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            Bytes::from_static(b"ok"),
-                        )))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    TestReceiver { port, counts }
-}
 
 fn call(
     rt: &tokio::runtime::Runtime,

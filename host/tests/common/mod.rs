@@ -1,0 +1,205 @@
+//! The harness shared by the process-level tests: the real `edgehook` binary as a child
+//! process with its output lines, temporary directories, a runtime, and a loopback receiver.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the helpers"
+)]
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
+/// How long any wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A running `edgehook` process with its output lines.
+pub struct Proc {
+    pub child: Child,
+    lines: Receiver<String>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+}
+
+impl Proc {
+    pub fn start(args: &[&str], dir: &Path) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start edgehook");
+        let (tx, lines) = channel();
+        for out in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Proc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to the deadline) for a line matching `pred`; returns it.
+    pub fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        if let Some(l) = self.seen.iter().find(|l| pred(l)) {
+            return l.clone();
+        }
+        let end = Instant::now() + DEADLINE;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Takes every line printed so far into `seen`.
+    pub fn drain(&mut self) -> &[String] {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        &self.seen
+    }
+
+    /// The address from the `listening` log line.
+    pub fn address(&mut self) -> String {
+        let line = self.wait_for("the listening line", |l| l.contains("\"msg\":\"listening"));
+        let v: Value = serde_json::from_str(&line).expect("json log line");
+        v["addr"].as_str().expect("addr").to_owned()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A fresh temporary directory for this test process.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("edgehook-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A two-thread runtime.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A loopback receiver that counts requests per delivery id and answers 200, except that
+/// while `hold` is set it keeps requests waiting (in flight) until released.
+pub struct TestReceiver {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Requests received per delivery id.
+    pub counts: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// While set, requests are held (in flight) until `release` is notified.
+    pub hold: Arc<std::sync::atomic::AtomicBool>,
+    /// Releases held requests.
+    pub release: Arc<tokio::sync::Notify>,
+    /// How many requests were held.
+    pub held: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Starts a receiver on `rt`.
+pub fn receiver(rt: &tokio::runtime::Runtime) -> TestReceiver {
+    use std::sync::atomic::Ordering;
+    let r = TestReceiver {
+        port: 0,
+        counts: Arc::default(),
+        hold: Arc::default(),
+        release: Arc::default(),
+        held: Arc::default(),
+    };
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (c, hold, release, held) = (
+        r.counts.clone(),
+        r.hold.clone(),
+        r.release.clone(),
+        r.held.clone(),
+    );
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (c, hold, release, held) = (c.clone(), hold.clone(), release.clone(), held.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (c, hold, release, held) =
+                        (c.clone(), hold.clone(), release.clone(), held.clone());
+                    async move {
+                        let id = req
+                            .headers()
+                            .get("x-service-delivery-id")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned();
+                        *c.lock().expect("lock").entry(id).or_default() += 1;
+                        if hold.load(Ordering::SeqCst) {
+                            held.fetch_add(1, Ordering::SeqCst);
+                            let released = release.notified();
+                            if hold.load(Ordering::SeqCst) {
+                                released.await;
+                            }
+                        }
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    TestReceiver { port, ..r }
+}
