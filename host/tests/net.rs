@@ -157,3 +157,94 @@ async fn refused_connections_and_unknown_names_are_reported() {
         "{err:?}"
     );
 }
+
+/// A TLS server on loopback with a leaf certificate for 127.0.0.1 issued by a fresh CA;
+/// returns its port and the CA certificate as PEM.
+async fn tls_server() -> (u16, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("ca key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca_params.self_signed(&ca_key).expect("ca cert").pem();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &issuer)
+        .expect("leaf cert");
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocols")
+    .with_no_client_auth()
+    .with_single_cert(vec![leaf.der().clone()], key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = service_fn(|_req| async {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                        Bytes::from_static(b"ok"),
+                    )))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (port, ca_pem)
+}
+
+#[tokio::test]
+async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
+    let (port, ca_pem) = tls_server().await;
+    let url = format!("https://127.0.0.1:{port}/hook");
+    // The webpki roots alone do not trust a private CA.
+    let roots_only = NetOutbound::new(&NetOptions {
+        allow_private: true,
+        extra_ca: None,
+    })
+    .expect("client");
+    let err = roots_only.send(request(&url), None).await.err();
+    assert!(matches!(err, Some(HttpError::TlsProtocolError)), "{err:?}");
+    // With the CA given as --extra-ca, the same server is trusted.
+    let dir = std::env::temp_dir().join(format!("edgehook-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca_pem).expect("write ca");
+    let trusting = NetOutbound::new(&NetOptions {
+        allow_private: true,
+        extra_ca: Some(ca_file),
+    })
+    .expect("client");
+    let resp = trusting
+        .send(request(&url), None)
+        .await
+        .expect("TLS handshake verified");
+    assert_eq!(resp.status(), 200);
+    let _ = std::fs::remove_dir_all(&dir);
+    // A bad CA file is a clear error at start-up.
+    let bad = NetOutbound::new(&NetOptions {
+        allow_private: true,
+        extra_ca: Some("/nonexistent/ca.pem".into()),
+    });
+    assert!(
+        bad.err()
+            .is_some_and(|e| e.to_string().contains("/nonexistent/ca.pem"))
+    );
+}
