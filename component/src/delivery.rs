@@ -373,20 +373,34 @@ fn api_to_kv(e: ApiError) -> KvError {
 }
 
 /// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
-/// again: history entries, queue entries, then the records (which make them real).
+/// again and resumes where it stopped: queue entries first, then per delivery its history
+/// entry and the record that makes it real.
 fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> {
-    let ids: Vec<String> = event
+    let all: Vec<(String, String)> = event
         .subscriptions
         .iter()
-        .map(|s| delivery_id(&event.id, s))
+        .map(|s| (s.clone(), delivery_id(&event.id, s)))
         .collect();
-    for (sub, dlv) in event.subscriptions.iter().zip(&ids) {
-        history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
-    }
+    // A resumed fan-out skips the deliveries an earlier try already made (their history and
+    // queue entries were written before their record), so retries make progress.
+    let record_keys: Vec<String> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
+    let existing = env.kv.get_many(&record_keys)?;
+    let todo: Vec<&(String, String)> = all
+        .iter()
+        .zip(existing)
+        .filter(|(_, record)| record.is_none())
+        .map(|(pair, _)| pair)
+        .collect();
     let mut queue = BTreeMap::new();
-    queue.insert(second_of(event.created_at), ids.clone());
+    queue.insert(
+        second_of(event.created_at),
+        todo.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
+    );
     enqueue(env.kv, &queue)?;
-    for (sub, dlv) in event.subscriptions.iter().zip(&ids) {
+    // Then one delivery at a time (history entry, then the record that makes it real), so a
+    // failure part-way keeps every delivery finished before it.
+    for (sub, dlv) in todo {
+        history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
         let record = Delivery {
             id: dlv.clone(),
             event_id: event.id.clone(),
@@ -771,7 +785,11 @@ fn record_outcomes<K: Kv>(
         verdicts.push(verdict);
     }
     // Queue entries for retries first: a crash after this leaves a hint, never a lost retry.
-    enqueue(env.kv, &retries)?;
+    // A store hiccup gets two more tries; if the queue still cannot be written, the retries
+    // are not recorded (their attempts run again when the lease expires) but every other
+    // outcome is.
+    let queued = (0..3).any(|_| enqueue(env.kv, &retries).is_ok());
+    let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
     // (subscription, any success) per subscription touched by this batch.
     let mut streaks: Vec<(String, bool)> = Vec::new();
     let mut note_streak =
@@ -780,6 +798,9 @@ fn record_outcomes<K: Kv>(
             None => streaks.push((sub.to_owned(), success)),
         };
     for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
+        if !queued && matches!(verdict, Verdict::Retry(_)) {
+            continue;
+        }
         let attempt = result.map(|r| Attempt {
             run: c.delivery.run,
             number: u32::try_from(c.delivery.attempts_in_run() + 1).unwrap_or(u32::MAX),
@@ -813,7 +834,16 @@ fn record_outcomes<K: Kv>(
             }
             Ok(Update::Write(json_bytes(&d)?, true))
         })
-        .map_err(kv_from_update)?;
+        .map_err(kv_from_update);
+        // One record that cannot be written must not cost the others theirs: that attempt
+        // is sent again when its lease expires; the rest are recorded now.
+        let written = match written {
+            Ok(w) => w,
+            Err(e) => {
+                failure = Some(e);
+                continue;
+            }
+        };
         if !written {
             continue;
         }
@@ -850,7 +880,7 @@ fn record_outcomes<K: Kv>(
         }
         let _ = record_streak(env, &sub_id, success);
     }
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }
 
 /// Resets (success) or extends (a delivery ended failed) a subscription's failure streak,
@@ -990,10 +1020,13 @@ pub fn history<K: Kv>(
     let has_more = entries.len() > limit;
     let entries = &entries[..entries.len().min(limit)];
     let keys: Vec<String> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
-    let mut out = Vec::new();
+    let mut out: Vec<(u64, Delivery)> = Vec::new();
     for (e, v) in entries.iter().zip(env.kv.get_many(&keys)?) {
         if let Some(d) = v.and_then(|b| serde_json::from_slice::<Delivery>(&b).ok()) {
-            out.push((e.seq, d));
+            // A fan-out retried after a failure may have listed a delivery twice.
+            if !out.iter().any(|(_, seen)| seen.id == d.id) {
+                out.push((e.seq, d));
+            }
         }
     }
     Ok((out, has_more))

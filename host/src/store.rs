@@ -55,6 +55,19 @@ pub struct Faults {
     pub fail_prefixes: Vec<String>,
     /// Fail every operation while set.
     pub fail_all: bool,
+    /// Fail this many operations per thousand, chosen by a hash of `(seed, operation
+    /// number)`: random-looking, and the same every time for the same sequence of calls.
+    pub fail_per_mille: u32,
+    /// Seed of `fail_per_mille`.
+    pub seed: u64,
+}
+
+/// SplitMix64 of `(seed, n)`: decides whether random fault number `n` fires.
+fn fault_roll(seed: u64, n: u64) -> u64 {
+    let mut z = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The in-memory backend: a sorted map behind a mutex, with fault injection and an
@@ -106,6 +119,7 @@ impl MemoryStore {
         let f = &inner.faults;
         if f.fail_all
             || f.fail_nth == Some(n)
+            || (f.fail_per_mille > 0 && fault_roll(f.seed, n) % 1000 < u64::from(f.fail_per_mille))
             || keys
                 .iter()
                 .any(|k| f.fail_prefixes.iter().any(|p| k.starts_with(p.as_str())))
@@ -214,13 +228,33 @@ mod tests {
         s.set_faults(Faults {
             fail_nth: Some(2),
             fail_prefixes: vec!["sub:".into()],
-            fail_all: false,
+            ..Faults::default()
         });
         assert!(s.set("a", b"1").is_ok());
         assert!(s.get("a").is_err());
         assert!(s.get("a").is_ok());
         assert!(s.get("sub:1").is_err());
         assert!(s.get_many(&["a".into(), "sub:2".into()]).is_err());
+    }
+
+    #[test]
+    fn random_faults_hit_the_rate_and_replay_exactly() {
+        let run = |seed| {
+            let s = MemoryStore::new();
+            s.set_faults(Faults {
+                fail_per_mille: 50,
+                seed,
+                ..Faults::default()
+            });
+            (0..10_000)
+                .map(|_| s.get("k").is_err())
+                .collect::<Vec<bool>>()
+        };
+        let a = run(7);
+        let failed = a.iter().filter(|f| **f).count();
+        assert!((400..600).contains(&failed), "{failed} of 10000 at 5 %");
+        assert_eq!(a, run(7), "the same seed fails the same operations");
+        assert_ne!(a, run(8));
     }
 
     #[test]
