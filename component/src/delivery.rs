@@ -592,8 +592,15 @@ fn run_second<K: Kv>(
         first_unfinished = Some(first_unfinished.map_or(seq, |f| f.min(seq)));
     };
     let mut candidates: Vec<(u64, String)> = Vec::new();
+    // A queue entry is written before its delivery record: an entry without a record is a
+    // fan-out still in progress (look again shortly) unless the second is past the grace
+    // period, when it can only be left over from a publish that failed.
+    let settled = (second + QUEUE_GRACE_S) * 1000 < now;
     for ((_, seq), record) in first_seq.iter().zip(records) {
         let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
+            if !settled {
+                hold(*seq, now + 1000);
+            }
             continue;
         };
         let Some(due) = d.next_attempt_at else {
@@ -1067,6 +1074,136 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Settings;
+    use crate::env::SeededEntropy;
+    use crate::kv::MemoryKv;
+    use crate::subscriptions::Secret;
+    use std::cell::{Cell, RefCell};
+
+    /// A store that runs `hook` once, just before the first compare-and-swap on a key with
+    /// `prefix`: a way to put another instance's tick inside a publish.
+    struct HookKv<'a> {
+        inner: &'a MemoryKv,
+        prefix: &'static str,
+        hook: RefCell<Option<Box<dyn FnOnce() + 'a>>>,
+    }
+
+    impl Kv for HookKv<'_> {
+        type Cas = <MemoryKv as Kv>::Cas;
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+            self.inner.get(key)
+        }
+        fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+            self.inner.set(key, value)
+        }
+        fn delete(&self, key: &str) -> Result<(), KvError> {
+            self.inner.delete(key)
+        }
+        fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+            self.inner.get_many(keys)
+        }
+        fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+            self.inner.increment(key, delta)
+        }
+        fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+            if key.starts_with(self.prefix) {
+                let hook = self.hook.borrow_mut().take();
+                if let Some(hook) = hook {
+                    hook();
+                }
+            }
+            self.inner.cas_begin(key)
+        }
+        fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {
+            self.inner.cas_swap(cas, value)
+        }
+    }
+
+    /// Answers 200 to everything and counts.
+    struct Counting(Cell<usize>);
+
+    impl Sender for Counting {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            self.0.set(self.0.get() + requests.len());
+            requests
+                .iter()
+                .map(|_| SendResult {
+                    outcome: Ok(200),
+                    latency_ms: 0,
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_tick_between_queue_entry_and_record_does_not_lose_the_delivery() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(3);
+        let now = 1_767_225_600_500;
+        let env = |kv| Env {
+            now_ms: now,
+            kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = Subscription {
+            id: "sub_000000000000000000000001".into(),
+            client_id: "acme".into(),
+            url: "https://hooks.example.com/x".into(),
+            event_types: vec!["load.created".into()],
+            signing_secret: Secret("whsec_test".into()),
+            status: SubStatus::Active,
+            disabled_reason: None,
+            created_at: 0,
+            disabled_at: None,
+            seq: 1,
+            consecutive_failures: 0,
+        };
+        kv.set(
+            &keys::subscription(&sub.id),
+            &serde_json::to_vec(&sub).expect("json"),
+        )
+        .expect("set");
+        kv.set(
+            &keys::fanout("load.created"),
+            &serde_json::to_vec(&vec![sub.id.clone()]).expect("json"),
+        )
+        .expect("set");
+        let sent = Counting(Cell::new(0));
+        // Another instance ticks after the queue entry is written, before the record is.
+        let hooked = HookKv {
+            inner: &kv,
+            prefix: "dlv:",
+            hook: RefCell::new(Some(Box::new(|| {
+                let report = tick(&env(&kv), &sent);
+                assert_eq!(report.attempted, 0, "no record yet: nothing to send");
+                assert!(
+                    report.next_due_ms.is_some_and(|t| t <= now + 1000),
+                    "it looks again soon"
+                );
+            }))),
+        };
+        let hooked_env = Env {
+            now_ms: now,
+            kv: &hooked,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let receipt =
+            publish(&hooked_env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        assert_eq!(receipt.deliveries, 1);
+        assert!(
+            hooked.hook.borrow().is_none(),
+            "the hook ran inside the publish"
+        );
+        let report = tick(&env(&kv), &sent);
+        assert_eq!(
+            (report.attempted, sent.0.get()),
+            (1, 1),
+            "the delivery is still found and sent"
+        );
+    }
 
     #[test]
     fn retries_follow_the_schedule_with_bounded_jitter() {
