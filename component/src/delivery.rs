@@ -578,6 +578,21 @@ fn run_second<K: Kv>(
     let now = env.now_ms;
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
+    // Past the grace period nothing more arrives in this second: what is missing by then was
+    // lost by an appender that failed, not still on its way.
+    let settled = (second + QUEUE_GRACE_S) * 1000 < now;
+    // Concurrent appenders reserve numbers first and write pages after, so entry 52 can be
+    // readable before entry 51. The watermark never passes a gap while one may still fill.
+    let mut contiguous = seen;
+    for e in &entries {
+        if e.seq == contiguous + 1 {
+            contiguous = e.seq;
+        } else if e.seq > contiguous + 1 {
+            break;
+        }
+    }
+    let gap = !settled && contiguous < last_seq;
+    let ceiling = if settled { last_seq } else { contiguous };
     // One look per delivery, at its first entry in this second.
     let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
     first_seq.sort_unstable();
@@ -593,9 +608,8 @@ fn run_second<K: Kv>(
     };
     let mut candidates: Vec<(u64, String)> = Vec::new();
     // A queue entry is written before its delivery record: an entry without a record is a
-    // fan-out still in progress (look again shortly) unless the second is past the grace
-    // period, when it can only be left over from a publish that failed.
-    let settled = (second + QUEUE_GRACE_S) * 1000 < now;
+    // fan-out still in progress (look again shortly) unless the second is settled, when it
+    // can only be left over from a publish that failed.
     for ((_, seq), record) in first_seq.iter().zip(records) {
         let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
             if !settled {
@@ -631,9 +645,12 @@ fn run_second<K: Kv>(
             }
         }
     }
+    if gap {
+        unfinished_until = Some(unfinished_until.map_or(now + 1000, |u| u.min(now + 1000)));
+    }
     Ok(SecondOutcome {
         unfinished_until,
-        seen: first_unfinished.map_or(last_seq, |f| f - 1),
+        seen: first_unfinished.map_or(ceiling, |f| ceiling.min(f - 1)),
     })
 }
 
@@ -1135,18 +1152,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_tick_between_queue_entry_and_record_does_not_lose_the_delivery() {
-        let kv = MemoryKv::new();
-        let settings = Settings::default();
-        let entropy = SeededEntropy::new(3);
-        let now = 1_767_225_600_500;
-        let env = |kv| Env {
-            now_ms: now,
-            kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+    fn active_subscription(kv: &MemoryKv) -> String {
         let sub = Subscription {
             id: "sub_000000000000000000000001".into(),
             client_id: "acme".into(),
@@ -1160,16 +1166,90 @@ mod tests {
             seq: 1,
             consecutive_failures: 0,
         };
-        kv.set(
-            &keys::subscription(&sub.id),
-            &serde_json::to_vec(&sub).expect("json"),
-        )
-        .expect("set");
-        kv.set(
-            &keys::fanout("load.created"),
-            &serde_json::to_vec(&vec![sub.id.clone()]).expect("json"),
-        )
-        .expect("set");
+        let json = serde_json::to_vec(&sub).expect("json");
+        kv.set(&keys::subscription(&sub.id), &json).expect("set");
+        let index = serde_json::to_vec(&vec![sub.id.clone()]).expect("json");
+        kv.set(&keys::fanout("load.created"), &index).expect("set");
+        sub.id
+    }
+
+    fn pending_delivery(kv: &MemoryKv, sub: &str, event: &str, due: u64) -> String {
+        let id = delivery_id(event, sub);
+        let d = Delivery {
+            id: id.clone(),
+            event_id: event.into(),
+            event_type: "load.created".into(),
+            subscription_id: sub.into(),
+            created_at: due,
+            status: Status::Pending,
+            attempts: Vec::new(),
+            run: 0,
+            next_attempt_at: Some(due),
+            lease_until: None,
+            lease_owner: None,
+            finished_at: None,
+        };
+        let json = serde_json::to_vec(&d).expect("json");
+        kv.set(&keys::delivery(&id), &json).expect("set");
+        kv.set(&keys::event_body(event), br#"{"id":"L"}"#)
+            .expect("set");
+        id
+    }
+
+    #[test]
+    fn the_watermark_never_passes_a_queue_number_still_being_written() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(4);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        let second = now / 1000;
+        // Appender A reserved number 1 but has not written it yet; appender B wrote number 2.
+        kv.increment(&due_log(second).counter_key(), 1)
+            .expect("reserve");
+        let b = pending_delivery(&kv, &sub, "evt_b", now);
+        enqueue(&kv, &BTreeMap::from([(second, vec![b])])).expect("enqueue");
+        let sent = Counting(Cell::new(0));
+        assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
+        // A finishes writing number 1; the next tick must still look at it.
+        let a = pending_delivery(&kv, &sub, "evt_a", now);
+        update(&kv, &format!("due:{second}:p0"), |cur| {
+            let mut entries: Vec<Entry<String>> = cur
+                .map(|b| serde_json::from_slice(b).expect("page"))
+                .unwrap_or_default();
+            entries.push(Entry {
+                seq: 1,
+                item: a.clone(),
+            });
+            Ok::<_, KvError>(Update::Write(
+                serde_json::to_vec(&entries).expect("json"),
+                (),
+            ))
+        })
+        .expect("write the reserved entry");
+        assert_eq!(tick(&env, &sent).attempted, 1, "A is sent too");
+        assert_eq!(sent.0.get(), 2);
+    }
+
+    #[test]
+    fn a_tick_between_queue_entry_and_record_does_not_lose_the_delivery() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(3);
+        let now = 1_767_225_600_500;
+        let env = |kv| Env {
+            now_ms: now,
+            kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        active_subscription(&kv);
         let sent = Counting(Cell::new(0));
         // Another instance ticks after the queue entry is written, before the record is.
         let hooked = HookKv {
