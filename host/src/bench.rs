@@ -131,6 +131,28 @@ async fn create(rt: &Runtime, env: &HostEnv, key: &str, url: &str, event: &str) 
     Ok(resp.json()["data"]["id"].as_str().context("id")?.to_owned())
 }
 
+/// Creates `n` subscriptions `https://{prefix}{i}.example.com/x` for `key`.
+async fn create_many(
+    rt: &Runtime,
+    env: &HostEnv,
+    key: &str,
+    prefix: &str,
+    n: usize,
+    event: &str,
+) -> Result<()> {
+    for i in 0..n {
+        create(
+            rt,
+            env,
+            key,
+            &format!("https://{prefix}{i}.example.com/x"),
+            event,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Times `n` runs of `f`; returns the sorted durations.
 async fn timed<F, Fut>(n: usize, mut f: F) -> Result<Vec<Duration>>
 where
@@ -155,16 +177,7 @@ pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
     let env = env(Arc::new(MemoryStore::new()));
     let key = issue_key(rt, &env, "bench").await?;
     let lister = issue_key(rt, &env, "lister").await?;
-    for i in 0..50 {
-        create(
-            rt,
-            &env,
-            &lister,
-            &format!("https://l{i}.example.com/x"),
-            "load.created",
-        )
-        .await?;
-    }
+    create_many(rt, &env, &lister, "l", 50, "load.created").await?;
     // Warm up both (first calls fault in pages).
     for _ in 0..50 {
         baseline.handle(&env, req("GET", "/", "", "")).await?;
@@ -347,16 +360,7 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
     let env = env(Arc::new(store));
     let rt = Runtime::embedded()?;
     let key = issue_key(rt, &env, "bench").await?;
-    for i in 0..10 {
-        create(
-            rt,
-            &env,
-            &key,
-            &format!("https://s{i}.example.com/x"),
-            "load.created",
-        )
-        .await?;
-    }
+    create_many(rt, &env, &key, "s", 10, "load.created").await?;
     let sample = rt
         .handle(&env, req("GET", "/v1/webhooks", &key, ""))
         .await?
@@ -505,27 +509,9 @@ pub async fn cost_growth() -> Result<Vec<Row>> {
         let env = env(store.clone());
         let rt = Runtime::embedded()?;
         let key = issue_key(rt, &env, "owner").await?;
-        for i in 0..10 {
-            create(
-                rt,
-                &env,
-                &key,
-                &format!("https://m{i}.example.com/x"),
-                "load.created",
-            )
-            .await?;
-        }
+        create_many(rt, &env, &key, "m", 10, "load.created").await?;
         let lister = issue_key(rt, &env, "lister").await?;
-        for i in 0..50 {
-            create(
-                rt,
-                &env,
-                &lister,
-                &format!("https://l{i}.example.com/x"),
-                "load.updated",
-            )
-            .await?;
-        }
+        create_many(rt, &env, &lister, "l", 50, "load.updated").await?;
         let mut others = String::new();
         for i in 0..total.saturating_sub(10) {
             if i % 10_000 == 0 {
