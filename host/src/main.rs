@@ -74,6 +74,8 @@ struct ServeArgs {
     #[arg(long, default_value = "edgehook:", env = "EDGEHOOK_KV_PREFIX")]
     kv_prefix: String,
     /// A component setting, as key=value (repeatable), e.g. --set attempt_timeout_ms=5000.
+    /// Each can also come from the environment as EDGEHOOK_<KEY>, e.g.
+    /// EDGEHOOK_ATTEMPT_TIMEOUT_MS=5000; --set wins.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
 }
@@ -293,6 +295,13 @@ fn remote_call(
 
 fn serve(args: ServeArgs) -> Result<()> {
     let mut config = BTreeMap::new();
+    // Every component setting can come from the environment as EDGEHOOK_<KEY> (e.g.
+    // EDGEHOOK_ATTEMPT_TIMEOUT_MS); --set overrides it.
+    for (key, _) in edgehook_component::config::KEYS {
+        if let Ok(value) = std::env::var(format!("EDGEHOOK_{}", key.to_ascii_uppercase())) {
+            config.insert((*key).to_owned(), value);
+        }
+    }
     for pair in &args.settings {
         let Some((k, v)) = pair.split_once('=') else {
             bail!("--set takes KEY=VALUE, got {pair:?}");
@@ -304,7 +313,11 @@ fn serve(args: ServeArgs) -> Result<()> {
         None => cli::admin_token_or_create(&args.data_dir)?,
     };
     config.insert("admin_token".into(), token);
-    if args.allow_private_targets {
+    let allow_private = args.allow_private_targets
+        || config
+            .get("allow_private_targets")
+            .is_some_and(|v| matches!(v.trim(), "true" | "1" | "yes"));
+    if allow_private {
         config.insert("allow_private_targets".into(), "true".into());
     }
     let rt = runtime()?;
@@ -335,7 +348,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             }
         };
         let outbound = NetOutbound::new(&NetOptions {
-            allow_private: args.allow_private_targets,
+            allow_private,
             extra_ca: args.extra_ca.clone(),
         })?;
         let env = HostEnv {

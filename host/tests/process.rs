@@ -295,3 +295,37 @@ fn sigterm_stops_cleanly_and_the_data_stays() {
         .expect("list");
     assert_eq!(status, 200, "the key issued before the restart still works");
 }
+
+#[test]
+fn settings_come_from_flags_and_the_environment() {
+    let dir = temp_dir("settings");
+    let env = [
+        ("EDGEHOOK_SUBSCRIPTION_LIMIT", "7"),
+        ("EDGEHOOK_ATTEMPT_TIMEOUT_MS", "3000"),
+    ];
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--set",
+        "attempt_timeout_ms=1500",
+    ];
+    let mut server = Proc::start_with_env(&args, &dir, &env);
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let rt = rt();
+    let operator = Remote::new(&base, &token).expect("client");
+    let (status, out) = rt
+        .block_on(operator.call("GET", "/internal/v1/settings", None, &[]))
+        .expect("settings");
+    assert_eq!(status, 200, "{out}");
+    let data = serde_json::from_str::<Value>(&out).expect("json")["data"].clone();
+    assert_eq!(
+        data["subscriptionLimit"], 7,
+        "from EDGEHOOK_SUBSCRIPTION_LIMIT"
+    );
+    assert_eq!(
+        data["attemptTimeoutMs"], 1500,
+        "--set wins over the environment"
+    );
+}

@@ -34,8 +34,14 @@ pub struct Proc {
 
 impl Proc {
     pub fn start(args: &[&str], dir: &Path) -> Proc {
+        Self::start_with_env(args, dir, &[])
+    }
+
+    /// Starts `edgehook` with extra environment variables.
+    pub fn start_with_env(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Proc {
         let mut child = Command::new(BIN)
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
