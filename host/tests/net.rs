@@ -134,7 +134,7 @@ async fn the_attempt_timeout_is_honoured() {
 }
 
 #[tokio::test]
-async fn refused_connections_and_unknown_names_are_reported() {
+async fn refused_connections_are_reported() {
     let open = NetOutbound::new(&NetOptions {
         allow_private: true,
         extra_ca: None,
@@ -148,14 +148,7 @@ async fn refused_connections_and_unknown_names_are_reported() {
         .await
         .err();
     assert!(matches!(err, Some(HttpError::ConnectionRefused)), "{err:?}");
-    let err = open
-        .send(request("http://no-such-host.invalid/"), None)
-        .await
-        .err();
-    assert!(
-        matches!(err, Some(HttpError::DestinationNotFound)),
-        "{err:?}"
-    );
+    // Unknown names are not tried here: resolving one would query the network's DNS server.
 }
 
 /// A TLS server on loopback with a leaf certificate for 127.0.0.1 issued by a fresh CA;
