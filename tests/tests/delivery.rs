@@ -59,16 +59,7 @@ impl World {
         body: &[u8],
         extra: &[(&str, &str)],
     ) -> edgehook_host::HttpResponse {
-        let auth = bearer(ADMIN);
-        let mut headers = vec![
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-            ("x-service-event", event_type),
-        ];
-        headers.extend_from_slice(extra);
-        self.sim
-            .request("POST", "/internal/v1/events", &headers, body)
-            .expect("runs")
+        ingest(&mut self.sim, event_type, body, extra)
     }
 
     fn operator(&mut self, method: &str, path: &str) -> edgehook_host::HttpResponse {

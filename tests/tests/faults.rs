@@ -99,7 +99,6 @@ fn campaign(seed: u64) -> Result<Summary, String> {
             .to_owned();
         created.insert(id, (url, i % kinds.len()));
     }
-    let auth = bearer(ADMIN);
     let mut events = 0;
     for n in 0..40 {
         let body = format!(r#"{{"id":"L{n}","status":"ASSIGNED"}}"#);
@@ -110,18 +109,12 @@ fn campaign(seed: u64) -> Result<Summary, String> {
             "load.updated"
         };
         let resp = retrying(&mut sim, |s| {
-            s.request(
-                "POST",
-                "/internal/v1/events",
-                &[
-                    ("authorization", &auth),
-                    ("content-type", "application/json"),
-                    ("x-service-event", event_type),
-                    ("idempotency-key", &idem),
-                ],
+            ingest(
+                s,
+                event_type,
                 body.as_bytes(),
+                &[("idempotency-key", &idem)],
             )
-            .expect("request runs")
         })?;
         if resp.status != 202 {
             return Err(format!("publish {n}: {} {}", resp.status, resp.json()));

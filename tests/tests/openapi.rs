@@ -956,16 +956,7 @@ impl World {
     }
 
     fn ingest(&mut self, event_type: &str, body: &[u8], extra: &[(&str, &str)]) -> HttpResponse {
-        let auth = bearer(ADMIN);
-        let mut headers = vec![
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-            ("x-service-event", event_type),
-        ];
-        headers.extend_from_slice(extra);
-        self.sim
-            .request("POST", "/internal/v1/events", &headers, body)
-            .expect("request runs")
+        ingest(&mut self.sim, event_type, body, extra)
     }
 
     /// The first delivery of a subscription.

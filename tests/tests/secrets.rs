@@ -31,20 +31,8 @@ fn no_response_but_its_own_carries_a_secret_or_an_api_key() {
             String::from_utf8_lossy(&r.body)
         ));
     };
-    let auth = bearer(ADMIN);
-    let ingest = sim
-        .request(
-            "POST",
-            "/internal/v1/events",
-            &[
-                ("authorization", &auth),
-                ("content-type", "application/json"),
-                ("x-service-event", "load.created"),
-            ],
-            br#"{"id":"L-1"}"#,
-        )
-        .expect("ingest");
-    keep(ingest);
+    let published = ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]);
+    keep(published);
     sim.advance(Duration::from_secs(120)).expect("advance");
     let dlv = sim.net().received()[0]
         .header("x-service-delivery-id")

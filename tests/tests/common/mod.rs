@@ -131,3 +131,22 @@ pub fn assert_error(resp: &HttpResponse, status: u16, code: &str) {
     assert!(rid.starts_with("req_"));
     assert_eq!(resp.header("x-request-id"), Some(rid));
 }
+
+/// `POST /internal/v1/events` as the operator: the raw load, its type, and extra headers
+/// (e.g. `Idempotency-Key`).
+pub fn ingest(
+    sim: &mut Simulation,
+    event_type: &str,
+    body: &[u8],
+    extra: &[(&str, &str)],
+) -> HttpResponse {
+    let auth = bearer(ADMIN);
+    let mut headers = vec![
+        ("authorization", auth.as_str()),
+        ("content-type", "application/json"),
+        ("x-service-event", event_type),
+    ];
+    headers.extend_from_slice(extra);
+    sim.request("POST", "/internal/v1/events", &headers, body)
+        .expect("request runs")
+}
