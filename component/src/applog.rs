@@ -2,23 +2,28 @@
 //! whatever the list's length (no value is rewritten whole).
 //!
 //! Layout under a prefix `P`: `P:n` is an atomic counter of entries ever appended; page `k`
-//! (`P:p{k}`) holds the entries numbered `k*PAGE+1 ..= (k+1)*PAGE` as a JSON array of
-//! `[seq, item]`. An append reserves its numbers with one `increment`, then adds each entry to
-//! its page by compare-and-swap, so concurrent appenders never overwrite each other. A crash
-//! between the two leaves a gap in the numbering, never a damaged page.
+//! (`P:p{k}`) holds the entries numbered `k*size+1 ..= (k+1)*size` as a JSON array of
+//! `{"seq", "item"}` (`size` is [`PAGE`] unless the log was made with another). An append
+//! reserves its numbers with one `increment`, then adds each entry to its page by
+//! compare-and-swap, so concurrent appenders never overwrite each other. A crash between the
+//! two leaves a gap in the numbering, never a damaged page.
 //!
-//! Used for the due queue (one list per second), each subscription's delivery history and
-//! the retention index (one list per day).
+//! An entry can be removed again ([`AppendLog::remove`]): that rewrites only its own page.
+//!
+//! Used for the due queue (one list per second), each subscription's delivery history, the
+//! retention index (one list per day), and the subscription indexes (each client's list and
+//! each event type's fan-out list).
 
 use crate::kv::{Kv, KvError, Update, UpdateError, update};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-/// Entries per page.
+/// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
 pub const PAGE: u64 = 128;
 
 /// One append-only list.
 pub struct AppendLog {
     prefix: String,
+    page: u64,
 }
 
 /// An entry and its number in the list (1-based).
@@ -41,8 +46,16 @@ fn store_err<E>(e: UpdateError<E>) -> KvError {
 impl AppendLog {
     /// The list stored under `prefix`.
     pub fn new(prefix: impl Into<String>) -> Self {
+        Self::with_page_size(prefix, PAGE)
+    }
+
+    /// The list stored under `prefix`, `size` entries a page: smaller pages make appends and
+    /// removals cheaper and full reads take more keys. Every user of one list must agree on
+    /// its page size.
+    pub fn with_page_size(prefix: impl Into<String>, size: u64) -> Self {
         AppendLog {
             prefix: prefix.into(),
+            page: size.max(1),
         }
     }
 
@@ -82,9 +95,9 @@ impl AppendLog {
         let seqs: Vec<u64> = (first..=end).collect();
         let mut start = 0;
         while start < items.len() {
-            let page = (seqs[start] - 1) / PAGE;
+            let page = (seqs[start] - 1) / self.page;
             let mut stop = start;
-            while stop < items.len() && (seqs[stop] - 1) / PAGE == page {
+            while stop < items.len() && (seqs[stop] - 1) / self.page == page {
                 stop += 1;
             }
             let new: Vec<Entry<T>> = (start..stop)
@@ -120,11 +133,11 @@ impl AppendLog {
             return Ok(Vec::new());
         }
         let mut out: Vec<Entry<T>> = Vec::new();
-        let mut page = after / PAGE;
-        let last_page = (len - 1) / PAGE;
+        let mut page = after / self.page;
+        let last_page = (len - 1) / self.page;
         while page <= last_page && out.len() < limit {
             // Read as many pages as the limit may need, in one batch.
-            let want = ((limit - out.len()) as u64).div_ceil(PAGE) + 1;
+            let want = ((limit - out.len()) as u64).div_ceil(self.page) + 1;
             let pages: Vec<u64> = (page..=last_page.min(page + want - 1)).collect();
             let keys: Vec<String> = pages.iter().map(|p| self.page_key(*p)).collect();
             for value in kv.get_many(&keys)?.into_iter().flatten() {
@@ -139,10 +152,33 @@ impl AppendLog {
         Ok(out)
     }
 
+    /// Removes entry `seq` (rewriting only its page). Removing an entry that is not there is
+    /// not an error; the numbering never changes.
+    pub fn remove<K: Kv>(&self, kv: &K, seq: u64) -> Result<(), KvError> {
+        if seq == 0 {
+            return Ok(());
+        }
+        update(kv, &self.page_key((seq - 1) / self.page), |current| {
+            let Some(bytes) = current else {
+                return Ok(Update::Keep(()));
+            };
+            let mut entries: Vec<Entry<serde_json::Value>> =
+                serde_json::from_slice(bytes).map_err(|_| ())?;
+            let before = entries.len();
+            entries.retain(|e| e.seq != seq);
+            if entries.len() == before {
+                return Ok(Update::Keep(()));
+            }
+            let json = serde_json::to_vec(&entries).map_err(|_| ())?;
+            Ok::<_, ()>(Update::Write(json, ()))
+        })
+        .map_err(store_err)
+    }
+
     /// Deletes the whole list.
     pub fn delete_all<K: Kv>(&self, kv: &K) -> Result<(), KvError> {
         let len = self.len(kv)?;
-        let pages = len.div_ceil(PAGE);
+        let pages = len.div_ceil(self.page);
         for page in 0..pages {
             kv.delete(&self.page_key(page))?;
         }
@@ -177,5 +213,28 @@ mod tests {
         );
         log.delete_all(&kv).expect("delete");
         assert!(kv.dump().is_empty());
+    }
+
+    #[test]
+    fn remove_rewrites_one_page_and_keeps_the_numbering() {
+        let kv = MemoryKv::new();
+        let log = AppendLog::new("t");
+        let items: Vec<String> = (0..300).map(|i| format!("x{i}")).collect();
+        log.append(&kv, &items).expect("append");
+        let untouched = kv.get("t:p0").expect("get");
+        log.remove(&kv, 200).expect("remove");
+        log.remove(&kv, 200).expect("removing twice is fine");
+        log.remove(&kv, 5000)
+            .expect("removing a number never handed out is fine");
+        assert_eq!(
+            kv.get("t:p0").expect("get"),
+            untouched,
+            "other pages untouched"
+        );
+        let all: Vec<Entry<String>> = log.read(&kv, 0, 1000).expect("read");
+        assert_eq!(all.len(), 299);
+        assert!(all.iter().all(|e| e.seq != 200));
+        let next = log.append(&kv, &["new".to_owned()]).expect("append");
+        assert_eq!(next, [301], "numbers are never reused");
     }
 }

@@ -1165,11 +1165,13 @@ mod tests {
             disabled_at: None,
             seq: 1,
             consecutive_failures: 0,
+            fanout_seqs: vec![1],
         };
         let json = serde_json::to_vec(&sub).expect("json");
         kv.set(&keys::subscription(&sub.id), &json).expect("set");
-        let index = serde_json::to_vec(&vec![sub.id.clone()]).expect("json");
-        kv.set(&keys::fanout("load.created"), &index).expect("set");
+        crate::applog::AppendLog::new(keys::fanout("load.created"))
+            .append(kv, std::slice::from_ref(&sub.id))
+            .expect("append");
         sub.id
     }
 

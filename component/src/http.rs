@@ -115,10 +115,15 @@ pub struct Response {
 impl Response {
     /// A JSON response with the given status and body.
     pub fn json(status: u16, body: &serde_json::Value) -> Self {
+        Self::json_bytes(status, serde_json::to_vec(body).unwrap_or_default())
+    }
+
+    /// A JSON response whose body is already serialized.
+    pub fn json_bytes(status: u16, body: Vec<u8>) -> Self {
         Response {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
-            body: body.to_string().into_bytes(),
+            body,
         }
     }
 

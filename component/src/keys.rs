@@ -6,9 +6,12 @@
 //!   hashing the presented bearer token. Keys themselves are never stored.
 //! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
 //! - `sub:{id}` — a subscription record (the only place its signing secret is stored).
-//! - `client:{client id}:subs` — the client's subscriptions in creation order, with a
-//!   per-client sequence number used by list cursors.
-//! - `fanout:{event type}` — ids of subscriptions listening to that type.
+//! - `client:{client id}:subs:...` — an [`AppendLog`](crate::applog::AppendLog) of the
+//!   client's subscription ids in creation order; an entry's number is the subscription's
+//!   `seq`, used by list cursors.
+//! - `client:{client id}:live` — a counter of the client's live subscriptions, checked
+//!   against the subscription cap.
+//! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record.
 //! - `evt:{id}` — an event record (type, body hash, matched subscriptions).
 //! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
@@ -36,12 +39,17 @@ pub fn subscription(id: &str) -> String {
     format!("sub:{id}")
 }
 
-/// A client's subscription index.
+/// Prefix of a client's subscription index (an append log).
 pub fn client_subscriptions(client_id: &str) -> String {
     format!("client:{client_id}:subs")
 }
 
-/// The fan-out index of one event type.
+/// A client's live-subscription counter.
+pub fn client_live(client_id: &str) -> String {
+    format!("client:{client_id}:live")
+}
+
+/// Prefix of the fan-out index of one event type (an append log).
 pub fn fanout(event_type: &str) -> String {
     format!("fanout:{event_type}")
 }

@@ -1,14 +1,22 @@
 //! Subscriptions: the partner API (`/v1/webhooks`) and their storage.
 //!
 //! Storage (see [`crate::keys`]): the record `sub:{id}` is the truth; the client index and
-//! the fan-out indexes point at it. A create writes, in order: the client index entry
-//! (assigning a sequence number and enforcing the cap), the record as `pending`, the
-//! fan-out entries, the idempotency response, and last flips the record to `active` — the
-//! commit point. Readers skip entries whose record is missing or not active, so a create
-//! that fails half-way leaves nothing visible. A delete flips the record to `disabled` (its
-//! commit point) and then removes the index entries; entries it fails to remove are skipped
-//! by readers and pruned later.
+//! the fan-out indexes point at it. Both indexes are paged append logs
+//! ([`AppendLog`]), so a create or delete rewrites one small page of each, never a whole
+//! index: its cost does not grow with the client's or the event type's subscriptions.
+//!
+//! A create writes, in order: the fan-out entries, the client index entry (its number is the
+//! subscription's `seq`), the record as `pending` (holding every entry's number), one
+//! increment of the client's live counter (checked against the cap), the idempotency
+//! response, and last flips the record to `active` — the commit point. Readers skip entries
+//! whose record is missing or not active, so a create that fails half-way leaves nothing
+//! visible. A delete flips the record to `disabled` (its commit point), then removes its
+//! index entries and decrements the live counter, best effort: entries it fails to remove
+//! are skipped by readers. The live counter only ever errs high (a failed create or an
+//! interrupted delete leaves it one too many); when it says the cap is reached, the create
+//! recounts the client's live subscriptions and corrects it by compare-and-swap.
 
+use crate::applog::{AppendLog, Entry};
 use crate::env::Env;
 use crate::error::{ApiError, FieldError};
 use crate::http::{Request, Response};
@@ -89,6 +97,10 @@ pub struct Subscription {
     /// Deliveries in a row that ended failed (reset by any success).
     #[serde(default)]
     pub consecutive_failures: u32,
+    /// The number of its entry in each event type's fan-out index, in the order of
+    /// `event_types` (so a delete removes exactly those entries).
+    #[serde(default)]
+    pub fanout_seqs: Vec<u64>,
 }
 
 impl Subscription {
@@ -123,28 +135,26 @@ impl Subscription {
     }
 }
 
-/// One entry of a client's index.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-struct IndexItem {
-    seq: u64,
-    id: String,
+/// Entries per page of the subscription indexes: a create or delete parses and rewrites one
+/// page of each, and a full read (fan-out) takes one key per page.
+const INDEX_PAGE: u64 = 32;
+
+/// A client's subscription ids in creation order; an entry's number is the `seq`.
+fn client_index(client_id: &str) -> AppendLog {
+    AppendLog::with_page_size(keys::client_subscriptions(client_id), INDEX_PAGE)
 }
 
-/// A client's subscriptions in creation order.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-struct ClientIndex {
-    last_seq: u64,
-    items: Vec<IndexItem>,
+/// The ids of subscriptions listening to one event type.
+fn fanout_index(event_type: &str) -> AppendLog {
+    AppendLog::with_page_size(keys::fanout(event_type), INDEX_PAGE)
 }
 
-fn parse<T: for<'de> Deserialize<'de> + Default>(bytes: Option<&[u8]>) -> Result<T, ApiError> {
-    match bytes {
-        None => Ok(T::default()),
-        Some(b) => {
-            serde_json::from_slice(b).map_err(|e| ApiError::internal(format!("corrupt index: {e}")))
-        }
-    }
+/// Appends one id to an index; returns its entry number.
+fn append_id<K: Kv>(env: &Env<'_, K>, index: &AppendLog, id: &str) -> Result<u64, ApiError> {
+    let seqs = index.append(env.kv, &[id.to_owned()])?;
+    seqs.first()
+        .copied()
+        .ok_or_else(|| ApiError::internal("append returned no number"))
 }
 
 /// Reads one subscription record.
@@ -173,7 +183,8 @@ pub fn load_many<K: Kv>(
 
 /// Ids of the subscriptions listening to `event_type` (may include ones no longer active).
 pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
-    parse(env.kv.get(&keys::fanout(event_type))?.as_deref())
+    let entries: Vec<Entry<String>> = fanout_index(event_type).read(env.kv, 0, usize::MAX)?;
+    Ok(entries.into_iter().map(|e| e.item).collect())
 }
 
 fn require_json(req: &Request) -> Result<Value, ApiError> {
@@ -292,7 +303,11 @@ fn create_fresh<K: Kv>(
 ) -> Result<StoredResponse, ApiError> {
     let id = IdKind::Subscription.generate(env.entropy);
     let secret = Secret::generate(env.random_bytes::<32>());
-    let seq = add_to_client_index(env, client_id, &id)?;
+    let mut fanout_seqs = Vec::with_capacity(input.event_types.len());
+    for event_type in &input.event_types {
+        fanout_seqs.push(append_id(env, &fanout_index(event_type), &id)?);
+    }
+    let seq = append_id(env, &client_index(client_id), &id)?;
     let sub = Subscription {
         id: id.clone(),
         client_id: client_id.to_owned(),
@@ -305,20 +320,14 @@ fn create_fresh<K: Kv>(
         disabled_at: None,
         seq,
         consecutive_failures: 0,
+        fanout_seqs,
     };
     env.kv.set(&keys::subscription(&id), &sub.to_bytes()?)?;
-    for event_type in &sub.event_types {
-        update(env.kv, &keys::fanout(event_type), |current| {
-            let mut ids: Vec<String> = parse(current)?;
-            if ids.contains(&id) {
-                return Ok(Update::Keep(()));
-            }
-            ids.push(id.clone());
-            Ok(Update::Write(
-                serde_json::to_vec(&ids).map_err(ApiError::internal)?,
-                (),
-            ))
-        })?;
+    if let Err(e) = take_slot(env, client_id, &id) {
+        // Refused (cap) or unknown: undo what is visible to nobody anyway, best effort.
+        let _ = remove_from_indexes(env, &sub);
+        let _ = env.kv.delete(&keys::subscription(&id));
+        return Err(e);
     }
     let mut data = sub.public_json();
     data["signingSecret"] = json!(sub.signing_secret.0);
@@ -380,68 +389,54 @@ fn created_response(stored: StoredResponse, request_id: &str, replayed: bool) ->
     resp
 }
 
-/// Adds `id` to the client's index, enforcing the subscription cap, and returns its sequence
-/// number. When the index looks full, entries whose record is gone, disabled or a stale
-/// pending one are pruned first.
-fn add_to_client_index<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    id: &str,
-) -> Result<u64, ApiError> {
-    let key = keys::client_subscriptions(client_id);
-    let cap = env.settings.subscription_limit as usize;
-    let mut live: Option<Vec<String>> = None;
-    for _ in 0..2 {
-        let outcome = update(env.kv, &key, |current| {
-            let mut index: ClientIndex = parse(current)?;
-            if index.items.len() >= cap {
-                let Some(live) = &live else {
-                    return Ok(Update::Keep(None));
-                };
-                index.items.retain(|item| live.contains(&item.id));
-                if index.items.len() >= cap {
-                    return Err(ApiError::new(
-                        422,
-                        "subscription_limit_reached",
-                        format!(
-                            "This API client already has {cap} active subscriptions; delete one first."
-                        ),
-                    ));
-                }
-            }
-            index.last_seq += 1;
-            let seq = index.last_seq;
-            index.items.push(IndexItem {
-                seq,
-                id: id.to_owned(),
-            });
-            Ok(Update::Write(
-                serde_json::to_vec(&index).map_err(ApiError::internal)?,
-                Some(seq),
-            ))
-        })?;
-        if let Some(seq) = outcome {
-            return Ok(seq);
-        }
-        // Full: find which entries are live, then try again with pruning.
-        let index: ClientIndex = parse(env.kv.get(&key)?.as_deref())?;
-        let ids: Vec<String> = index.items.iter().map(|i| i.id.clone()).collect();
+fn limit_reached(cap: u32) -> ApiError {
+    ApiError::new(
+        422,
+        "subscription_limit_reached",
+        format!("This API client already has {cap} active subscriptions; delete one first."),
+    )
+}
+
+/// Counts subscription `id` (already in the client index, pending) against the client's cap.
+///
+/// The live counter is incremented; if that passes the cap, the increment is undone and the
+/// client's live subscriptions are recounted from the index (the counter may be high after a
+/// failed create or an interrupted delete). The recount is written by compare-and-swap, so a
+/// concurrent change of the counter makes it start over rather than overwrite.
+fn take_slot<K: Kv>(env: &Env<'_, K>, client_id: &str, id: &str) -> Result<(), ApiError> {
+    let cap = env.settings.subscription_limit;
+    let key = keys::client_live(client_id);
+    if env.kv.increment(&key, 1)? <= i64::from(cap) {
+        return Ok(());
+    }
+    env.kv.increment(&key, -1)?;
+    for _ in 0..4 {
+        let (cas, _) = env.kv.cas_begin(&key)?;
+        let entries: Vec<Entry<String>> = client_index(client_id).read(env.kv, 0, usize::MAX)?;
+        let ids: Vec<String> = entries
+            .into_iter()
+            .map(|e| e.item)
+            .filter(|i| i != id)
+            .collect();
         let now = env.now_ms;
-        live = Some(
-            load_many(env, &ids)?
-                .into_iter()
-                .flatten()
-                .filter(|s| match s.status {
-                    Status::Active => true,
-                    Status::Pending => now < s.created_at + STALE_PENDING_MS,
-                    Status::Disabled => false,
-                })
-                .map(|s| s.id)
-                .collect(),
-        );
+        let live = load_many(env, &ids)?
+            .into_iter()
+            .flatten()
+            .filter(|s| match s.status {
+                Status::Active => true,
+                Status::Pending => now < s.created_at + STALE_PENDING_MS,
+                Status::Disabled => false,
+            })
+            .count();
+        if live >= cap as usize {
+            return Err(limit_reached(cap));
+        }
+        if env.kv.cas_swap(cas, (live + 1).to_string().as_bytes())? {
+            return Ok(());
+        }
     }
     Err(ApiError::store_unavailable(
-        "the client index kept changing",
+        "the subscription count kept changing",
     ))
 }
 
@@ -502,6 +497,40 @@ pub(crate) fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
     }
 }
 
+/// What list reads of a stored record: the partner-facing fields and what decides whether
+/// it is listed. The signing secret and the operator fields are skipped, not copied.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed {
+    id: String,
+    client_id: String,
+    url: String,
+    event_types: Vec<String>,
+    status: Status,
+    created_at: u64,
+}
+
+/// One item of a list response (the same fields as [`Subscription::public_json`]).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListItem<'a> {
+    id: &'a str,
+    url: &'a str,
+    event_types: &'a [String],
+    status: &'static str,
+    created_at: u64,
+}
+
+/// The list response body.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListPage<'a> {
+    data: Vec<ListItem<'a>>,
+    has_more: bool,
+    next_cursor: Option<String>,
+    request_id: &'a str,
+}
+
 /// `GET /v1/webhooks`: the caller's active subscriptions in creation order, paged.
 pub fn list<K: Kv>(
     env: &Env<'_, K>,
@@ -509,37 +538,53 @@ pub fn list<K: Kv>(
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let (limit, after) = list_params(req)?;
-    let index: ClientIndex = parse(
-        env.kv
-            .get(&keys::client_subscriptions(client_id))?
-            .as_deref(),
-    )?;
-    let candidates: Vec<&IndexItem> = index.items.iter().filter(|i| i.seq > after).collect();
-    let mut found: Vec<Subscription> = Vec::with_capacity(limit + 1);
-    for chunk in candidates.chunks(limit + 1) {
-        let ids: Vec<String> = chunk.iter().map(|i| i.id.clone()).collect();
-        for sub in load_many(env, &ids)?.into_iter().flatten() {
-            if sub.status == Status::Active && sub.client_id == client_id {
-                found.push(sub);
-            }
-        }
-        if found.len() > limit {
+    let (limit, mut after) = list_params(req)?;
+    let index = client_index(client_id);
+    let mut found: Vec<(u64, Listed)> = Vec::with_capacity(limit + 1);
+    // Deleted subscriptions leave the index, so one round is the rule; more only when
+    // entries point at records that are not active (a create or delete cut short).
+    while found.len() <= limit {
+        let entries: Vec<Entry<String>> = index.read(env.kv, after, limit + 1 - found.len())?;
+        let Some(last) = entries.last() else {
             break;
+        };
+        after = last.seq;
+        let keys: Vec<String> = entries
+            .iter()
+            .map(|e| keys::subscription(&e.item))
+            .collect();
+        let values = env.kv.get_many(&keys)?;
+        for (entry, value) in entries.iter().zip(values) {
+            let Some(sub) = value.and_then(|b| serde_json::from_slice::<Listed>(&b).ok()) else {
+                continue;
+            };
+            if sub.status == Status::Active && sub.client_id == client_id {
+                found.push((entry.seq, sub));
+            }
         }
     }
     let has_more = found.len() > limit;
     found.truncate(limit);
-    let next_cursor = if has_more {
-        found.last().map(|s| format!("cur_{:x}", s.seq))
-    } else {
-        None
+    let page = ListPage {
+        next_cursor: match found.last() {
+            Some((seq, _)) if has_more => Some(format!("cur_{seq:x}")),
+            _ => None,
+        },
+        data: found
+            .iter()
+            .map(|(_, s)| ListItem {
+                id: &s.id,
+                url: &s.url,
+                event_types: &s.event_types,
+                status: "active",
+                created_at: s.created_at,
+            })
+            .collect(),
+        has_more,
+        request_id,
     };
-    let data: Vec<Value> = found.iter().map(Subscription::public_json).collect();
-    Ok(Response::json(
-        200,
-        &json!({"data": data, "hasMore": has_more, "nextCursor": next_cursor, "requestId": request_id}),
-    ))
+    let body = serde_json::to_vec(&page).map_err(ApiError::internal)?;
+    Ok(Response::json_bytes(200, body))
 }
 
 /// The caller's active subscription `id`, or 404 (also for other clients' ids).
@@ -598,43 +643,21 @@ pub fn disable<K: Kv>(
         Ok(Update::Write(sub.to_bytes()?, Some(sub)))
     })?;
     if let Some(sub) = &disabled {
-        // Committed; index clean-up is best effort (readers skip disabled records).
+        // Committed; index clean-up is best effort (readers skip disabled records), and so
+        // is giving back the slot (a counter left high is corrected by the next recount).
         let _ = remove_from_indexes(env, sub);
+        let _ = env.kv.increment(&keys::client_live(&sub.client_id), -1);
     }
     Ok(disabled)
 }
 
+/// Removes a disabled (or refused) subscription's index entries. Callers treat it as best
+/// effort: an entry left behind is skipped by readers.
 fn remove_from_indexes<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<(), ApiError> {
-    for event_type in &sub.event_types {
-        update(env.kv, &keys::fanout(event_type), |current| {
-            let mut ids: Vec<String> = parse(current)?;
-            let before = ids.len();
-            ids.retain(|i| *i != sub.id);
-            if ids.len() == before {
-                return Ok(Update::Keep(()));
-            }
-            Ok(Update::Write(
-                serde_json::to_vec(&ids).map_err(ApiError::internal)?,
-                (),
-            ))
-        })?;
+    for (event_type, seq) in sub.event_types.iter().zip(&sub.fanout_seqs) {
+        fanout_index(event_type).remove(env.kv, *seq)?;
     }
-    update(
-        env.kv,
-        &keys::client_subscriptions(&sub.client_id),
-        |current| {
-            let mut index: ClientIndex = parse(current)?;
-            let before = index.items.len();
-            index.items.retain(|i| i.id != sub.id);
-            if index.items.len() == before {
-                return Ok(Update::Keep(()));
-            }
-            Ok(Update::Write(
-                serde_json::to_vec(&index).map_err(ApiError::internal)?,
-                (),
-            ))
-        },
-    )?;
+    client_index(&sub.client_id).remove(env.kv, sub.seq)?;
     Ok(())
 }
 

@@ -81,6 +81,7 @@ pub struct MemoryStore {
 struct MemoryInner {
     map: BTreeMap<String, Vec<u8>>,
     ops: u64,
+    bytes_written: u64,
     faults: Faults,
 }
 
@@ -98,6 +99,11 @@ impl MemoryStore {
     /// Operations performed so far (faulted ones included).
     pub fn ops(&self) -> u64 {
         self.lock().ops
+    }
+
+    /// Bytes of values written so far (by set, a successful compare-and-swap, increment).
+    pub fn bytes_written(&self) -> u64 {
+        self.lock().bytes_written
     }
 
     /// A copy of the whole keyspace, for assertions.
@@ -136,7 +142,9 @@ impl KvBackend for MemoryStore {
     }
 
     fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        self.op(&[key])?.map.insert(key.to_owned(), value.to_vec());
+        let mut inner = self.op(&[key])?;
+        inner.bytes_written += value.len() as u64;
+        inner.map.insert(key.to_owned(), value.to_vec());
         Ok(())
     }
 
@@ -155,9 +163,9 @@ impl KvBackend for MemoryStore {
         let next = current
             .checked_add(delta)
             .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
-        inner
-            .map
-            .insert(key.to_owned(), next.to_string().into_bytes());
+        let bytes = next.to_string().into_bytes();
+        inner.bytes_written += bytes.len() as u64;
+        inner.map.insert(key.to_owned(), bytes);
         Ok(next)
     }
 
@@ -171,6 +179,7 @@ impl KvBackend for MemoryStore {
         if inner.map.get(key).map(Vec::as_slice) != expected {
             return Ok(false);
         }
+        inner.bytes_written += new.len() as u64;
         inner.map.insert(key.to_owned(), new.to_vec());
         Ok(true)
     }

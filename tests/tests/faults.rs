@@ -171,9 +171,7 @@ fn audit(
     }
     for id in &active {
         for t in ["load.created", "load.updated"] {
-            let fanout: Vec<String> = json_of(&format!("fanout:{t}"))
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default();
+            let fanout = fanout_in(&snapshot, t);
             if !fanout.contains(id) {
                 return Err(format!("{id} is active but missing from fanout:{t}"));
             }

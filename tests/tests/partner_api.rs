@@ -167,9 +167,7 @@ fn delete_disables_and_keeps_the_record() {
         serde_json::from_slice(&sim.store().snapshot()[&format!("sub:{id}")]).expect("record kept");
     assert_eq!(record["status"], "disabled");
     assert_eq!(record["disabledReason"], "deleted");
-    let fanout: Vec<String> =
-        serde_json::from_slice(&sim.store().snapshot()["fanout:load.created"])
-            .expect("fanout index");
+    let fanout = fanout_in(&sim.store().snapshot(), "load.created");
     assert!(!fanout.contains(&id));
 }
 
@@ -487,6 +485,74 @@ fn the_per_client_cap_is_enforced_and_deleting_frees_a_slot() {
 }
 
 #[test]
+fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
+    use edgehook_host::store::KvBackend;
+    let mut sim = builder(8)
+        .config("subscription_limit", "3")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    create(&mut sim, &key, URL, &["load.created"]);
+    create(&mut sim, &key, URL, &["load.created"]);
+    // As if two creates had failed after counting themselves.
+    sim.store().set("client:acme:live", b"4").expect("set");
+    create(&mut sim, &key, URL, &["load.created"]);
+    assert_eq!(
+        sim.store().snapshot()["client:acme:live"],
+        b"3",
+        "the recount corrected the counter"
+    );
+    let resp = create_with(
+        &mut sim,
+        &key,
+        &json!({"url": URL, "eventTypes": ["load.created"]}),
+        &[],
+    );
+    assert_error(&resp, 422, "subscription_limit_reached");
+    assert_eq!(list_ids(&mut sim, &key).len(), 3);
+    assert_eq!(
+        fanout(&sim, "load.created").len(),
+        3,
+        "a refused create leaves no index entry"
+    );
+}
+
+#[test]
+fn create_and_delete_cost_does_not_grow_with_the_clients_subscriptions() {
+    let mut sim = builder(8)
+        .config("subscription_limit", "10000")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    let cost = |sim: &mut edgehook_host::sim::Simulation| {
+        let before = (sim.store().ops(), sim.store().bytes_written());
+        let id = create(sim, &key, URL, &["load.created"])["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let resp = call(sim, "DELETE", &format!("/v1/webhooks/{id}"), &key);
+        assert_eq!(resp.status, 200);
+        (
+            sim.store().ops() - before.0,
+            sim.store().bytes_written() - before.1,
+        )
+    };
+    let (ops_small, bytes_small) = cost(&mut sim);
+    for _ in 0..600 {
+        create(&mut sim, &key, URL, &["load.created"]);
+    }
+    let (ops_big, bytes_big) = cost(&mut sim);
+    assert_eq!(ops_small, ops_big, "the same store operations");
+    // Each index is paged (32 entries of ~50 bytes a page): create and delete rewrite one
+    // page of the client index and one of the fan-out index each, never a whole index
+    // (which, for 600 subscriptions, is ~30 KB each).
+    assert!(
+        bytes_big < bytes_small + 4 * 32 * 60,
+        "bytes written by create + delete: {bytes_small} with 1 subscription, {bytes_big} with 600"
+    );
+}
+
+#[test]
 fn idempotent_create_replays_and_conflicts() {
     let mut sim = sim(9);
     let key = issue_key(&mut sim, "acme");
@@ -646,11 +712,7 @@ fn ops_of(
 }
 
 fn fanout(sim: &edgehook_host::sim::Simulation, event_type: &str) -> Vec<String> {
-    sim.store()
-        .snapshot()
-        .get(&format!("fanout:{event_type}"))
-        .map(|b| serde_json::from_slice(b).expect("fanout json"))
-        .unwrap_or_default()
+    fanout_in(&sim.store().snapshot(), event_type)
 }
 
 fn active_subscriptions(sim: &edgehook_host::sim::Simulation) -> Vec<String> {

@@ -2,13 +2,26 @@
 //! baseline measured in the same run. Build it in release:
 //! `cargo run --release -p edgehook-host --bin edgehook-bench`.
 //! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
+//! Section names (`size`, `api`, `serve`, `delivery`, `simulation`, `growth`) run only those.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use edgehook_host::bench;
 use std::time::Duration;
 
+const SECTIONS: [&str; 6] = ["size", "api", "serve", "delivery", "simulation", "growth"];
+
 fn main() -> Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let chosen: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if let Some(bad) = chosen.iter().find(|c| !SECTIONS.contains(c)) {
+        bail!("unknown section {bad:?}; sections: {}", SECTIONS.join(", "));
+    }
+    let run = |s: &str| chosen.is_empty() || chosen.contains(&s);
     let (n, secs, deliveries) = if quick {
         (200, 1, 1000)
     } else {
@@ -18,17 +31,30 @@ fn main() -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let mut rows = bench::size();
-    eprintln!("api latency and instantiate ...");
-    rows.extend(rt.block_on(bench::api_latency(n))?);
-    eprintln!("serve throughput ...");
-    rows.extend(rt.block_on(bench::serve_throughput(Duration::from_secs(secs), 32))?);
-    eprintln!("delivery rate ...");
-    rows.extend(rt.block_on(bench::delivery_rate(deliveries))?);
-    eprintln!("simulation speed ...");
-    rows.extend(bench::simulation_speed()?);
-    eprintln!("cost growth ...");
-    rows.extend(rt.block_on(bench::cost_growth())?);
+    let mut rows = Vec::new();
+    if run("size") {
+        rows.extend(bench::size());
+    }
+    if run("api") {
+        eprintln!("api latency and instantiate ...");
+        rows.extend(rt.block_on(bench::api_latency(n))?);
+    }
+    if run("serve") {
+        eprintln!("serve throughput ...");
+        rows.extend(rt.block_on(bench::serve_throughput(Duration::from_secs(secs), 32))?);
+    }
+    if run("delivery") {
+        eprintln!("delivery rate ...");
+        rows.extend(rt.block_on(bench::delivery_rate(deliveries))?);
+    }
+    if run("simulation") {
+        eprintln!("simulation speed ...");
+        rows.extend(bench::simulation_speed()?);
+    }
+    if run("growth") {
+        eprintln!("cost growth ...");
+        rows.extend(rt.block_on(bench::cost_growth())?);
+    }
     bench::print(&rows);
     Ok(())
 }

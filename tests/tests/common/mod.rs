@@ -9,6 +9,23 @@ use edgehook_host::HttpResponse;
 use edgehook_host::sim::{SimBuilder, Simulation};
 use serde_json::{Value, json};
 
+/// The ids in the stored fan-out index of `event_type` (the pages of its append log,
+/// `fanout:{type}:p{n}`), read straight from a store snapshot.
+pub fn fanout_in(
+    snapshot: &std::collections::BTreeMap<String, Vec<u8>>,
+    event_type: &str,
+) -> Vec<String> {
+    let prefix = format!("fanout:{event_type}:p");
+    snapshot
+        .range(prefix.clone()..)
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .flat_map(|(_, page)| {
+            serde_json::from_slice::<Vec<Value>>(page).expect("a fan-out page is a JSON array")
+        })
+        .map(|entry| entry["item"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
 /// The operator token every test simulation is configured with.
 pub const ADMIN: &str = "test-admin-token";
 
