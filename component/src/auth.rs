@@ -37,6 +37,16 @@ pub fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
+/// Whether a presented secret equals the expected one, in constant time. Both are hashed
+/// with SHA-256 first and the digests compared with `subtle`, so the time taken depends on
+/// neither the contents nor the lengths (a plain `ct_eq` of slices returns at once when the
+/// lengths differ). Every comparison of a token, key or key hash goes through here.
+pub fn secret_eq(given: &str, expected: &str) -> bool {
+    let given = Sha256::digest(given.as_bytes());
+    let expected = Sha256::digest(expected.as_bytes());
+    bool::from(given.as_slice().ct_eq(expected.as_slice()))
+}
+
 /// Whether a client id is acceptable: 1 to 64 of `A-Z a-z 0-9 _ . -`.
 pub fn valid_client_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
@@ -109,9 +119,23 @@ pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<String, Ap
         return Err(ApiError::unauthorized());
     };
     let record: ApiKeyRecord = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
-    let matches = bool::from(record.hash.as_bytes().ct_eq(hash.as_bytes()));
-    if !matches || record.revoked_at.is_some() {
+    if !secret_eq(&hash, &record.hash) || record.revoked_at.is_some() {
         return Err(ApiError::unauthorized());
     }
     Ok(record.client_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_eq_compares_whole_values_of_any_length() {
+        assert!(secret_eq("eha_token", "eha_token"));
+        assert!(!secret_eq("eha_token", "eha_tokeN"));
+        assert!(!secret_eq("eha_toke", "eha_token"), "a prefix is not equal");
+        assert!(!secret_eq("eha_token!", "eha_token"));
+        assert!(!secret_eq("", "eha_token"));
+        assert!(secret_eq("", ""));
+    }
 }

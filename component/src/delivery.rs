@@ -720,6 +720,15 @@ fn run_batch<K: Kv>(
                 b
             }
         };
+        if !env.settings.allow_private_targets && validate::target_url(&sub.url, false).is_err() {
+            // Created while private targets were allowed, and they no longer are: the
+            // attempt fails here, before anything is sent (SSRF check at send time).
+            results[i] = Some(SendResult {
+                outcome: Err(DESTINATION_REFUSED.into()),
+                latency_ms: 0,
+            });
+            continue;
+        }
         match outgoing(env, &c.delivery, sub, body) {
             Some(req) => to_send.push((i, req)),
             None => cancelled[i] = true,
@@ -732,6 +741,10 @@ fn run_batch<K: Kv>(
     }
     record_outcomes(env, tick_id, claimed, subs, results, cancelled, report)
 }
+
+/// The error of an attempt refused before sending: the target is not public and private
+/// targets are not allowed (the same words the shell uses for a host's refusal).
+pub const DESTINATION_REFUSED: &str = "destination not allowed";
 
 /// The signed request for one attempt, or `None` if the stored URL no longer parses.
 fn outgoing<K: Kv>(

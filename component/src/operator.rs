@@ -12,7 +12,6 @@ use crate::ids::IdKind;
 use crate::kv::Kv;
 use crate::subscriptions::{self, Subscription};
 use serde_json::{Value, json};
-use subtle::ConstantTimeEq;
 
 /// The bearer token of a request, if it sent a well-formed `Authorization: Bearer ...`.
 pub fn bearer(req: &Request) -> Option<&str> {
@@ -31,7 +30,7 @@ pub fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<(), ApiError>
         .as_deref()
         .ok_or_else(ApiError::unauthorized_operator)?;
     let given = bearer(req).ok_or_else(ApiError::unauthorized_operator)?;
-    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+    if auth::secret_eq(given, expected) {
         Ok(())
     } else {
         Err(ApiError::unauthorized_operator())

@@ -199,12 +199,12 @@ fn read_request(req: IncomingRequest) -> Request {
 
 /// Writes a core [`Response`] to the outparam.
 fn write_response(resp: Response, outparam: ResponseOutparam) {
-    let entries: Vec<(String, Vec<u8>)> = resp
-        .headers
-        .into_iter()
-        .map(|(n, v)| (n, v.into_bytes()))
-        .collect();
-    let headers = Fields::from_list(&entries).unwrap_or_else(|_| Fields::new());
+    // One header at a time: a value the host refuses (CR, LF, NUL: never sent, so no header
+    // can be injected) drops that header only, not X-Request-Id and the others with it.
+    let headers = Fields::new();
+    for (name, value) in resp.headers {
+        let _ = headers.append(&name, value.as_bytes());
+    }
     let response = OutgoingResponse::new(headers);
     let _ = response.set_status_code(resp.status);
     let Ok(body) = response.body() else {
@@ -235,7 +235,7 @@ fn error_text(code: &ErrorCode) -> String {
         ErrorCode::DestinationNotFound => "host not found".into(),
         ErrorCode::ConnectionTerminated => "connection reset".into(),
         ErrorCode::DestinationIpProhibited | ErrorCode::HttpRequestDenied => {
-            "destination not allowed".into()
+            delivery::DESTINATION_REFUSED.into()
         }
         ErrorCode::TlsProtocolError | ErrorCode::TlsCertificateError => "tls error".into(),
         ErrorCode::DnsTimeout | ErrorCode::DnsError(_) => "dns error".into(),

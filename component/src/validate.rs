@@ -67,6 +67,16 @@ pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProble
             "url must not contain spaces or control characters",
         ));
     }
+    if !raw.is_ascii() {
+        // Browsers map full-width digits, ideographic dots and letters such as U+24DB
+        // (circled l) onto ASCII before they resolve a host; the sender would have to do the
+        // same, and any difference between the two mappings is an SSRF hole. So only ASCII.
+        return Err(problem(
+            "invalid_url",
+            "url must be ASCII: give an internationalized host name in its xn-- (punycode) \
+             form and percent-encode other characters",
+        ));
+    }
     let (scheme, rest) = raw
         .split_once("://")
         .ok_or_else(|| problem("invalid_url", "url must be an absolute https:// URL"))?;
@@ -98,6 +108,12 @@ pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProble
     if authority.contains('\\') || tail.contains('\\') {
         return Err(problem("invalid_url", "url must not contain backslashes"));
     }
+    if let Some(c) = tail.chars().find(|c| !is_target_char(*c)) {
+        return Err(problem(
+            "invalid_url",
+            format!("url must percent-encode '{c}' in its path and query"),
+        ));
+    }
     let (host, port) = split_host_port(authority)?;
     let host = host.to_ascii_lowercase();
     let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
@@ -119,6 +135,13 @@ pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProble
         port,
         path_and_query,
     })
+}
+
+/// Whether `c` may appear as is in the path or query of a target URL: RFC 3986 unreserved
+/// characters, sub-delimiters, `: @ / ? %` and `[ ]` (all of which the HTTP client accepts,
+/// so a URL accepted here is a request the sender can make).
+fn is_target_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/?%[]".contains(c)
 }
 
 fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlProblem> {
@@ -176,7 +199,7 @@ pub fn host_kind(host: &str) -> Result<HostKind, UrlProblem> {
     if !host.is_ascii() {
         return Err(problem(
             "invalid_url",
-            "internationalized host names must be given in their xn-- (punycode) form",
+            "the host must be ASCII: give internationalized host names in their xn-- (punycode) form",
         ));
     }
     // WHATWG: a host whose last label is numeric is an IPv4 address (or invalid).
@@ -316,6 +339,33 @@ fn is_local_name(host: &str) -> bool {
     host == "localhost" || !host.contains('.') || LOCAL_SUFFIXES.iter().any(|s| host.ends_with(s))
 }
 
+/// The non-global IPv4 address a DNS name spells in its labels, if any: four decimal numbers
+/// in a row, separated by dots or dashes (`10.0.0.1.nip.io`, `app-192-168-0-1.sslip.io`).
+/// Wildcard DNS services answer such names with the address they spell.
+pub fn spelled_private_ipv4(host: &str) -> Option<Ipv4Addr> {
+    let mut window = [0u8; 4];
+    let mut run = 0;
+    for token in host.split(['.', '-']) {
+        let number = if (1..=3).contains(&token.len()) && token.bytes().all(|b| b.is_ascii_digit())
+        {
+            token.parse::<u8>().ok()
+        } else {
+            None
+        };
+        let Some(n) = number else {
+            run = 0;
+            continue;
+        };
+        window.rotate_left(1);
+        window[3] = n;
+        run += 1;
+        if run >= 4 && !is_global_v4(Ipv4Addr::from(window)) {
+            return Some(Ipv4Addr::from(window));
+        }
+    }
+    None
+}
+
 fn check_public(host: &str, kind: HostKind) -> Result<(), UrlProblem> {
     let refused = |what: &str| {
         problem(
@@ -327,6 +377,12 @@ fn check_public(host: &str, kind: HostKind) -> Result<(), UrlProblem> {
         HostKind::V4(ip) if !is_global_v4(ip) => Err(refused(&format!("the address {host}"))),
         HostKind::V6(ip) if !is_global_v6(ip) => Err(refused(&format!("the address {host}"))),
         HostKind::Name if is_local_name(host) => Err(refused(&format!("the local name {host}"))),
+        HostKind::Name => match spelled_private_ipv4(host) {
+            Some(ip) => Err(refused(&format!(
+                "the name {host}, which spells the non-public address {ip},"
+            ))),
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -470,6 +526,75 @@ mod tests {
         ] {
             assert!(refused(url), "{url} should be refused");
         }
+    }
+
+    #[test]
+    fn names_that_spell_a_private_address_are_refused() {
+        for url in [
+            "https://127.0.0.1.nip.io/",
+            "https://10.0.0.1.nip.io/",
+            "https://app-192-168-0-1.sslip.io/",
+            "https://169-254-169-254.sslip.io/",
+            "https://x.1.10.0.0.1.example.com/",
+        ] {
+            assert_eq!(
+                target_url(url, false).map_err(|p| p.code),
+                Err("private_target"),
+                "{url}"
+            );
+        }
+        // Public addresses spelled out, and numbers that are not an address, are fine.
+        for url in [
+            "https://93.184.216.34.nip.io/",
+            "https://1-1-1-1.example.com/",
+            "https://v1-10-0-0.example.com/",
+            "https://api-2024-01-01.example.com/",
+            "https://10.0.0.example.com/",
+        ] {
+            assert!(target_url(url, false).is_ok(), "{url}");
+        }
+        assert!(target_url("https://10.0.0.1.nip.io/", true).is_ok());
+    }
+
+    #[test]
+    fn hosts_must_be_ascii_and_punycode_is_accepted() {
+        for url in [
+            "https://\u{ff11}\u{ff12}\u{ff17}.\u{ff10}.\u{ff10}.\u{ff11}/",
+            "https://127\u{3002}0\u{3002}0\u{3002}1/",
+            "https://127\u{ff0e}0\u{ff0e}0\u{ff0e}1/",
+            "https://\u{24db}ocalhost/",
+            "https://b\u{fc}cher.example/",
+        ] {
+            let p = target_url(url, true).expect_err(url);
+            assert_eq!(p.code, "invalid_url", "{url}");
+            assert!(p.message.contains("xn--"), "{url}: {}", p.message);
+        }
+        let u = target_url("https://xn--bcher-kva.example/hook", false).expect("A-label");
+        assert_eq!(u.host, "xn--bcher-kva.example");
+    }
+
+    #[test]
+    fn paths_must_be_what_an_http_request_can_carry() {
+        for url in [
+            "https://hooks.example.com/a<b",
+            "https://hooks.example.com/a>b",
+            "https://hooks.example.com/a\"b",
+            "https://hooks.example.com/a`b",
+            "https://hooks.example.com/a{b}",
+            "https://hooks.example.com/?q=a^b",
+            "https://hooks.example.com/caf\u{e9}",
+        ] {
+            assert_eq!(
+                target_url(url, true).map_err(|p| p.code),
+                Err("invalid_url"),
+                "{url}"
+            );
+        }
+        let ok = "https://hooks.example.com/a-b._~!$&'()*+,;=:@/%20?x=[1]&y=%2F";
+        assert_eq!(
+            target_url(ok, false).expect("valid").path_and_query,
+            "/a-b._~!$&'()*+,;=:@/%20?x=[1]&y=%2F"
+        );
     }
 
     #[test]

@@ -90,6 +90,7 @@ fn env(kv: Arc<dyn KvBackend>) -> HostEnv {
         clock: None,
         outbound: Arc::new(NoNetwork),
         seed: None,
+        guest_log: None,
     }
 }
 

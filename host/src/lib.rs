@@ -32,5 +32,6 @@ pub mod sim;
 pub mod store;
 
 pub use runtime::{
-    COMPONENT_WASM, HostEnv, HttpResponse, PublishError, PublishReceipt, Runtime, TickReport,
+    COMPONENT_WASM, GuestLog, HostEnv, HttpResponse, PublishError, PublishReceipt, Runtime,
+    TickReport,
 };

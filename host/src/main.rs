@@ -357,6 +357,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             clock: None,
             outbound: Arc::new(outbound),
             seed: None,
+            guest_log: None,
         };
         let server = Server::new(env)?;
         let listener = bind(args.listen).await?;

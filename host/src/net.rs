@@ -1,23 +1,26 @@
 //! Real outbound HTTP for `edgehook serve`: pooled keep-alive connections, rustls with the
-//! webpki roots (plus an optional extra CA), and an SSRF guard: names are resolved by the
-//! host, every resolved address must be globally routable, and the connection goes to the
-//! checked address (pinned), so a DNS answer cannot change between the check and the use.
-//! Redirects are never followed (a 3xx is handed to the component, which counts it a failure).
+//! webpki roots (plus an optional extra CA), and an SSRF guard: every request URL is checked
+//! again with the component's own rules ([`validate::target_url`], so validation and sending
+//! read a URL the same way), names are resolved by the host through a [`Resolve`], every
+//! resolved address must be globally routable, and the connection goes to the checked
+//! address (pinned), so a DNS answer cannot change between the check and the use. Redirects
+//! are never followed (a 3xx is handed to the component, which counts it a failure).
 
 use crate::outbound::{Outbound, OutboundFuture};
 use crate::serve::log_line;
 use bytes::Bytes;
-use edgehook_component::validate::{is_global_v4, is_global_v6};
+use edgehook_component::validate::{self, HostKind, is_global_v4, is_global_v6};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::ServerName;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -43,16 +46,83 @@ pub fn is_global(ip: IpAddr) -> bool {
     }
 }
 
+/// The future a [`Resolve`] returns: the addresses of a name, with the port set.
+pub type ResolveFuture = Pin<Box<dyn Future<Output = io::Result<Vec<SocketAddr>>> + Send>>;
+
+/// Turns a host name into addresses: the sender's one seam. Production uses
+/// [`SystemResolver`]; tests give names private answers from a static map, so no test ever
+/// queries DNS. Whatever it answers is checked (every address must be public) and pinned.
+pub trait Resolve: Send + Sync + 'static {
+    /// The addresses of `host` (a DNS name that passed the component's URL rules; never an
+    /// IP literal, those are not resolved) with `port` set.
+    fn resolve(&self, host: &str, port: u16) -> ResolveFuture;
+}
+
+/// The operating system's resolver (`getaddrinfo`, through tokio's `lookup_host`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn resolve(&self, host: &str, port: u16) -> ResolveFuture {
+        let host = host.to_owned();
+        Box::pin(async move { Ok(tokio::net::lookup_host((host, port)).await?.collect()) })
+    }
+}
+
+/// A fixed table of names and their addresses, and nothing else: the resolver tests use, so
+/// no test ever queries DNS. Names not in the table do not resolve. It records every name it
+/// is asked for.
+#[derive(Debug, Clone, Default)]
+pub struct StaticResolver {
+    table: Arc<BTreeMap<String, Vec<IpAddr>>>,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl StaticResolver {
+    /// A resolver answering each name (lower case, no trailing dot) with its addresses.
+    pub fn new(table: impl IntoIterator<Item = (String, Vec<IpAddr>)>) -> Self {
+        StaticResolver {
+            table: Arc::new(table.into_iter().collect()),
+            asked: Arc::default(),
+        }
+    }
+
+    /// Every name asked for so far, in order.
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Resolve for StaticResolver {
+    fn resolve(&self, host: &str, port: u16) -> ResolveFuture {
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(host.to_owned());
+        let answer = self.table.get(host).map(|ips| {
+            ips.iter()
+                .map(|ip| SocketAddr::new(*ip, port))
+                .collect::<Vec<_>>()
+        });
+        Box::pin(async move {
+            answer.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "not in the table"))
+        })
+    }
+}
+
 /// Why a connection was not made; carried through the client's error to pick the
 /// `wasi:http` error code the component sees.
 #[derive(Debug)]
 pub enum ConnectError {
+    /// The URL breaks the component's rules (scheme, syntax, a non-public host); nothing
+    /// was resolved.
+    Refused(Refusal),
     /// The name did not resolve.
     NotFound(String),
     /// An address it resolved to is not public.
     Prohibited(IpAddr),
     /// No address accepted the connection.
-    Refused(io::Error),
+    Unreachable(io::Error),
     /// Connecting (TCP or TLS) took too long.
     Timeout,
     /// The TLS handshake failed.
@@ -62,9 +132,10 @@ pub enum ConnectError {
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            ConnectError::Refused(e) => write!(f, "target refused: {e:?}"),
             ConnectError::NotFound(h) => write!(f, "cannot resolve {h}"),
             ConnectError::Prohibited(ip) => write!(f, "{ip} is not a public address"),
-            ConnectError::Refused(e) => write!(f, "connect: {e}"),
+            ConnectError::Unreachable(e) => write!(f, "connect: {e}"),
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::Tls(e) => write!(f, "tls: {e}"),
         }
@@ -127,32 +198,75 @@ impl AsyncWrite for Stream {
     }
 }
 
+/// Why [`check_target`] refused a URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The host is a non-public address or a local name (`private_target`).
+    NotPublic,
+    /// Plain `http` while private targets are not allowed (`https_required`).
+    NotHttps,
+    /// The URL is malformed by the component's rules (`invalid_url`, `url_too_long`).
+    Invalid,
+}
+
+impl Refusal {
+    /// The `wasi:http` error the component sees for it.
+    pub fn http_error(self) -> HttpError {
+        match self {
+            Refusal::NotPublic => HttpError::DestinationIpProhibited,
+            Refusal::NotHttps => HttpError::HttpRequestDenied,
+            Refusal::Invalid => HttpError::HttpRequestUriInvalid,
+        }
+    }
+}
+
+/// Checks a request URL with the component's own rules ([`validate::target_url`]): what the
+/// component would refuse at create is refused here too, and the host is read by the same
+/// parser (every WHATWG IPv4 notation, bracketed IPv6, ASCII names only).
+pub fn check_target(
+    uri: &http::Uri,
+    allow_private: bool,
+) -> Result<(validate::TargetUrl, HostKind), Refusal> {
+    let raw = format!(
+        "{}://{}{}",
+        uri.scheme_str().unwrap_or(""),
+        uri.authority().map_or("", |a| a.as_str()),
+        uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let target = validate::target_url(&raw, allow_private).map_err(|p| match p.code {
+        "private_target" => Refusal::NotPublic,
+        "https_required" => Refusal::NotHttps,
+        _ => Refusal::Invalid,
+    })?;
+    let kind = validate::host_kind(&target.host).map_err(|_| Refusal::Invalid)?;
+    Ok((target, kind))
+}
+
 /// Resolves, checks, pins and connects.
 #[derive(Clone)]
 pub struct Connector {
     tls: TlsConnector,
     allow_private: bool,
+    resolver: Arc<dyn Resolve>,
 }
 
 impl Connector {
     async fn connect(self, uri: http::Uri) -> Result<TokioIo<Stream>, ConnectError> {
-        let https = uri.scheme_str() == Some("https");
-        let host = uri
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => tokio::net::lookup_host((host.as_str(), port))
+        let (target, kind) =
+            check_target(&uri, self.allow_private).map_err(ConnectError::Refused)?;
+        let https = target.scheme == "https";
+        let port = target.port.unwrap_or(if https { 443 } else { 80 });
+        let addrs: Vec<SocketAddr> = match kind {
+            HostKind::V4(ip) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
+            HostKind::V6(ip) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
+            HostKind::Name => self
+                .resolver
+                .resolve(&target.host, port)
                 .await
-                .map_err(|_| ConnectError::NotFound(host.clone()))?
-                .collect(),
+                .map_err(|_| ConnectError::NotFound(target.host.clone()))?,
         };
         if addrs.is_empty() {
-            return Err(ConnectError::NotFound(host));
+            return Err(ConnectError::NotFound(target.host));
         }
         if !self.allow_private
             && let Some(bad) = addrs.iter().find(|a| !is_global(a.ip()))
@@ -168,7 +282,7 @@ impl Connector {
                     Err(e) => last = Some(e),
                 }
             }
-            Err(ConnectError::Refused(
+            Err(ConnectError::Unreachable(
                 last.unwrap_or_else(|| io::Error::other("no address")),
             ))
         };
@@ -179,8 +293,12 @@ impl Connector {
         if !https {
             return Ok(TokioIo::new(Stream::Plain(tcp)));
         }
-        let name = ServerName::try_from(host.clone())
-            .map_err(|e| ConnectError::Tls(io::Error::other(e.to_string())))?;
+        let name = match kind {
+            HostKind::V4(ip) => ServerName::IpAddress(IpAddr::V4(ip).into()),
+            HostKind::V6(ip) => ServerName::IpAddress(IpAddr::V6(ip).into()),
+            HostKind::Name => ServerName::try_from(target.host)
+                .map_err(|e| ConnectError::Tls(io::Error::other(e.to_string())))?,
+        };
         let tls = tokio::time::timeout(DEFAULT_CONNECT_TIMEOUT, self.tls.connect(name, tcp))
             .await
             .map_err(|_| ConnectError::Timeout)?
@@ -207,6 +325,7 @@ impl tower_service::Service<http::Uri> for Connector {
 #[derive(Clone)]
 pub struct NetOutbound {
     client: Client<Connector, Full<Bytes>>,
+    allow_private: bool,
 }
 
 /// How `NetOutbound` connects.
@@ -219,8 +338,13 @@ pub struct NetOptions {
 }
 
 impl NetOutbound {
-    /// A pooled client.
+    /// A pooled client that resolves names with the system resolver.
     pub fn new(options: &NetOptions) -> anyhow::Result<Self> {
+        Self::with_resolver(options, Arc::new(SystemResolver))
+    }
+
+    /// A pooled client that resolves names with `resolver` (tests: a static map).
+    pub fn with_resolver(options: &NetOptions, resolver: Arc<dyn Resolve>) -> anyhow::Result<Self> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(path) = &options.extra_ca {
@@ -242,12 +366,16 @@ impl NetOutbound {
         let connector = Connector {
             tls: TlsConnector::from(Arc::new(config)),
             allow_private: options.allow_private,
+            resolver,
         };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(32)
             .build(connector);
-        Ok(NetOutbound { client })
+        Ok(NetOutbound {
+            client,
+            allow_private: options.allow_private,
+        })
     }
 }
 
@@ -256,9 +384,10 @@ fn classify(e: &hyper_util::client::legacy::Error) -> HttpError {
     while let Some(s) = source {
         if let Some(c) = s.downcast_ref::<ConnectError>() {
             return match c {
+                ConnectError::Refused(r) => r.http_error(),
                 ConnectError::NotFound(_) => HttpError::DestinationNotFound,
                 ConnectError::Prohibited(_) => HttpError::DestinationIpProhibited,
-                ConnectError::Refused(_) => HttpError::ConnectionRefused,
+                ConnectError::Unreachable(_) => HttpError::ConnectionRefused,
                 ConnectError::Timeout => HttpError::ConnectionTimeout,
                 ConnectError::Tls(_) => HttpError::TlsProtocolError,
             };
@@ -279,9 +408,23 @@ impl Outbound for NetOutbound {
         options: Option<RequestOptions>,
     ) -> OutboundFuture {
         let client = self.client.clone();
+        // Refused before anything else (the connector checks again where it connects): a
+        // URL the component's rules refuse is never resolved, connected to, or pooled.
+        let checked = check_target(request.uri(), self.allow_private).map(|_| ());
         Box::pin(async move {
             let started = Instant::now();
             let (parts, body) = request.into_parts();
+            if let Err(refusal) = checked {
+                log_line(
+                    "warn",
+                    "delivery refused",
+                    &[
+                        ("target", parts.uri.host().unwrap_or("").to_owned()),
+                        ("error", format!("{refusal:?}")),
+                    ],
+                );
+                return Err(refusal.http_error());
+            }
             let body = body.collect().await?.to_bytes();
             let delivery = parts
                 .headers

@@ -47,6 +47,51 @@ pub struct HostEnv {
     pub outbound: Arc<dyn Outbound>,
     /// Seeded randomness (simulation), or `None` for the operating system's.
     pub seed: Option<Arc<Mutex<StdRng>>>,
+    /// Captures what the component writes to stderr (its log lines), or `None` to pass it
+    /// straight to the process's stderr.
+    pub guest_log: Option<GuestLog>,
+}
+
+/// The component's stderr (its log lines), kept in memory so tests can read them, and also
+/// copied to the process's stderr.
+#[derive(Clone, Default)]
+pub struct GuestLog(Arc<Mutex<Vec<u8>>>);
+
+impl GuestLog {
+    /// Everything the component has logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
+}
+
+impl tokio::io::AsyncWrite for GuestLog {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::io::Write as _;
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        let _ = std::io::stderr().write_all(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 impl HostEnv {
@@ -243,7 +288,17 @@ impl Baseline {
 /// A fresh store for one call, connected as `env` says.
 fn new_store(engine: &Engine, env: &HostEnv) -> Store<State> {
     let mut wasi = WasiCtxBuilder::new();
-    wasi.inherit_stderr();
+    match &env.guest_log {
+        Some(log) => {
+            wasi.stderr(wasmtime_wasi::cli::AsyncStdoutStream::new(
+                8192,
+                log.clone(),
+            ));
+        }
+        None => {
+            wasi.inherit_stderr();
+        }
+    }
     if let Some(clock) = &env.clock {
         wasi.wall_clock(clock.wall())
             .monotonic_clock(clock.monotonic());

@@ -4,8 +4,10 @@
 //! next attempt is due.
 
 use crate::clock::VirtualClock;
-use crate::outbound::SimNet;
-use crate::runtime::{HostEnv, HttpResponse, PublishError, PublishReceipt, Runtime, TickReport};
+use crate::outbound::{Outbound, SimNet};
+use crate::runtime::{
+    GuestLog, HostEnv, HttpResponse, PublishError, PublishReceipt, Runtime, TickReport,
+};
 use crate::store::MemoryStore;
 use anyhow::Result;
 use bytes::Bytes;
@@ -29,6 +31,7 @@ pub struct SimBuilder {
     store: Option<Arc<MemoryStore>>,
     clock: Option<VirtualClock>,
     net: Option<SimNet>,
+    outbound: Option<Arc<dyn Outbound>>,
 }
 
 impl Default for SimBuilder {
@@ -40,6 +43,7 @@ impl Default for SimBuilder {
             store: None,
             clock: None,
             net: None,
+            outbound: None,
         }
     }
 }
@@ -72,6 +76,13 @@ impl SimBuilder {
         self
     }
 
+    /// Sends the component's outgoing requests to `outbound` instead of the simulated
+    /// network (e.g. the production sender, to test its SSRF guard behind the component).
+    pub fn outbound(mut self, outbound: Arc<dyn Outbound>) -> Self {
+        self.outbound = Some(outbound);
+        self
+    }
+
     /// Builds the simulation (compiling the component on first use in this process).
     pub fn build(self) -> Result<Simulation> {
         let clock = self
@@ -79,12 +90,14 @@ impl SimBuilder {
             .unwrap_or_else(|| VirtualClock::new(self.start_ms));
         let store = self.store.unwrap_or_default();
         let net = self.net.unwrap_or_else(|| SimNet::new(clock.clone()));
+        let guest_log = GuestLog::default();
         let env = HostEnv {
             kv: store.clone(),
             config: Arc::new(self.config),
             clock: Some(clock.clone()),
-            outbound: Arc::new(net.clone()),
+            outbound: self.outbound.unwrap_or_else(|| Arc::new(net.clone())),
             seed: Some(HostEnv::seeded(self.seed)),
+            guest_log: Some(guest_log.clone()),
         };
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -96,6 +109,7 @@ impl SimBuilder {
             clock,
             store,
             net,
+            guest_log,
             next_due_ms: None,
             ticks: 0,
         })
@@ -110,6 +124,7 @@ pub struct Simulation {
     clock: VirtualClock,
     store: Arc<MemoryStore>,
     net: SimNet,
+    guest_log: GuestLog,
     next_due_ms: Option<u64>,
     ticks: u64,
 }
@@ -138,6 +153,11 @@ impl Simulation {
     /// The simulated network (script endpoints, read what they received).
     pub fn net(&self) -> &SimNet {
         &self.net
+    }
+
+    /// Every line the component has logged (its stderr) in this simulation.
+    pub fn guest_log(&self) -> String {
+        self.guest_log.text()
     }
 
     /// When the component last said the next attempt is due.

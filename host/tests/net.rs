@@ -2,11 +2,12 @@
 //! send time, no redirects, the per-attempt timeout.
 
 use bytes::Bytes;
-use edgehook_host::net::{NetOptions, NetOutbound};
+use edgehook_host::net::{NetOptions, NetOutbound, StaticResolver};
 use edgehook_host::outbound::Outbound;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -64,10 +65,9 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
     let (port, hits) = server(200).await;
     let strict = NetOutbound::new(&NetOptions::default()).expect("client");
     for url in [
-        format!("http://127.0.0.1:{port}/"),
-        format!("http://localhost:{port}/"),
-        format!("http://[::ffff:127.0.0.1]:{port}/"),
         format!("https://127.0.0.1:{port}/"),
+        format!("https://localhost:{port}/"),
+        format!("https://[::ffff:127.0.0.1]:{port}/"),
     ] {
         let err = strict.send(request(&url), None).await.err();
         assert!(
@@ -75,6 +75,12 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
             "{url}: {err:?}"
         );
     }
+    // Plain http is refused like the component refuses it: only allowed with private targets.
+    let err = strict
+        .send(request(&format!("http://127.0.0.1:{port}/")), None)
+        .await
+        .err();
+    assert!(matches!(err, Some(HttpError::HttpRequestDenied)), "{err:?}");
     assert_eq!(
         hits.load(Ordering::SeqCst),
         0,
@@ -239,5 +245,197 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
     assert!(
         bad.err()
             .is_some_and(|e| e.to_string().contains("/nonexistent/ca.pem"))
+    );
+}
+
+/// One entry of `tests/ssrf-corpus.json`.
+struct Entry {
+    url: String,
+    trick: String,
+    create: String,
+    resolves_to: Vec<IpAddr>,
+}
+
+fn corpus() -> Vec<Entry> {
+    let text = include_str!("../../tests/ssrf-corpus.json");
+    let doc: serde_json::Value = serde_json::from_str(text).expect("corpus is JSON");
+    doc["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| Entry {
+            url: e["url"].as_str().expect("url").to_owned(),
+            trick: e["trick"].as_str().expect("trick").to_owned(),
+            create: e["create"].as_str().expect("create").to_owned(),
+            resolves_to: e["resolvesTo"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|ip| ip.as_str().expect("ip").parse().expect("an IP address"))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The host of a corpus URL the way the sender reads it: lower case, no trailing dot.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = host.split(':').next().unwrap_or("");
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The corpus URL with its port replaced by `port` (so anything that did connect would reach
+/// this test's loopback listeners), or as it is when it has no recognisable authority.
+fn with_port(url: &str, port: u16) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, hostport) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    let host = match hostport.find(']') {
+        Some(close) if hostport.starts_with('[') => &hostport[..=close],
+        _ => hostport.split(':').next().unwrap_or(hostport),
+    };
+    format!("{scheme}://{userinfo}{host}:{port}{tail}")
+}
+
+/// Loopback listeners on one port (127.0.0.1 and, where the machine has it, ::1) that count
+/// every connection accepted.
+async fn connection_counter() -> (u16, Arc<AtomicUsize>) {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    for _ in 0..20 {
+        let v4 = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = v4.local_addr().expect("addr").port();
+        let v6 = match tokio::net::TcpListener::bind(("::1", port)).await {
+            Ok(l) => Some(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(_) => None, // no IPv6 loopback here
+        };
+        for listener in std::iter::once(v4).chain(v6) {
+            let accepted = accepted.clone();
+            tokio::spawn(async move {
+                while listener.accept().await.is_ok() {
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        return (port, accepted);
+    }
+    panic!("no port free on both loopback addresses");
+}
+
+#[tokio::test]
+async fn every_corpus_url_is_refused_by_the_sender_without_resolving_or_connecting() {
+    let entries = corpus();
+    assert!(
+        entries.len() >= 40,
+        "the corpus has {} entries",
+        entries.len()
+    );
+    let (port, accepted) = connection_counter().await;
+    let dns = StaticResolver::new(
+        entries
+            .iter()
+            .filter(|e| !e.resolves_to.is_empty())
+            .map(|e| (host_of(&e.url), e.resolves_to.clone())),
+    );
+    let strict =
+        NetOutbound::with_resolver(&NetOptions::default(), Arc::new(dns.clone())).expect("client");
+    let mut unexpressible = 0;
+    for e in &entries {
+        let url = with_port(&e.url, port);
+        let Ok(req) = http::Request::post(url.as_str()).body(
+            Full::new(Bytes::from_static(b"{}"))
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        ) else {
+            // Not even an HTTP request can carry it (non-ASCII, a tab, a backslash); the
+            // component refuses it at create too.
+            assert_eq!(e.create, "invalid_url", "{} ({})", e.url, e.trick);
+            unexpressible += 1;
+            continue;
+        };
+        let err = tokio::time::timeout(Duration::from_secs(5), strict.send(req, None))
+            .await
+            .unwrap_or_else(|_| panic!("{url} ({}): no answer in time", e.trick))
+            .err();
+        match e.create.as_str() {
+            "private_target" | "accepted" => assert!(
+                matches!(err, Some(HttpError::DestinationIpProhibited)),
+                "{url} ({}): {err:?}",
+                e.trick
+            ),
+            _ => assert!(
+                matches!(
+                    err,
+                    Some(HttpError::HttpRequestUriInvalid | HttpError::DestinationIpProhibited)
+                ),
+                "{url} ({}): {err:?}",
+                e.trick
+            ),
+        }
+    }
+    assert!(
+        unexpressible < entries.len() / 4,
+        "most entries reach the sender"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 0, "no connection was made");
+    // Only names nothing in the URL gives away were resolved; local names, names that
+    // spell an address, and IP literals in every notation were refused without a lookup.
+    let mut asked = dns.asked();
+    asked.sort();
+    asked.dedup();
+    let mut expected: Vec<String> = entries
+        .iter()
+        .filter(|e| e.create == "accepted")
+        .map(|e| host_of(&e.url))
+        .collect();
+    expected.sort();
+    assert_eq!(asked, expected);
+}
+
+#[tokio::test]
+async fn the_sender_connects_to_the_address_its_resolver_answered() {
+    let (port, hits) = server(200).await;
+    let dns = StaticResolver::new([(
+        "hooks.example.test".to_owned(),
+        vec![IpAddr::from([127, 0, 0, 1])],
+    )]);
+    let open = NetOutbound::with_resolver(
+        &NetOptions {
+            allow_private: true,
+            extra_ca: None,
+        },
+        Arc::new(dns.clone()),
+    )
+    .expect("client");
+    let resp = open
+        .send(request(&format!("http://hooks.example.test:{port}/")), None)
+        .await
+        .expect("delivered to the pinned address");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(dns.asked(), ["hooks.example.test"]);
+    // A name the resolver does not know is "not found", not a lookup elsewhere.
+    let err = open
+        .send(
+            request(&format!("http://unknown.example.test:{port}/")),
+            None,
+        )
+        .await
+        .err();
+    assert!(
+        matches!(err, Some(HttpError::DestinationNotFound)),
+        "{err:?}"
     );
 }

@@ -1,0 +1,294 @@
+//! The SSRF corpus (`tests/ssrf-corpus.json`) through the real component: every URL form is
+//! refused at create, except the ordinary names whose DNS answer is private (nothing in the
+//! URL tells); and every one is refused at send by the production sender (`NetOutbound`),
+//! even when the component is configured to let it through. Names resolve through a static
+//! table (the sender's resolver seam): no test queries DNS.
+
+mod common;
+
+use common::*;
+use edgehook_host::net::{NetOptions, NetOutbound, StaticResolver};
+use edgehook_host::outbound::Reply;
+use serde_json::{Value, json};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One entry of the corpus.
+struct Entry {
+    url: String,
+    trick: String,
+    create: String,
+    resolves_to: Vec<IpAddr>,
+}
+
+fn corpus() -> Vec<Entry> {
+    let doc: Value =
+        serde_json::from_str(include_str!("../ssrf-corpus.json")).expect("corpus is JSON");
+    doc["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| Entry {
+            url: e["url"].as_str().expect("url").to_owned(),
+            trick: e["trick"].as_str().expect("trick").to_owned(),
+            create: e["create"].as_str().expect("create").to_owned(),
+            resolves_to: e["resolvesTo"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|ip| ip.as_str().expect("ip").parse().expect("an IP address"))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The host of a name entry, the way the sender asks its resolver: lower case, no trailing
+/// dot.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.split(':').next().unwrap_or("");
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+fn url_detail(resp: &edgehook_host::HttpResponse) -> (String, String) {
+    let details = resp.json()["error"]["details"].clone();
+    (
+        details[0]["field"].as_str().unwrap_or("").to_owned(),
+        details[0]["code"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+#[test]
+fn the_corpus_covers_every_trick_the_issue_names() {
+    let entries = corpus();
+    assert!(entries.len() >= 40, "{} entries", entries.len());
+    let tricks: Vec<String> = entries.iter().map(|e| e.trick.to_lowercase()).collect();
+    for needle in [
+        "decimal",
+        "octal",
+        "hex",
+        "ipv4-mapped",
+        "ipv4-compatible",
+        "unspecified",
+        "metadata",
+        "ipv6 loopback",
+        "localhost",
+        "trailing dot",
+        "userinfo",
+        "full-width",
+        "ideographic",
+        "dns answer",
+        "rebinding",
+    ] {
+        assert!(
+            tricks.iter().any(|t| t.contains(needle)),
+            "no entry for {needle}"
+        );
+    }
+    for e in &entries {
+        assert!(
+            ["private_target", "invalid_url", "accepted"].contains(&e.create.as_str()),
+            "{}: create = {}",
+            e.url,
+            e.create
+        );
+        // A name only the sender can refuse must come with the private answer it gets.
+        if e.create == "accepted" {
+            assert!(
+                e.resolves_to
+                    .iter()
+                    .any(|ip| !edgehook_host::net::is_global(*ip)),
+                "{} needs a non-public resolvesTo",
+                e.url
+            );
+        }
+    }
+}
+
+#[test]
+fn every_corpus_url_is_refused_at_create_unless_only_its_dns_answer_is_private() {
+    let mut sim = sim(31);
+    let key = issue_key(&mut sim, "acme");
+    for e in corpus() {
+        let resp = create_with(
+            &mut sim,
+            &key,
+            &json!({"url": e.url, "eventTypes": ["load.created"]}),
+            &[],
+        );
+        if e.create == "accepted" {
+            assert_eq!(resp.status, 201, "{} ({}): {}", e.url, e.trick, resp.json());
+            continue;
+        }
+        assert_error(&resp, 422, "validation_failed");
+        assert_eq!(
+            url_detail(&resp),
+            ("url".to_owned(), e.create.clone()),
+            "{} ({}): {}",
+            e.url,
+            e.trick,
+            resp.json()
+        );
+    }
+    // The spot check: ordinary public URLs, IP literals and A-label IDNs pass.
+    for url in [
+        "https://hooks.example.com/in/loads?x=1",
+        "https://Hooks.Example.com.:8443/x",
+        "https://93.184.216.34/x",
+        "https://[2606:4700::1111]/x",
+        "https://xn--bcher-kva.example/x",
+        "https://hooks.example.com/proxy/10.0.0.1/x",
+    ] {
+        let resp = create_with(
+            &mut sim,
+            &key,
+            &json!({"url": url, "eventTypes": ["load.created"]}),
+            &[],
+        );
+        assert_eq!(resp.status, 201, "{url}: {}", resp.json());
+    }
+}
+
+#[test]
+fn non_ascii_hosts_get_a_422_that_says_to_use_punycode() {
+    let mut sim = sim(32);
+    let key = issue_key(&mut sim, "acme");
+    for url in [
+        "https://b\u{fc}cher.example/",
+        "https://\u{ff11}\u{ff12}\u{ff17}.\u{ff10}.\u{ff10}.\u{ff11}/",
+        "https://hooks.example.com/caf\u{e9}",
+    ] {
+        let resp = create_with(
+            &mut sim,
+            &key,
+            &json!({"url": url, "eventTypes": ["load.created"]}),
+            &[],
+        );
+        assert_error(&resp, 422, "validation_failed");
+        let message = resp.json()["error"]["details"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(message.contains("xn--"), "{url}: {message}");
+    }
+}
+
+#[test]
+fn the_production_sender_refuses_every_corpus_url_the_component_lets_through() {
+    let entries = corpus();
+    let dns = StaticResolver::new(
+        entries
+            .iter()
+            .filter(|e| !e.resolves_to.is_empty())
+            .map(|e| (host_of(&e.url), e.resolves_to.clone())),
+    );
+    let sender =
+        NetOutbound::with_resolver(&NetOptions::default(), Arc::new(dns.clone())).expect("sender");
+    // The component allows private targets (a misconfiguration, or a subscription made
+    // while it was allowed); the sender does not.
+    let mut sim = builder(33)
+        .config("allow_private_targets", "true")
+        .outbound(Arc::new(sender))
+        .build()
+        .expect("simulation");
+    let key = issue_key(&mut sim, "acme");
+    let mut created = Vec::new();
+    for e in &entries {
+        let resp = create_with(
+            &mut sim,
+            &key,
+            &json!({"url": e.url, "eventTypes": ["load.created"]}),
+            &[],
+        );
+        if resp.status == 201 {
+            created.push((
+                e,
+                resp.json()["data"]["id"].as_str().expect("id").to_owned(),
+            ));
+        } else {
+            // Malformed URLs stay refused whatever the setting.
+            assert_eq!(e.create, "invalid_url", "{}: {}", e.url, resp.json());
+        }
+    }
+    assert!(
+        created.len() >= 60,
+        "{} corpus URLs got through the component",
+        created.len()
+    );
+    let resp = ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]);
+    assert_eq!(resp.status, 202, "{}", resp.json());
+    assert_eq!(resp.json()["data"]["deliveries"], created.len());
+    sim.advance(Duration::ZERO).expect("due attempts run");
+    for (e, sub) in &created {
+        let resp = call(
+            &mut sim,
+            "GET",
+            &format!("/internal/v1/subscriptions/{sub}/deliveries"),
+            ADMIN,
+        );
+        let attempts = resp.json()["data"][0]["attempts"].clone();
+        assert_eq!(
+            attempts.as_array().map(Vec::len),
+            Some(1),
+            "{}: {}",
+            e.url,
+            resp.json()
+        );
+        assert_eq!(
+            attempts[0]["error"], "destination not allowed",
+            "{} ({}): {attempts}",
+            e.url, e.trick
+        );
+        assert!(attempts[0]["statusCode"].is_null());
+    }
+    // Only names with nothing to give them away were looked up (in the test's table).
+    let mut asked = dns.asked();
+    asked.sort();
+    asked.dedup();
+    let mut expected: Vec<String> = entries
+        .iter()
+        .filter(|e| e.create == "accepted")
+        .map(|e| host_of(&e.url))
+        .collect();
+    expected.sort();
+    assert_eq!(asked, expected);
+}
+
+#[test]
+fn a_private_target_allowed_at_create_is_refused_at_send_once_the_setting_is_off() {
+    let mut dev = builder(34)
+        .config("allow_private_targets", "true")
+        .build()
+        .expect("simulation");
+    let key = issue_key(&mut dev, "acme");
+    let url = "https://10.0.0.1/hook";
+    dev.net().endpoint(url, [Reply::Status(200)]);
+    let sub = create(&mut dev, &key, url, &["load.created"])["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // The same store, now run with the default (private targets refused).
+    let mut prod = builder(35).sharing(&dev).build().expect("simulation");
+    let resp = ingest(&mut prod, "load.created", br#"{"id":"L-1"}"#, &[]);
+    assert_eq!(resp.status, 202);
+    prod.advance(Duration::ZERO).expect("due attempts run");
+    assert!(
+        prod.net().received().is_empty(),
+        "nothing was sent to the private address"
+    );
+    let history = call(
+        &mut prod,
+        "GET",
+        &format!("/internal/v1/subscriptions/{sub}/deliveries"),
+        ADMIN,
+    )
+    .json();
+    assert_eq!(
+        history["data"][0]["attempts"][0]["error"], "destination not allowed",
+        "{history}"
+    );
+}
