@@ -304,6 +304,50 @@ async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
     Ok(port)
 }
 
+/// The empty component behind the same kind of hyper server: every request is read whole,
+/// then handled by a fresh instance of `bench/empty`, as `edgehook serve` does with ours. The
+/// floor of any one-instance-per-request server on this machine.
+async fn empty_component_server(env: HostEnv) -> Result<u16> {
+    let baseline = Arc::new(Baseline::new()?);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (baseline, env) = (baseline.clone(), env.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (baseline, env) = (baseline.clone(), env.clone());
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let req = hyper::Request::from_parts(parts, Full::new(body));
+                        let resp = match baseline.handle(&env, req).await {
+                            Ok(r) => hyper::Response::new(Full::new(r.body)),
+                            Err(_) => {
+                                let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                                *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                                r
+                            }
+                        };
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    Ok(port)
+}
+
 /// Drives `connections` keep-alive connections sending `make()` for `duration` (or until
 /// `limit` requests); returns requests/s and the p99 latency in µs.
 async fn load(
@@ -366,19 +410,29 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
         .handle(&env, req("GET", "/v1/webhooks", &key, ""))
         .await?
         .body;
-    let server = Server::new(env)?;
+    let server = Server::new(env.clone())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(server.run(listener, stop_rx));
     let base_port = plain_server(sample, Arc::default()).await?;
+    let empty_port = empty_component_server(env.clone()).await?;
     let k = key.clone();
     let make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
         Arc::new(move || req("GET", "/v1/webhooks", &k, ""));
     let (base_rps, base_p99) =
         load(base_port, connections, duration, usize::MAX, make.clone()).await?;
+    let (empty_rps, _) = load(empty_port, connections, duration, usize::MAX, make.clone()).await?;
     let (rps, p99) = load(port, connections, duration, usize::MAX, make).await?;
     Ok(vec![
+        Row {
+            name: format!("serve GET /v1/webhooks, {connections} conns (vs empty component)"),
+            value: rps,
+            unit: "r/s",
+            baseline: Some(empty_rps),
+            target: "-".into(),
+            met: None,
+        },
         Row {
             name: format!("serve GET /v1/webhooks, {connections} connections (vs plain hyper)"),
             value: rps,

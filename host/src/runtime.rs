@@ -31,8 +31,6 @@ pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
 const POOL_INSTANCES: u32 = 256;
 /// Linear memory one instance may grow to.
 const MAX_MEMORY_BYTES: usize = 256 << 20;
-/// Memory (and table) bytes of a pooled slot kept resident between instances.
-const KEEP_RESIDENT_BYTES: usize = 1 << 20;
 
 /// What one call's component instance is connected to.
 #[derive(Clone)]
@@ -167,11 +165,7 @@ fn link(wasm: &[u8]) -> Result<(Engine, wasmtime::component::InstancePre<State>)
     pool.total_component_instances(POOL_INSTANCES)
         .total_memories(POOL_INSTANCES)
         .total_tables(POOL_INSTANCES)
-        .max_memory_size(MAX_MEMORY_BYTES)
-        // Reset the first pages of a freed slot's memory by memset instead of returning
-        // them to the kernel, so the next instance does not page-fault them in afresh.
-        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-        .table_keep_resident(KEEP_RESIDENT_BYTES);
+        .max_memory_size(MAX_MEMORY_BYTES);
     let mut config = Config::new();
     config
         .wasm_component_model(true)

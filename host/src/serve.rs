@@ -17,6 +17,8 @@ use tokio::sync::{Notify, watch};
 
 /// The most of a request body the server reads; the component answers 413 past its limits.
 const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
+/// The least time between two ticks that a request's wake-up (not a due time) starts.
+const WAKE_INTERVAL: Duration = Duration::from_millis(250);
 /// How long shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
@@ -179,15 +181,27 @@ impl Server {
 
     /// Calls `tick` when due, when woken by a request, and once at start (work left by a
     /// previous run). Does nothing while nothing is due.
+    ///
+    /// A wake comes with every accepted event, whose first attempts the component already
+    /// runs in the same invocation; the tick after it is the safety net (and learns when the
+    /// retries are due), so wakes are coalesced: at most one tick per [`WAKE_INTERVAL`].
     async fn timer(self, mut shutdown: watch::Receiver<bool>) {
         let mut next_due: Option<u64> = Some(0);
+        let mut last_tick = Instant::now() - WAKE_INTERVAL;
         loop {
             let wait = next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms())));
             tokio::select! {
                 _ = async { match wait { Some(w) => tokio::time::sleep(w).await, None => std::future::pending().await } } => {}
-                _ = self.wake.notified() => {}
+                _ = self.wake.notified() => {
+                    let earliest = last_tick + WAKE_INTERVAL;
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(earliest.into()) => {}
+                        _ = shutdown.changed() => return,
+                    }
+                }
                 _ = shutdown.changed() => return,
             }
+            last_tick = Instant::now();
             match self.runtime.tick(&self.env).await {
                 Ok(report) => {
                     if report.attempted > 0 {
