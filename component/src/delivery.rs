@@ -460,6 +460,48 @@ fn read_directory<K: Kv>(kv: &K) -> Result<Directory, KvError> {
         .map(Option::unwrap_or_default)
 }
 
+/// Runs the attempts a request has just made due — attempt 1 of every delivery of an
+/// accepted event, or the first attempt of a replay — right after its response is out, in
+/// batches of `max_concurrency`. Only those deliveries: their records are read directly,
+/// not found by scanning the due queue, so this costs the same whatever else is queued
+/// (retries and anything this misses are the next tick's, through their queue entries).
+pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> TickReport {
+    let mut report = TickReport::default();
+    let ids: Vec<String> = match work {
+        RunNow::Delivery(id) => vec![id.clone()],
+        RunNow::Event(event_id) => match env.kv.get(&keys::event(event_id)) {
+            Ok(Some(b)) => match parse_json::<EventRecord>(&b) {
+                Ok(event) => event
+                    .subscriptions
+                    .iter()
+                    .map(|sub| delivery_id(event_id, sub))
+                    .collect(),
+                Err(_) => return report,
+            },
+            _ => return report,
+        },
+    };
+    let tick_id = IdKind::Request.generate(env.entropy);
+    let batch_size = env.settings.max_concurrency.max(1) as usize;
+    for batch in ids
+        .chunks(batch_size)
+        .take(MAX_ATTEMPTS_PER_TICK / batch_size)
+    {
+        // A failed batch is left to the tick (its queue entries are still there).
+        let _ = run_batch(env, sender, &tick_id, batch, &mut report);
+    }
+    report
+}
+
+/// The deliveries a request made due at once (see [`run_now`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunNow {
+    /// Attempt 1 of every delivery of this accepted event.
+    Event(String),
+    /// The replayed delivery.
+    Delivery(String),
+}
+
 /// Runs every attempt that is due now (up to [`MAX_ATTEMPTS_PER_TICK`]), purges records past
 /// retention, and reports when the next attempt is due. Store failures are not fatal: what
 /// could not be done stays queued for a later tick.
@@ -1209,6 +1251,55 @@ mod tests {
         kv.set(&keys::event_body(event), br#"{"id":"L"}"#)
             .expect("set");
         id
+    }
+
+    #[test]
+    fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(5);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        active_subscription(&kv);
+        let cost = |queued: usize| {
+            // `queued` other deliveries are due in the same second (another instance's).
+            let second = now / 1000;
+            let others: Vec<String> = (0..queued)
+                .map(|i| pending_delivery(&kv, "sub_other", &format!("evt_o{queued}_{i}"), now))
+                .collect();
+            enqueue(&kv, &BTreeMap::from([(second, others)])).expect("enqueue");
+            let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+            let sent = Counting(Cell::new(0));
+            let before = kv.ops();
+            let report = run_now(&env, &sent, &RunNow::Event(receipt.event_id.clone()));
+            let ops = kv.ops() - before;
+            assert_eq!((report.attempted, report.succeeded), (1, 1));
+            assert_eq!(sent.0.get(), 1, "only its own delivery");
+            let d = load(
+                &env,
+                &delivery_id(&receipt.event_id, "sub_000000000000000000000001"),
+            )
+            .expect("load")
+            .expect("record");
+            assert_eq!(d.status, Status::Succeeded);
+            ops
+        };
+        assert_eq!(
+            cost(0),
+            cost(300),
+            "store operations with 0 and 300 others queued"
+        );
+        let sent = Counting(Cell::new(0));
+        assert_eq!(
+            run_now(&env, &sent, &RunNow::Event("evt_missing".into())).attempted,
+            0,
+            "an unknown event runs nothing"
+        );
     }
 
     #[test]

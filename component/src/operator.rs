@@ -100,11 +100,12 @@ pub fn revoke_key<K: Kv>(
 
 /// `POST /internal/v1/events`: ingest one load event. The body is the raw load JSON, the
 /// event type is the `X-Service-Event` header, `Idempotency-Key` makes retries safe.
+/// Answers 202 with the event id, and names the deliveries to run at once.
 pub fn ingest<K: Kv>(
     env: &Env<'_, K>,
     req: &Request,
     request_id: &str,
-) -> Result<Response, ApiError> {
+) -> Result<(Response, delivery::RunNow), ApiError> {
     let content_type = req.header_str("content-type").unwrap_or("");
     let mime = content_type.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
@@ -137,11 +138,12 @@ pub fn ingest<K: Kv>(
                     "requestId": request_id,
                 }),
             );
-            Ok(if receipt.replayed {
+            let resp = if receipt.replayed {
                 resp.with_header("idempotent-replayed", "true")
             } else {
                 resp
-            })
+            };
+            Ok((resp, delivery::RunNow::Event(receipt.event_id)))
         }
 
         Err(PublishError::UnknownEventType(t)) => Err(ApiError::validation(vec![FieldError::new(

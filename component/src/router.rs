@@ -1,7 +1,7 @@
 //! Request routing: path and method to handler, plus the checks every route shares (body
 //! limits, authentication, the request id on every response).
 
-use crate::delivery::Sender;
+use crate::delivery::{RunNow, Sender};
 use crate::env::Env;
 use crate::error::ApiError;
 use crate::http::{Request, Response};
@@ -124,28 +124,27 @@ pub struct Handled {
     pub request_id: String,
     /// Internal cause of a failure, for the log.
     pub log: Option<String>,
-    /// Whether the host should run a tick now that the response is out (an event was
-    /// accepted or a delivery replayed: attempt 1 is due at once).
-    pub tick_after: bool,
+    /// Deliveries to run now that the response is out (an event was accepted or a
+    /// delivery replayed: their attempt is due at once); see [`delivery::run_now`].
+    pub run_after: Option<RunNow>,
 }
 
 /// Handles one HTTP request. Never panics on request data: every failure becomes the JSON
 /// error envelope.
 pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request, sender: &dyn Sender) -> Handled {
     let request_id = IdKind::Request.generate(env.entropy);
-    let (response, log) = match dispatch(env, req, &request_id, sender) {
-        Ok(resp) => (resp, None),
+    let (response, log, run_after) = match dispatch(env, req, &request_id, sender) {
+        Ok((resp, run_after)) => (resp, None, run_after),
         Err(err) => {
             let log = err.log.clone();
-            (err.into_response(&request_id), log)
+            (err.into_response(&request_id), log, None)
         }
     };
-    let tick_after = response.status == 202;
     Handled {
         response: response.with_header("x-request-id", request_id.clone()),
         request_id,
         log,
-        tick_after,
+        run_after,
     }
 }
 
@@ -159,7 +158,7 @@ pub fn misconfigured(request_id: &str, problem: &str) -> Handled {
             .with_header("x-request-id", request_id),
         request_id: request_id.to_owned(),
         log,
-        tick_after: false,
+        run_after: None,
     }
 }
 
@@ -168,7 +167,7 @@ fn dispatch<K: Kv>(
     req: &Request,
     request_id: &str,
     sender: &dyn Sender,
-) -> Result<Response, ApiError> {
+) -> Result<(Response, Option<RunNow>), ApiError> {
     let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
     if !route.methods().contains(&req.method.as_str()) {
         return Err(ApiError::method_not_allowed(route.methods()));
@@ -177,15 +176,25 @@ fn dispatch<K: Kv>(
         return Err(ApiError::payload_too_large(route.body_limit()));
     }
     if route == Route::Health {
-        return health(env, request_id);
+        return Ok((health(env, request_id)?, None));
     }
     if route.is_operator() {
         operator::authorize(env, req)?;
-        return match route {
+        match route {
+            Route::Events => {
+                let (resp, run) = operator::ingest(env, req, request_id)?;
+                return Ok((resp, Some(run)));
+            }
+            Route::Replay(id) => {
+                let resp = operator::replay(env, &id, request_id)?;
+                return Ok((resp, Some(RunNow::Delivery(id))));
+            }
+            _ => {}
+        }
+        let resp = match route {
             Route::OperatorSettings => Ok(operator::settings(env, request_id)),
             Route::ClientKeys(client) => operator::issue_key(env, &client, request_id),
             Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
-            Route::Events => operator::ingest(env, req, request_id),
             Route::Tick => Ok(operator::tick(env, sender, request_id)),
             Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
             Route::DisableSubscription(id) => operator::disable_subscription(env, &id, request_id),
@@ -193,20 +202,23 @@ fn dispatch<K: Kv>(
                 operator::subscription_deliveries(env, req, &id, request_id)
             }
             Route::Delivery(id) => operator::delivery(env, &id, request_id),
-            Route::Replay(id) => operator::replay(env, &id, request_id),
-            Route::Health | Route::Webhooks | Route::Webhook(_) => {
-                Err(ApiError::not_found("Route"))
-            }
+            Route::Health
+            | Route::Webhooks
+            | Route::Webhook(_)
+            | Route::Events
+            | Route::Replay(_) => Err(ApiError::not_found("Route")),
         };
+        return Ok((resp?, None));
     }
     let client_id = auth::authenticate(env, req)?;
-    match (route, req.method.as_str()) {
+    let resp = match (route, req.method.as_str()) {
         (Route::Webhooks, "GET") => subscriptions::list(env, req, &client_id, request_id),
         (Route::Webhooks, _) => subscriptions::create(env, req, &client_id, request_id),
         (Route::Webhook(id), "GET") => subscriptions::get(env, &id, &client_id, request_id),
         (Route::Webhook(id), _) => subscriptions::delete(env, &id, &client_id, request_id),
         _ => Err(ApiError::not_found("Route")),
-    }
+    };
+    Ok((resp?, None))
 }
 
 /// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.

@@ -368,10 +368,10 @@ impl incoming_handler::Guest for Component {
             );
         }
         write_response(handled.response, response_out);
-        if handled.tick_after {
+        if let Some(work) = &handled.run_after {
             // The response is complete; run the attempts that just became due (attempt 1
             // of a published event, a replay) in the same invocation.
-            let _ = with_env(|env| delivery::tick(env, &WasiSender));
+            let _ = with_env(|env| delivery::run_now(env, &WasiSender, work));
         }
     }
 }
