@@ -285,6 +285,7 @@ async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            let _ = stream.set_nodelay(true);
             let (body, hits) = (body.clone(), hits.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
@@ -316,6 +317,7 @@ async fn empty_component_server(env: HostEnv) -> Result<u16> {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
+            let _ = stream.set_nodelay(true);
             let (baseline, env) = (baseline.clone(), env.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
@@ -510,7 +512,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
                     .body(Full::new(b.clone()))
                     .expect("request")
             });
-        load(port, 4, Duration::from_secs(600), events, publish).await?;
+        load(port, 32, Duration::from_secs(600), events, publish).await?;
         while hits.load(Ordering::Relaxed) - before < expected {
             ensure!(
                 started.elapsed() < Duration::from_secs(600),

@@ -60,6 +60,8 @@ impl Server {
                         Ok(a) => a,
                         Err(e) => { log_line("warn", "accept failed", &[("error", e.to_string())]); continue; }
                     };
+                    // Responses are written whole; Nagle would only hold them back.
+                    let _ = stream.set_nodelay(true);
                     let server = self.clone();
                     let guard = self.inflight.subscribe();
                     tokio::spawn(async move {
