@@ -141,12 +141,15 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlProblem> {
             None => (authority, None),
         }
     };
+    // Digits only: `u16::from_str` would also take a leading `+`, which WHATWG parsers (and
+    // so browsers and HTTP clients) refuse; leading zeros are fine for both.
     let port = match port {
         None | Some("") => None,
         Some(p) => Some(
-            p.parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0 && p.to_string().len() <= 5)
+            Some(p)
+                .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|p| p.parse::<u16>().ok())
+                .filter(|p| *p != 0)
                 .ok_or_else(|| {
                     problem("invalid_url", "the port must be a number from 1 to 65535")
                 })?,
@@ -428,6 +431,22 @@ mod tests {
             target_url(&long, false).map_err(|p| p.code),
             Err("url_too_long")
         );
+    }
+
+    /// Found by the `url` fuzz target: `u16::from_str` accepts `+443`, WHATWG does not.
+    #[test]
+    fn port_is_digits_only() {
+        for url in [
+            "https://example.com:+443/",
+            "https://example.com:-1/",
+            "https://example.com: 443/",
+            "https://example.com:0x1bb/",
+            "https://example.com:65536/",
+        ] {
+            assert!(refused(url), "{url} should be refused");
+        }
+        let u = target_url("https://example.com:00443/", false).expect("leading zeros");
+        assert_eq!(u.port, Some(443));
     }
 
     #[test]
