@@ -211,18 +211,23 @@ fn is_numeric_part(part: &str) -> bool {
     part.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// One part of a WHATWG IPv4 address: `0x` + hex digits, `0` + octal digits, or decimal
+/// digits. Digits only: `from_str_radix` alone would also take a sign (`+26.0.0.1`).
 fn parse_part(part: &str) -> Option<u64> {
-    if let Some(hex) = part.strip_prefix("0x") {
-        return if hex.is_empty() {
-            Some(0)
-        } else {
-            u64::from_str_radix(hex, 16).ok()
-        };
+    let (digits, radix) = if let Some(hex) = part.strip_prefix("0x") {
+        (hex, 16)
+    } else if part.len() > 1 && part.starts_with('0') {
+        (&part[1..], 8)
+    } else {
+        (part, 10)
+    };
+    if digits.is_empty() {
+        return (radix == 16).then_some(0);
     }
-    if part.len() > 1 && part.starts_with('0') {
-        return u64::from_str_radix(&part[1..], 8).ok();
+    if !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
     }
-    part.parse().ok()
+    u64::from_str_radix(digits, radix).ok()
 }
 
 /// Parses IPv4 the WHATWG way: 1 to 4 parts, each decimal, octal (leading 0) or hex (0x);
@@ -505,6 +510,17 @@ mod tests {
         let u = target_url("http://127.0.0.1:9000/hook", true).expect("allowed");
         assert_eq!(u.scheme, "http");
         assert!(target_url("https://localhost/", true).is_ok());
+    }
+
+    /// Found by the `url` fuzz target: `https://+26.0.0.1/` was read as 26.0.0.1 (a sign
+    /// went through `from_str_radix`); WHATWG refuses it.
+    #[test]
+    fn ipv4_parts_are_digits_only() {
+        for host in ["+26.0.0.1", "1.+2.3.4", "0x+7f.1", "0+1.2.3.4", "1.-2.3.4"] {
+            assert_eq!(parse_ipv4(host), None, "{host}");
+            assert!(refused(&format!("https://{host}/")), "{host}");
+        }
+        assert_eq!(parse_ipv4("0x.0x1.00.1"), Some(Ipv4Addr::new(0, 1, 0, 1)));
     }
 
     #[test]
