@@ -99,6 +99,11 @@ pub struct Model {
     pub last_key_id: Option<String>,
     /// The latest `nextCursor` seen (`$CUR`).
     pub last_cursor: Option<String>,
+    /// Every text the inputs supplied so far (request paths, header values but credentials,
+    /// bodies, scripted network errors): a secret found in a response is only a leak if
+    /// it does not appear here (the fuzzer learns tokens from comparisons and may store
+    /// them in a URL or an error message that is echoed later).
+    supplied: Vec<u8>,
     creates: BTreeMap<(String, Vec<u8>), Created>,
     create_faults: BTreeMap<(String, Vec<u8>), u64>,
     ingests: BTreeMap<Vec<u8>, Ingested>,
@@ -331,19 +336,34 @@ impl Model {
         }
     }
 
-    /// No response carries a secret, key or token it has no business carrying (unless the
-    /// request itself did: error messages may quote what they were given).
-    fn check_leaks(&self, req: &Request, reply: &Reply, what: &dyn Fn() -> String) {
-        let mut echoed: Vec<u8> = Vec::new();
-        echoed.extend_from_slice(req.path.as_bytes());
-        echoed.extend_from_slice(req.query.as_deref().unwrap_or("").as_bytes());
+    /// Records text the network will answer with (scripted transport errors), which the
+    /// service may store and show.
+    pub fn supplied_by_network(&mut self, text: &str) {
+        self.supplied.extend_from_slice(text.as_bytes());
+        self.supplied.push(0);
+    }
+
+    /// No response carries a secret, key or token it has no business carrying (unless an
+    /// input supplied that text: error messages and stored fields may quote it).
+    fn check_leaks(&mut self, req: &Request, reply: &Reply, what: &dyn Fn() -> String) {
+        let supplied = &mut self.supplied;
+        for part in [
+            req.path.as_bytes(),
+            req.query.as_deref().unwrap_or("").as_bytes(),
+        ] {
+            supplied.extend_from_slice(part);
+            supplied.push(0);
+        }
         for (name, value) in &req.headers {
             if name != "authorization" {
-                echoed.extend_from_slice(value);
+                supplied.extend_from_slice(value);
+                supplied.push(0);
             }
         }
-        echoed.extend_from_slice(&req.body);
-        let in_request = |s: &str| echoed.windows(s.len()).any(|w| w == s.as_bytes());
+        supplied.extend_from_slice(&req.body);
+        supplied.push(0);
+        let supplied = &self.supplied;
+        let in_request = |s: &str| supplied.windows(s.len()).any(|w| w == s.as_bytes());
         if reply.text.contains(ADMIN_TOKEN) {
             assert!(
                 in_request(ADMIN_TOKEN),

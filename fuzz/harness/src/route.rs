@@ -19,7 +19,7 @@ pub fn run(data: &[u8]) {
     for block in text::blocks(data) {
         let step = text::parse_block(block, &world.vars());
         world.advance(step.advance_ms);
-        world.sender.set_script(step.send);
+        world.set_script(step.send);
         world.kv.fail_at(step.fault_at);
         world.request(&step.request, step.fault_at.is_some());
         world.kv.fail_at(None);

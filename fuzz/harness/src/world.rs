@@ -278,9 +278,19 @@ impl World {
         reply.body["data"]["eventId"].as_str().map(str::to_owned)
     }
 
+    /// Sets the network's script for the next requests.
+    pub fn set_script(&mut self, script: Vec<Outcome>) {
+        for outcome in &script {
+            if let Err(text) = outcome {
+                self.model.supplied_by_network(text);
+            }
+        }
+        self.sender.set_script(script);
+    }
+
     /// Runs a tick with the network answering from `script`.
     pub fn tick(&mut self, script: Vec<Outcome>) -> Reply {
-        self.sender.set_script(script);
+        self.set_script(script);
         let reply = self.operator("POST", "/internal/v1/tick", b"");
         self.sender.set_script(Vec::new());
         reply
