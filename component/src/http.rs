@@ -83,9 +83,10 @@ fn percent_decode(s: &str) -> Result<String, BadQuery> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
+                // Exactly two hex digits (`from_str_radix` alone would also take `%+6`).
                 let hex = bytes.get(i + 1..i + 3).ok_or(BadQuery)?;
-                let hex = std::str::from_utf8(hex).map_err(|_| BadQuery)?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|_| BadQuery)?);
+                let digit = |b: u8| char::from(b).to_digit(16).ok_or(BadQuery);
+                out.push(u8::try_from(digit(hex[0])? * 16 + digit(hex[1])?).map_err(|_| BadQuery)?);
                 i += 3;
             }
             b'+' => {
@@ -169,5 +170,16 @@ mod tests {
                 .query_param("cursor")
                 .is_err()
         );
+    }
+
+    /// Found by the `cursor` fuzz target: `%+6` decoded as byte 6.
+    #[test]
+    fn percent_escapes_are_exactly_two_hex_digits() {
+        for bad in ["%+6", "%-1", "% 1", "%6", "%"] {
+            let r = Request::new("GET", &format!("/?limit={bad}"));
+            assert!(r.query_param("limit").is_err(), "{bad}");
+        }
+        let r = Request::new("GET", "/?limit=%4A%4b");
+        assert_eq!(r.query_param("limit"), Ok(Some("JK".into())));
     }
 }

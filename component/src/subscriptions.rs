@@ -440,10 +440,12 @@ fn take_slot<K: Kv>(env: &Env<'_, K>, client_id: &str, id: &str) -> Result<(), A
     ))
 }
 
-/// Decodes a list cursor (`cur_<hex seq>`).
+/// Decodes a list cursor (`cur_<hex seq>`): hex digits only (`from_str_radix` alone would
+/// also take a leading `+`).
 fn parse_cursor(cursor: &str) -> Option<u64> {
     cursor
         .strip_prefix("cur_")
+        .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
         .and_then(|h| u64::from_str_radix(h, 16).ok())
 }
 
@@ -452,7 +454,7 @@ pub(crate) fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
     let limit = match req.query_param("limit") {
         Ok(None) => DEFAULT_LIMIT,
         Ok(Some(l)) => match l.parse::<usize>() {
-            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) && l.bytes().all(|b| b.is_ascii_digit()) => n,
             _ => {
                 details.push(FieldError::new(
                     "limit",
@@ -679,5 +681,34 @@ pub fn delete<K: Kv>(
             ))
         }
         None => Err(ApiError::not_found("Subscription")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `cursor` fuzz target: `u64::from_str_radix` and `usize::from_str` take a
+    /// leading `+`, so `cursor=cur_%2B5` and `limit=%2B5` were accepted.
+    #[test]
+    fn list_params_are_digits_and_hex_digits_only() {
+        let params = |q: &str| list_params(&Request::new("GET", &format!("/v1/webhooks?{q}")));
+        assert_eq!(params("limit=5&cursor=cur_1f").ok(), Some((5, 0x1f)));
+        assert_eq!(params("limit=007").ok(), Some((7, 0)));
+        assert_eq!(params("").ok(), Some((DEFAULT_LIMIT, 0)));
+        for bad in [
+            "limit=%2B5",
+            "limit=+5",
+            "limit=-1",
+            "limit=0",
+            "limit=101",
+            "cursor=cur_%2B5",
+            "cursor=cur_",
+            "cursor=cur_-1",
+            "cursor=cur_1g",
+            "cursor=5",
+        ] {
+            assert!(params(bad).is_err(), "{bad} should be refused");
+        }
     }
 }

@@ -164,12 +164,15 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlProblem> {
             None => (authority, None),
         }
     };
+    // Digits only: `u16::from_str` would also take a leading `+`, which WHATWG parsers (and
+    // so browsers and HTTP clients) refuse; leading zeros are fine for both.
     let port = match port {
         None | Some("") => None,
         Some(p) => Some(
-            p.parse::<u16>()
-                .ok()
-                .filter(|p| *p != 0 && p.to_string().len() <= 5)
+            Some(p)
+                .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|p| p.parse::<u16>().ok())
+                .filter(|p| *p != 0)
                 .ok_or_else(|| {
                     problem("invalid_url", "the port must be a number from 1 to 65535")
                 })?,
@@ -231,18 +234,23 @@ fn is_numeric_part(part: &str) -> bool {
     part.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// One part of a WHATWG IPv4 address: `0x` + hex digits, `0` + octal digits, or decimal
+/// digits. Digits only: `from_str_radix` alone would also take a sign (`+26.0.0.1`).
 fn parse_part(part: &str) -> Option<u64> {
-    if let Some(hex) = part.strip_prefix("0x") {
-        return if hex.is_empty() {
-            Some(0)
-        } else {
-            u64::from_str_radix(hex, 16).ok()
-        };
+    let (digits, radix) = if let Some(hex) = part.strip_prefix("0x") {
+        (hex, 16)
+    } else if part.len() > 1 && part.starts_with('0') {
+        (&part[1..], 8)
+    } else {
+        (part, 10)
+    };
+    if digits.is_empty() {
+        return (radix == 16).then_some(0);
     }
-    if part.len() > 1 && part.starts_with('0') {
-        return u64::from_str_radix(&part[1..], 8).ok();
+    if !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
     }
-    part.parse().ok()
+    u64::from_str_radix(digits, radix).ok()
 }
 
 /// Parses IPv4 the WHATWG way: 1 to 4 parts, each decimal, octal (leading 0) or hex (0x);
@@ -486,6 +494,22 @@ mod tests {
         );
     }
 
+    /// Found by the `url` fuzz target: `u16::from_str` accepts `+443`, WHATWG does not.
+    #[test]
+    fn port_is_digits_only() {
+        for url in [
+            "https://example.com:+443/",
+            "https://example.com:-1/",
+            "https://example.com: 443/",
+            "https://example.com:0x1bb/",
+            "https://example.com:65536/",
+        ] {
+            assert!(refused(url), "{url} should be refused");
+        }
+        let u = target_url("https://example.com:00443/", false).expect("leading zeros");
+        assert_eq!(u.port, Some(443));
+    }
+
     #[test]
     fn refuses_private_addresses_in_every_notation() {
         for url in [
@@ -611,6 +635,17 @@ mod tests {
         let u = target_url("http://127.0.0.1:9000/hook", true).expect("allowed");
         assert_eq!(u.scheme, "http");
         assert!(target_url("https://localhost/", true).is_ok());
+    }
+
+    /// Found by the `url` fuzz target: `https://+26.0.0.1/` was read as 26.0.0.1 (a sign
+    /// went through `from_str_radix`); WHATWG refuses it.
+    #[test]
+    fn ipv4_parts_are_digits_only() {
+        for host in ["+26.0.0.1", "1.+2.3.4", "0x+7f.1", "0+1.2.3.4", "1.-2.3.4"] {
+            assert_eq!(parse_ipv4(host), None, "{host}");
+            assert!(refused(&format!("https://{host}/")), "{host}");
+        }
+        assert_eq!(parse_ipv4("0x.0x1.00.1"), Some(Ipv4Addr::new(0, 1, 0, 1)));
     }
 
     #[test]

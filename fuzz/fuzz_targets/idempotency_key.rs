@@ -1,0 +1,5 @@
+//! libFuzzer target `idempotency_key`: see `edgehook_fuzz_harness::idempotency_key` for the input format and the
+//! invariants it checks (docs/fuzzing.md).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| edgehook_fuzz_harness::idempotency_key::run(data));

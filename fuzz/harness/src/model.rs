@@ -1,0 +1,784 @@
+//! What must hold across requests, checked after every one of them:
+//!
+//! - **Authentication.** Without the admin token no `/internal/` call succeeds, with it none
+//!   is a 401; without a live API key no `/v1/` call succeeds, with one none is a 401. A
+//!   revoked key is dead.
+//! - **Ownership.** A partner only ever sees, reads or deletes its own subscriptions; lists
+//!   are in creation order and never carry `signingSecret`; an own active subscription can be
+//!   read and deleted (unless a tick may have disabled it).
+//! - **Disabled stays disabled** (SPEC §3.1): a deleted or operator-disabled subscription is
+//!   never listed, read, deleted again, replayed, or delivered to.
+//! - **Secrets.** A signing secret appears only in its own create response (and its
+//!   replays); an API key only in its issue response; the admin token nowhere.
+//! - **Idempotency** (DESIGN.md §3). Create: the same client, key and body within 24 h gets
+//!   the first response again (same `data`, `Idempotent-Replayed: true`); another body gets
+//!   no 201; a 409 needs a reason. Ingest: the same key and body gets the same event.
+//! - **Deliveries** (SPEC §4.4, §5.2). Every request the core sends is https, carries a body
+//!   that was published byte for byte, the SPEC headers, the current timestamp, and a
+//!   signature that verifies with the secret of an active subscription of that event type.
+
+use crate::check::is_id;
+use crate::world::{ADMIN_TOKEN, Reply};
+use edgehook_component::delivery::{Outgoing, SendResult};
+use edgehook_component::events::EVENT_TYPES;
+use edgehook_component::http::Request;
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How long a create's `Idempotency-Key` is kept (DESIGN.md §3).
+pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// How long an unfinished claim on a key blocks others (ARCHITECTURE.md).
+pub const STALE_CLAIM_MS: u64 = 60 * 1000;
+
+/// An API key the model knows.
+#[derive(Debug, Clone)]
+pub struct KeyInfo {
+    /// The client it acts for.
+    pub client: String,
+    /// Its id (`key_...`).
+    pub id: String,
+    /// Whether the operator revoked it.
+    pub revoked: bool,
+}
+
+/// A subscription the model knows.
+#[derive(Debug, Clone)]
+pub struct SubInfo {
+    /// The owning client.
+    pub client: String,
+    /// Its signing secret.
+    pub secret: String,
+    /// The URL it was created with.
+    pub url: String,
+    /// Its event types.
+    pub event_types: Vec<String>,
+    /// Known to be disabled (deleted, or disabled by the operator).
+    pub disabled: bool,
+}
+
+/// A create that answered 201 under an idempotency key.
+#[derive(Debug, Clone)]
+struct Created {
+    at: u64,
+    body: Vec<u8>,
+    data: Value,
+}
+
+/// An ingest that answered 202 under an idempotency key.
+#[derive(Debug, Clone)]
+struct Ingested {
+    at: u64,
+    event_type: Vec<u8>,
+    body: Vec<u8>,
+    event_id: String,
+}
+
+/// The model: what the harness knows the service has done.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    /// API keys by token.
+    pub keys: BTreeMap<String, KeyInfo>,
+    /// Subscriptions by id.
+    pub subs: BTreeMap<String, SubInfo>,
+    /// Subscription ids in creation order (all clients).
+    pub order: Vec<String>,
+    /// Loads accepted by ingest (what a delivery body may be).
+    pub bodies: BTreeSet<Vec<u8>>,
+    /// A tick got a failure from an endpoint, so a subscription may have been disabled
+    /// automatically (410 at once, or a failure streak) without the model knowing which.
+    pub maybe_auto_disabled: bool,
+    /// The latest subscription created (`$LASTSUB`).
+    pub last_sub: Option<String>,
+    /// The latest event accepted (`$EVT`).
+    pub last_event: Option<String>,
+    /// The latest API key issued (`$NEWKEY`) and its id (`$KEYID`).
+    pub last_key: Option<String>,
+    /// Id of [`Model::last_key`].
+    pub last_key_id: Option<String>,
+    /// The latest `nextCursor` seen (`$CUR`).
+    pub last_cursor: Option<String>,
+    /// Every text the inputs supplied so far (request paths, header values but credentials,
+    /// bodies, scripted network errors): a secret found in a response is only a leak if
+    /// it does not appear here (the fuzzer learns tokens from comparisons and may store
+    /// them in a URL or an error message that is echoed later).
+    supplied: Vec<u8>,
+    creates: BTreeMap<(String, Vec<u8>), Created>,
+    create_faults: BTreeMap<(String, Vec<u8>), u64>,
+    ingests: BTreeMap<Vec<u8>, Ingested>,
+    ingest_faults: BTreeSet<Vec<u8>>,
+}
+
+/// `1..=255` printable ASCII characters: the `Idempotency-Key` rule, written independently.
+pub fn valid_idempotency_key(raw: &[u8]) -> bool {
+    (1..=255).contains(&raw.len()) && raw.iter().all(|b| (0x20..=0x7e).contains(b))
+}
+
+/// The raw value of the first header `name`.
+pub fn first_header<'a>(req: &'a Request, name: &str) -> Option<&'a [u8]> {
+    req.headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_slice())
+}
+
+/// The bearer token of a request, read independently of the core: the first
+/// `Authorization` header, `Bearer` in any case, one space, the token trimmed.
+fn bearer_token(req: &Request) -> Option<String> {
+    let raw = first_header(req, "authorization")?;
+    let value = std::str::from_utf8(raw).ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_owned())
+}
+
+fn hmac_hex(secret: &str, timestamp: &str, body: &[u8]) -> String {
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(m) => m,
+        Err(_) => panic!("HMAC takes keys of any length"),
+    };
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+impl Model {
+    /// Forgets the "latest" pointers (after seeding, so placeholders start from the seed).
+    pub fn forget_recent(&mut self) {
+        self.last_sub = None;
+        self.last_event = None;
+        self.last_key = None;
+        self.last_key_id = None;
+        self.last_cursor = None;
+    }
+
+    /// The ids of `client`'s subscriptions that are not known to be disabled, in creation
+    /// order.
+    pub fn active_of(&self, client: &str) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|id| {
+                self.subs
+                    .get(*id)
+                    .is_some_and(|s| s.client == client && !s.disabled)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Checks `reply` (to `req`, at `now`, with `sent` the deliveries the call made) against
+    /// the model, then learns from it.
+    pub fn observe(
+        &mut self,
+        req: &Request,
+        reply: &Reply,
+        now: u64,
+        faulted: bool,
+        sent: &[(Outgoing, SendResult)],
+    ) {
+        let what = || {
+            format!(
+                "{} {}{} -> {} {}",
+                req.method,
+                req.path,
+                req.query
+                    .as_deref()
+                    .map(|q| format!("?{q}"))
+                    .unwrap_or_default(),
+                reply.status,
+                reply.text
+            )
+        };
+        self.check_leaks(req, reply, &what);
+        let token = bearer_token(req);
+        let admin = token.as_deref() == Some(ADMIN_TOKEN);
+        let client = token
+            .as_deref()
+            .and_then(|t| self.keys.get(t))
+            .filter(|k| !k.revoked)
+            .map(|k| k.client.clone());
+        if req.path.starts_with("/internal/") {
+            assert!(
+                admin || !reply.ok(),
+                "operator call without the admin token: {}",
+                what()
+            );
+            assert!(
+                !admin || reply.status != 401,
+                "the admin token was refused: {}",
+                what()
+            );
+        }
+        if req.path.starts_with("/v1/") {
+            assert!(
+                client.is_some() || !reply.ok(),
+                "partner call without a live key: {}",
+                what()
+            );
+            assert!(
+                client.is_none() || reply.status != 401,
+                "a live key was refused: {}",
+                what()
+            );
+        }
+        for (out, result) in sent {
+            self.check_delivery(out, result, now, &what);
+        }
+        let segments: Vec<&str> = req.path.split('/').skip(1).collect();
+        let method = req.method.as_str();
+        match (method, segments.as_slice()) {
+            ("POST", ["v1", "webhooks"]) => {
+                if let Some(client) = &client {
+                    self.on_create(req, reply, client, now, faulted, &what);
+                }
+            }
+            ("GET", ["v1", "webhooks"]) => {
+                if let Some(client) = &client {
+                    self.on_list(reply, client, &what);
+                }
+            }
+            ("GET", ["v1", "webhooks", id]) => {
+                if let Some(client) = &client {
+                    self.on_own(reply, client, id, faulted, &what);
+                }
+            }
+            ("DELETE", ["v1", "webhooks", id]) => {
+                if let Some(client) = &client {
+                    self.on_own(reply, client, id, faulted, &what);
+                    if reply.status == 200 {
+                        assert_eq!(reply.body["data"]["status"], "disabled", "{}", what());
+                        self.disable(id);
+                    }
+                }
+            }
+            ("POST", ["internal", "v1", "events"]) if admin => {
+                self.on_ingest(req, reply, now, faulted, &what);
+            }
+            _ if !admin || !reply.ok() => {}
+            ("POST", ["internal", "v1", "clients", client, "keys"]) => {
+                let key = reply.body["data"]["apiKey"].as_str().unwrap_or("");
+                let id = reply.body["data"]["id"].as_str().unwrap_or("");
+                assert!(key.starts_with("ehk_") && is_id(id, "key_"), "{}", what());
+                assert_eq!(
+                    reply.body["data"]["clientId"].as_str(),
+                    Some(*client),
+                    "{}",
+                    what()
+                );
+                assert!(
+                    !self.keys.contains_key(key),
+                    "a key was issued twice: {}",
+                    what()
+                );
+                self.keys.insert(
+                    key.to_owned(),
+                    KeyInfo {
+                        client: (*client).to_owned(),
+                        id: id.to_owned(),
+                        revoked: false,
+                    },
+                );
+                self.last_key = Some(key.to_owned());
+                self.last_key_id = Some(id.to_owned());
+            }
+            ("DELETE", ["internal", "v1", "clients", client, "keys", key_id]) => {
+                let known = self.keys.values_mut().find(|k| k.id == *key_id);
+                let Some(known) = known else {
+                    panic!("revoked a key nobody issued: {}", what());
+                };
+                assert!(
+                    known.client == *client && !known.revoked,
+                    "revoked another client's or a dead key: {}",
+                    what()
+                );
+                known.revoked = true;
+            }
+            ("POST", ["internal", "v1", "subscriptions", id, "disable"]) => {
+                let known = self.subs.get(*id);
+                assert!(
+                    known.is_some_and(|s| !s.disabled),
+                    "disabled a subscription that was not active: {}",
+                    what()
+                );
+                self.disable(id);
+            }
+            ("GET", ["internal", "v1", "subscriptions", id]) => {
+                assert_eq!(reply.body["data"]["id"].as_str(), Some(*id), "{}", what());
+                assert!(
+                    reply.body["data"].get("signingSecret").is_none(),
+                    "{}",
+                    what()
+                );
+                if self.subs.get(*id).is_some_and(|s| s.disabled) {
+                    assert_eq!(reply.body["data"]["status"], "disabled", "{}", what());
+                }
+            }
+            ("POST", ["internal", "v1", "deliveries", _, "replay"]) => {
+                let sub = reply.body["data"]["subscriptionId"].as_str().unwrap_or("");
+                assert!(
+                    self.subs.get(sub).is_some_and(|s| !s.disabled),
+                    "replayed a delivery of a disabled subscription: {}",
+                    what()
+                );
+            }
+            _ => {}
+        }
+        if let Some(cursor) = reply.body["nextCursor"].as_str() {
+            self.last_cursor = Some(cursor.to_owned());
+        }
+    }
+
+    fn disable(&mut self, id: &str) {
+        if let Some(s) = self.subs.get_mut(id) {
+            s.disabled = true;
+        }
+    }
+
+    /// Records text the network will answer with (scripted transport errors), which the
+    /// service may store and show.
+    pub fn supplied_by_network(&mut self, text: &str) {
+        self.supplied.extend_from_slice(text.as_bytes());
+        self.supplied.push(0);
+    }
+
+    /// No response carries a secret, key or token it has no business carrying (unless an
+    /// input supplied that text: error messages and stored fields may quote it).
+    fn check_leaks(&mut self, req: &Request, reply: &Reply, what: &dyn Fn() -> String) {
+        let supplied = &mut self.supplied;
+        for part in [
+            req.path.as_bytes(),
+            req.query.as_deref().unwrap_or("").as_bytes(),
+        ] {
+            supplied.extend_from_slice(part);
+            supplied.push(0);
+        }
+        for (name, value) in &req.headers {
+            if name != "authorization" {
+                supplied.extend_from_slice(value);
+                supplied.push(0);
+            }
+        }
+        supplied.extend_from_slice(&req.body);
+        supplied.push(0);
+        let supplied = &self.supplied;
+        let in_request = |s: &str| supplied.windows(s.len()).any(|w| w == s.as_bytes());
+        if reply.text.contains(ADMIN_TOKEN) {
+            assert!(
+                in_request(ADMIN_TOKEN),
+                "the admin token leaked: {}",
+                what()
+            );
+        }
+        for (id, sub) in &self.subs {
+            if reply.text.contains(&sub.secret) && !in_request(&sub.secret) {
+                let own = req.method == "POST"
+                    && req.path == "/v1/webhooks"
+                    && reply.status == 201
+                    && reply.body["data"]["id"].as_str() == Some(id);
+                assert!(own, "the signing secret of {id} leaked: {}", what());
+            }
+        }
+        for (key, info) in &self.keys {
+            if reply.text.contains(key) && !in_request(key) {
+                panic!("API key {} leaked: {}", info.id, what());
+            }
+        }
+    }
+
+    fn on_create(
+        &mut self,
+        req: &Request,
+        reply: &Reply,
+        client: &str,
+        now: u64,
+        faulted: bool,
+        what: &dyn Fn() -> String,
+    ) {
+        let key = first_header(req, "idempotency-key")
+            .filter(|k| valid_idempotency_key(k))
+            .map(|k| (client.to_owned(), k.to_vec()));
+        let earlier = key
+            .as_ref()
+            .and_then(|k| self.creates.get(k))
+            .filter(|c| now < c.at + IDEMPOTENCY_TTL_MS)
+            .cloned();
+        let replayed = reply.header("idempotent-replayed") == Some("true");
+        if reply.status != 201 {
+            assert!(
+                !replayed,
+                "Idempotent-Replayed on a {}: {}",
+                reply.status,
+                what()
+            );
+            let Some(key) = key else { return };
+            if let Some(c) = &earlier
+                && c.body == req.body
+            {
+                assert!(
+                    reply.status == 415 || (reply.status == 503 && faulted),
+                    "a retry of a completed create was not replayed: {}",
+                    what()
+                );
+            }
+            if reply.code() == Some("idempotency_conflict") {
+                let other_body = earlier.as_ref().is_some_and(|c| c.body != req.body);
+                let claim_may_linger = self
+                    .create_faults
+                    .get(&key)
+                    .is_some_and(|at| now < at + STALE_CLAIM_MS);
+                assert!(
+                    other_body || claim_may_linger,
+                    "409 idempotency_conflict without an earlier use of the key: {}",
+                    what()
+                );
+            }
+            if faulted {
+                self.create_faults.insert(key, now);
+            }
+            return;
+        }
+        let data = &reply.body["data"];
+        let id = data["id"].as_str().unwrap_or("");
+        assert!(is_id(id, "sub_"), "created id: {}", what());
+        let secret = data["signingSecret"].as_str().unwrap_or("");
+        assert!(
+            secret.starts_with("whsec_") && secret.len() == 6 + 43,
+            "signing secret shape: {}",
+            what()
+        );
+        assert_eq!(
+            reply.header("location"),
+            Some(format!("/v1/webhooks/{id}").as_str()),
+            "{}",
+            what()
+        );
+        let sent: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let url = data["url"].as_str().unwrap_or("");
+        assert_eq!(sent["url"].as_str(), Some(url), "url echoed: {}", what());
+        crate::url::check_accepted(url, false);
+        let types: Vec<String> = data["eventTypes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(!types.is_empty(), "no event types: {}", what());
+        for (i, t) in types.iter().enumerate() {
+            assert!(
+                EVENT_TYPES.contains(&t.as_str()),
+                "event type {t}: {}",
+                what()
+            );
+            assert!(!types[..i].contains(t), "duplicate event type: {}", what());
+        }
+        match (&key, earlier) {
+            (Some(_), Some(c)) => {
+                assert!(replayed, "two creates with one Idempotency-Key: {}", what());
+                assert!(
+                    c.body == req.body,
+                    "a 201 for another body under a used Idempotency-Key: {}",
+                    what()
+                );
+                assert_eq!(&c.data, data, "a replay answered other data: {}", what());
+            }
+            (Some(k), None) => {
+                assert!(!replayed, "a replay of nothing: {}", what());
+                self.creates.insert(
+                    k.clone(),
+                    Created {
+                        at: now,
+                        body: req.body.clone(),
+                        data: data.clone(),
+                    },
+                );
+                self.create_faults.remove(k);
+            }
+            (None, _) => assert!(!replayed, "a replay without a key: {}", what()),
+        }
+        if replayed {
+            let known = self.subs.get(id);
+            assert!(
+                known.is_some_and(|s| s.client == client && s.secret == secret),
+                "a replay answered someone else's subscription: {}",
+                what()
+            );
+            return;
+        }
+        assert!(
+            !self.subs.contains_key(id),
+            "a subscription id was reused: {}",
+            what()
+        );
+        self.subs.insert(
+            id.to_owned(),
+            SubInfo {
+                client: client.to_owned(),
+                secret: secret.to_owned(),
+                url: url.to_owned(),
+                event_types: types,
+                disabled: false,
+            },
+        );
+        self.order.push(id.to_owned());
+        self.last_sub = Some(id.to_owned());
+    }
+
+    fn on_list(&mut self, reply: &Reply, client: &str, what: &dyn Fn() -> String) {
+        if reply.status != 200 {
+            return;
+        }
+        let items = reply.body["data"].as_array().cloned().unwrap_or_default();
+        assert!(items.len() <= 100, "a page of more than 100: {}", what());
+        let mut last_position = None;
+        for item in &items {
+            let id = item["id"].as_str().unwrap_or("");
+            let known = self.subs.get(id);
+            assert!(
+                known.is_some_and(|s| s.client == client),
+                "listed a subscription that is not the caller's: {}",
+                what()
+            );
+            assert!(
+                known.is_some_and(|s| !s.disabled),
+                "listed a disabled subscription: {}",
+                what()
+            );
+            assert!(
+                item.get("signingSecret").is_none(),
+                "listed a secret: {}",
+                what()
+            );
+            assert_eq!(item["status"], "active", "{}", what());
+            let position = self.order.iter().position(|o| o == id);
+            assert!(
+                position > last_position,
+                "list out of creation order: {}",
+                what()
+            );
+            last_position = position;
+        }
+        let has_more = reply.body["hasMore"].as_bool();
+        let cursor = &reply.body["nextCursor"];
+        match has_more {
+            Some(true) => assert!(
+                cursor.as_str().is_some_and(|c| {
+                    c.strip_prefix("cur_").is_some_and(|h| {
+                        !h.is_empty() && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                    })
+                }),
+                "hasMore without a cursor: {}",
+                what()
+            ),
+            Some(false) => assert!(cursor.is_null(), "a cursor without more: {}", what()),
+            None => panic!("hasMore missing: {}", what()),
+        }
+    }
+
+    /// `GET` / `DELETE /v1/webhooks/{id}`.
+    fn on_own(
+        &self,
+        reply: &Reply,
+        client: &str,
+        id: &str,
+        faulted: bool,
+        what: &dyn Fn() -> String,
+    ) {
+        let known = self.subs.get(id);
+        let own_active = known.is_some_and(|s| s.client == client && !s.disabled);
+        if reply.status == 200 {
+            assert!(
+                own_active,
+                "touched a subscription not its own or disabled: {}",
+                what()
+            );
+            assert_eq!(reply.body["data"]["id"].as_str(), Some(id), "{}", what());
+            assert!(
+                reply.body["data"].get("signingSecret").is_none(),
+                "{}",
+                what()
+            );
+        } else if own_active && !self.maybe_auto_disabled && !faulted {
+            panic!(
+                "an own active subscription could not be reached: {}",
+                what()
+            );
+        }
+    }
+
+    fn on_ingest(
+        &mut self,
+        req: &Request,
+        reply: &Reply,
+        now: u64,
+        faulted: bool,
+        what: &dyn Fn() -> String,
+    ) {
+        let event_type = first_header(req, "x-service-event").unwrap_or(b"").to_vec();
+        let key = first_header(req, "idempotency-key").map(<[u8]>::to_vec);
+        let replayed = reply.header("idempotent-replayed") == Some("true");
+        if !reply.ok() {
+            assert!(
+                !replayed,
+                "Idempotent-Replayed on a {}: {}",
+                reply.status,
+                what()
+            );
+            let Some(key) = key else { return };
+            if reply.code() == Some("idempotency_conflict") {
+                let other = self
+                    .ingests
+                    .get(&key)
+                    .is_some_and(|i| i.event_type != event_type || i.body != req.body);
+                assert!(
+                    other || self.ingest_faults.contains(&key),
+                    "409 on ingest without an earlier use of the key: {}",
+                    what()
+                );
+            }
+            if faulted {
+                // The event may have been stored before the fault: a retry is a replay.
+                self.ingest_faults.insert(key);
+            }
+            return;
+        }
+        let data = &reply.body["data"];
+        let event_id = data["eventId"].as_str().unwrap_or("").to_owned();
+        assert!(is_id(&event_id, "evt_"), "event id: {}", what());
+        assert_eq!(
+            data["eventType"].as_str().map(str::as_bytes),
+            Some(event_type.as_slice()),
+            "{}",
+            what()
+        );
+        match &key {
+            None => assert!(!replayed, "a replay without a key: {}", what()),
+            Some(key) => {
+                let earlier = self
+                    .ingests
+                    .get(key)
+                    .filter(|i| now < i.at + IDEMPOTENCY_TTL_MS)
+                    .cloned();
+                // Without an earlier 202 within 24 h a replay is still possible: the key
+                // may name an older event (kept until retention), or one whose ingest
+                // failed half-way under a fault.
+                assert!(
+                    !replayed || self.ingests.contains_key(key) || self.ingest_faults.contains(key),
+                    "a replay of an event never ingested: {}",
+                    what()
+                );
+                if let Some(i) = &earlier {
+                    assert!(
+                        i.event_type == event_type && i.body == req.body,
+                        "202 for another event under a used Idempotency-Key: {}",
+                        what()
+                    );
+                    assert_eq!(
+                        i.event_id,
+                        event_id,
+                        "a replay answered another event: {}",
+                        what()
+                    );
+                    assert!(replayed, "a repeated ingest was not a replay: {}", what());
+                }
+                self.ingests.insert(
+                    key.clone(),
+                    Ingested {
+                        at: earlier.map_or(now, |i| i.at),
+                        event_type: event_type.clone(),
+                        body: req.body.clone(),
+                        event_id: event_id.clone(),
+                    },
+                );
+            }
+        }
+        let deliveries = data["deliveries"].as_u64().unwrap_or(u64::MAX);
+        if !replayed && !self.maybe_auto_disabled {
+            let listening = self
+                .subs
+                .values()
+                .filter(|s| !s.disabled && s.event_types.iter().any(|t| t.as_bytes() == event_type))
+                .count() as u64;
+            assert_eq!(
+                deliveries,
+                listening,
+                "deliveries of a new event: {}",
+                what()
+            );
+        }
+        self.bodies.insert(req.body.clone());
+        self.last_event = Some(event_id);
+    }
+
+    fn check_delivery(
+        &mut self,
+        out: &Outgoing,
+        result: &SendResult,
+        now: u64,
+        what: &dyn Fn() -> String,
+    ) {
+        let header = |name: &str| {
+            out.headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(out.scheme, "https", "a delivery not over https: {}", what());
+        assert!(
+            self.bodies.contains(out.body.as_slice()),
+            "a delivery body that was never published (or was re-serialized): {}",
+            what()
+        );
+        assert_eq!(
+            header("content-type"),
+            Some("application/json"),
+            "{}",
+            what()
+        );
+        let event = header("x-service-event").unwrap_or("");
+        assert!(
+            EVENT_TYPES.contains(&event),
+            "X-Service-Event {event:?}: {}",
+            what()
+        );
+        assert!(
+            header("x-service-delivery-id").is_some_and(|d| is_id(d, "dlv_")),
+            "X-Service-Delivery-Id: {}",
+            what()
+        );
+        let timestamp = header("x-service-timestamp").unwrap_or("");
+        assert_eq!(
+            timestamp,
+            (now / 1000).to_string(),
+            "X-Service-Timestamp: {}",
+            what()
+        );
+        let signature = header("x-service-signature").unwrap_or("");
+        let signer = self
+            .subs
+            .iter()
+            .find(|(_, s)| hmac_hex(&s.secret, timestamp, &out.body) == signature);
+        let Some((id, sub)) = signer else {
+            panic!(
+                "a delivery whose signature no subscription's secret verifies: {}",
+                what()
+            );
+        };
+        assert!(
+            !sub.disabled,
+            "a delivery to disabled subscription {id}: {}",
+            what()
+        );
+        assert!(
+            sub.event_types.iter().any(|t| t == event),
+            "{id} got an event type it did not subscribe to: {}",
+            what()
+        );
+        if !matches!(result.outcome, Ok(200..=299)) {
+            self.maybe_auto_disabled = true;
+        }
+    }
+}
