@@ -99,9 +99,9 @@ pub fn envelope(req: &Request, handled: &Handled, faulted: bool) -> Reply {
         what()
     );
     assert_eq!(
-        handled.tick_after,
+        handled.run_after.is_some(),
         status == 202,
-        "tick_after is set exactly for 202: {}",
+        "run_after is set exactly for 202: {}",
         what()
     );
     if status >= 400 {
