@@ -220,8 +220,11 @@ pub struct Rules {
     /// How late a due attempt may be at collection time before it counts as overdue (an
     /// attempt may be in flight: the attempt timeout plus a margin).
     pub overdue_slack_ms: u64,
-    /// How far a delivery's timestamp may be from its arrival.
+    /// How far a delivery's timestamp may be from its arrival for the signature check (what
+    /// a receiver accepts).
     pub timestamp_tolerance_s: u64,
+    /// How old a timestamp may be on arrival: an attempt is signed as it is sent.
+    pub fresh_timestamp_s: u64,
     /// How long after `disabledAt` a publish may still reach an automatically disabled
     /// subscription: `disabledAt` is when the disabling call (a tick, which can run for many
     /// attempt timeouts) started, not when the disable committed.
@@ -236,6 +239,7 @@ impl Default for Rules {
             disable_after: 5,
             overdue_slack_ms: 15_000,
             timestamp_tolerance_s: 300,
+            fresh_timestamp_s: 5,
             disable_commit_slack_ms: 30_000,
         }
     }
@@ -312,6 +316,9 @@ pub struct Ledger {
     pub received: usize,
     /// How late attempts started after they were due (ms), by attempt number.
     pub lateness_ms: [Vec<u64>; 3],
+    /// Time between consecutive requests of one delivery at its receiver (ms): attempt 1 to
+    /// 2, attempt 2 to 3.
+    pub retry_gap_ms: [Vec<u64>; 2],
     /// Subscriptions per final status (and disable reason).
     pub subscriptions: BTreeMap<String, usize>,
     /// Every problem.
@@ -633,6 +640,45 @@ pub fn check(
             ) {
                 ledger.problem("signature", format!("{}: {refusal:?}", d.id), None);
             }
+            // Each attempt is signed when it is sent: its timestamp is the time it left.
+            let fresh = r.timestamp.as_deref().and_then(|t| t.parse::<u64>().ok());
+            if fresh.is_none_or(|ts| {
+                ts > r.at_ms / 1000 + 1 || r.at_ms / 1000 > ts + rules.fresh_timestamp_s
+            }) {
+                ledger.problem(
+                    "stale timestamp",
+                    format!(
+                        "{}: X-Service-Timestamp {:?} arrived at {} s",
+                        d.id,
+                        r.timestamp,
+                        r.at_ms / 1000
+                    ),
+                    None,
+                );
+            }
+        }
+        // Retries as the receiver saw them: each at least its delay after the one before.
+        let mut arrivals: Vec<u64> = got.iter().map(|r| r.at_ms).collect();
+        arrivals.sort_unstable();
+        for (i, pair) in arrivals.windows(2).enumerate() {
+            let delay = rules.retry_delays_ms.get(i).copied().unwrap_or(0);
+            let gap = pair[1] - pair[0];
+            if gap + 1000 < delay {
+                ledger.problem(
+                    "retry too early",
+                    format!(
+                        "{}: attempt {} arrived {} ms after attempt {}",
+                        d.id,
+                        i + 2,
+                        gap,
+                        i + 1
+                    ),
+                    None,
+                );
+            }
+            if let Some(late) = ledger.retry_gap_ms.get_mut(i) {
+                late.push(gap);
+            }
         }
     }
     // Every event: as many deliveries as announced, and one for every subscription that was
@@ -903,7 +949,8 @@ mod tests {
         let again = w.received[0].clone();
         w.received.push(again);
         let l = w.check();
-        assert_eq!(kinds(&l), vec!["receiver count"]);
+        // (a second send of the same attempt is also a retry with no delay)
+        assert_eq!(kinds(&l), vec!["receiver count", "retry too early"]);
         assert!(
             l.problems[0].recheck.is_some(),
             "may be an attempt in flight"
@@ -917,6 +964,27 @@ mod tests {
         w.received[1].body = Bytes::from_static(b"{}");
         w.received[2].path = "/elsewhere".into();
         assert_eq!(kinds(&w.check()), vec!["body", "path", "signature"]);
+    }
+
+    #[test]
+    fn an_old_timestamp_and_a_retry_that_came_too_soon_are_caught() {
+        // Signed at the start of a long tick, sent 20 s later: the signature still verifies
+        // (within 5 minutes), the timestamp is stale.
+        let mut w = balanced();
+        w.received[0].at_ms += 20_000;
+        assert_eq!(kinds(&w.check()), vec!["stale timestamp"]);
+        // The receiver got attempt 2 only 30 s after attempt 1, whatever the record says.
+        let mut w = balanced();
+        let second = w
+            .received
+            .iter_mut()
+            .filter(|r| r.path == "/s/bad")
+            .nth(1)
+            .expect("attempt 2");
+        second.at_ms -= 30_000;
+        second.timestamp = Some((second.at_ms / 1000).to_string());
+        let l = w.check();
+        assert!(kinds(&l).contains(&"retry too early"), "{:?}", l.problems);
     }
 
     #[test]

@@ -557,6 +557,21 @@ fn print_ledger(l: &Ledger, collect_secs: f64) {
             );
         }
     }
+    for (i, gaps) in l.retry_gap_ms.iter().enumerate() {
+        if !gaps.is_empty() {
+            println!(
+                "  attempt {} reached its receiver after attempt {} by: min {:.1} s, p50 {:.1} s, \
+                 p99 {:.1} s, max {:.1} s (schedule: {} s + up to 10 %)",
+                i + 2,
+                i + 1,
+                percentile(gaps, 0.0) as f64 / 1000.0,
+                percentile(gaps, 0.5) as f64 / 1000.0,
+                percentile(gaps, 0.99) as f64 / 1000.0,
+                percentile(gaps, 1.0) as f64 / 1000.0,
+                [60, 300][i]
+            );
+        }
+    }
     let subs: Vec<String> = l
         .subscriptions
         .iter()
