@@ -525,13 +525,16 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             return report;
         }
     };
-    let mut budget = MAX_ATTEMPTS_PER_TICK;
     let clock = TickClock {
         start_ms: now,
         elapsed_ms: std::cell::Cell::new(0),
     };
     let mut seen_now: Vec<(u64, u64)> = Vec::new();
     let mut expired: Vec<u64> = Vec::new();
+    // Read every due second first, then send their candidates together: batches span
+    // seconds, so one slow attempt in each second does not cost a whole batch per second.
+    let mut scans: Vec<SecondScan> = Vec::new();
+    let mut candidates = 0;
     for ((second, seen), len) in due.iter().copied().zip(lens) {
         if len <= seen {
             if (second + QUEUE_GRACE_S) * 1000 < now {
@@ -539,27 +542,24 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             }
             continue;
         }
-        if budget == 0 || clock.out_of_time() {
-            note_due(now);
+        if candidates >= MAX_ATTEMPTS_PER_TICK {
+            note_due(now); // enough for this tick; the next one reads on
             continue;
         }
-        match run_second(
-            env,
-            sender,
-            &tick_id,
-            second,
-            seen,
-            &mut budget,
-            &clock,
-            &mut report,
-        ) {
-            Ok(outcome) => {
-                seen_now.push((second, outcome.seen));
-                if let Some(t) = outcome.unfinished_until {
-                    note_due(t);
-                }
+        match scan_second(env, second, seen) {
+            Ok(scan) => {
+                candidates += scan.candidates.len();
+                scans.push(scan);
             }
             Err(_) => note_due(now + 1000),
+        }
+    }
+    run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
+    for scan in &scans {
+        let outcome = scan.outcome(now);
+        seen_now.push((scan.second, outcome.seen));
+        if let Some(t) = outcome.unfinished_until {
+            note_due(t);
         }
     }
     for second in &expired {
@@ -604,16 +604,43 @@ struct SecondOutcome {
     seen: u64,
 }
 
-fn run_second<K: Kv>(
-    env: &Env<'_, K>,
-    sender: &dyn Sender,
-    tick_id: &str,
+/// One due second as a tick read it: its candidates, and what keeps its watermark back.
+struct SecondScan {
     second: u64,
-    seen: u64,
-    budget: &mut usize,
-    clock: &TickClock,
-    report: &mut TickReport,
-) -> Result<SecondOutcome, KvError> {
+    /// The highest entry number the watermark may reach (no gap below it).
+    ceiling: u64,
+    /// Whether an entry below the last one is still being written.
+    gap: bool,
+    /// Deliveries to attempt: (entry number, id, whether its last attempt timed out).
+    candidates: Vec<(u64, String, bool)>,
+    unfinished_until: Option<u64>,
+    first_unfinished: Option<u64>,
+}
+
+impl SecondScan {
+    /// Entry `seq` is not done with until `until`.
+    fn hold(&mut self, seq: u64, until: u64) {
+        self.unfinished_until = Some(self.unfinished_until.map_or(until, |u| u.min(until)));
+        self.first_unfinished = Some(self.first_unfinished.map_or(seq, |f| f.min(seq)));
+    }
+
+    fn outcome(&self, now: u64) -> SecondOutcome {
+        let mut unfinished_until = self.unfinished_until;
+        if self.gap {
+            unfinished_until = Some(unfinished_until.map_or(now + 1000, |u| u.min(now + 1000)));
+        }
+        SecondOutcome {
+            unfinished_until,
+            seen: self
+                .first_unfinished
+                .map_or(self.ceiling, |f| self.ceiling.min(f - 1)),
+        }
+    }
+}
+
+/// Reads a due second's new entries and their records: which deliveries are due now, and
+/// which entries must stay unseen (records not written yet, leases held).
+fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<SecondScan, KvError> {
     let now = env.now_ms;
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
@@ -630,29 +657,27 @@ fn run_second<K: Kv>(
             break;
         }
     }
-    let gap = !settled && contiguous < last_seq;
-    let ceiling = if settled { last_seq } else { contiguous };
+    let mut scan = SecondScan {
+        second,
+        ceiling: if settled { last_seq } else { contiguous },
+        gap: !settled && contiguous < last_seq,
+        candidates: Vec::new(),
+        unfinished_until: None,
+        first_unfinished: None,
+    };
     // One look per delivery, at its first entry in this second.
     let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
     first_seq.sort_unstable();
     first_seq.dedup_by(|later, first| later.0 == first.0);
-    let ids: Vec<String> = first_seq.iter().map(|(id, _)| id.clone()).collect();
-    let keys: Vec<String> = ids.iter().map(|id| keys::delivery(id)).collect();
+    let keys: Vec<String> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
-    let mut unfinished_until: Option<u64> = None;
-    let mut first_unfinished: Option<u64> = None;
-    let mut hold = |seq: u64, until: u64| {
-        unfinished_until = Some(unfinished_until.map_or(until, |u| u.min(until)));
-        first_unfinished = Some(first_unfinished.map_or(seq, |f| f.min(seq)));
-    };
-    let mut candidates: Vec<(u64, String)> = Vec::new();
     // A queue entry is written before its delivery record: an entry without a record is a
     // fan-out still in progress (look again shortly) unless the second is settled, when it
     // can only be left over from a publish that failed.
     for ((_, seq), record) in first_seq.iter().zip(records) {
         let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
             if !settled {
-                hold(*seq, now + 1000);
+                scan.hold(*seq, now + 1000);
             }
             continue;
         };
@@ -662,46 +687,83 @@ fn run_second<K: Kv>(
         if d.status != Status::Pending || second_of(due) > second {
             continue; // finished, or rescheduled into a later second
         }
-        let seq = *seq;
         match d.lease_until {
-            Some(until) if until > now => hold(seq, until),
-            _ => candidates.push((seq, d.id)),
+            Some(until) if until > now => scan.hold(*seq, until),
+            _ => {
+                let slow = d
+                    .attempts
+                    .last()
+                    .is_some_and(|a| a.run == d.run && a.error.as_deref() == Some("timeout"));
+                scan.candidates.push((*seq, d.id, slow));
+            }
         }
     }
+    scan.candidates.sort_unstable_by_key(|(seq, _, _)| *seq);
+    Ok(scan)
+}
+
+/// Sends the candidates of every scanned second, `max_concurrency` at a time. A batch lasts
+/// as long as its slowest attempt, so deliveries whose last attempt timed out go last, in
+/// batches of their own: one endpoint that hangs does not hold up everyone's retries. What is
+/// not sent (budget, time, store failures, leases held by others) holds its second back.
+fn run_candidates<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    tick_id: &str,
+    scans: &mut [SecondScan],
+    clock: &TickClock,
+    report: &mut TickReport,
+) {
+    let now = env.now_ms;
+    // (scan, entry number, id, slow), fast ones first, oldest second first; one per id.
+    let mut work: Vec<(usize, u64, String, bool)> = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    for (i, scan) in scans.iter().enumerate() {
+        for (seq, id, slow) in &scan.candidates {
+            if ids.insert(id.as_str()) {
+                work.push((i, *seq, id.clone(), *slow));
+            }
+        }
+    }
+    work.sort_by_key(|(_, _, _, slow)| *slow);
+    let mut budget = MAX_ATTEMPTS_PER_TICK;
     let batch_size = env.settings.max_concurrency.max(1) as usize;
-    for batch in candidates.chunks(batch_size) {
-        if *budget < batch.len() || clock.out_of_time() {
-            for (seq, _) in batch {
-                hold(*seq, now);
+    let mut start = 0;
+    while start < work.len() {
+        // A batch never mixes slow and fast deliveries.
+        let slow = work[start].3;
+        let end = (start + batch_size).min(work.len());
+        let end = work[start..end]
+            .iter()
+            .position(|w| w.3 != slow)
+            .map_or(end, |p| start + p);
+        let batch = &work[start..end];
+        start = end;
+        if budget < batch.len() || clock.out_of_time() {
+            for (i, seq, _, _) in batch {
+                scans[*i].hold(*seq, now);
             }
             continue;
         }
-        *budget -= batch.len();
-        let ids: Vec<String> = batch.iter().map(|(_, id)| id.clone()).collect();
+        budget -= batch.len();
+        let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
         match run_batch(&clock.env(env), sender, tick_id, &ids, clock, report) {
-            // Another tick holds these: it may die mid-attempt, so this second is not done
-            // with them until their lease runs out.
+            // Another tick holds these: it may die mid-attempt, so their second is not done
+            // with them until the lease runs out.
             Ok(held) => {
                 for (id, until) in held {
-                    if let Some((seq, _)) = batch.iter().find(|(_, b)| *b == id) {
-                        hold(*seq, until);
+                    if let Some((i, seq, _, _)) = batch.iter().find(|w| w.2 == id) {
+                        scans[*i].hold(*seq, until);
                     }
                 }
             }
             Err(_) => {
-                for (seq, _) in batch {
-                    hold(*seq, now + 1000);
+                for (i, seq, _, _) in batch {
+                    scans[*i].hold(*seq, now + 1000);
                 }
             }
         }
     }
-    if gap {
-        unfinished_until = Some(unfinished_until.map_or(now + 1000, |u| u.min(now + 1000)));
-    }
-    Ok(SecondOutcome {
-        unfinished_until,
-        seen: first_unfinished.map_or(ceiling, |f| ceiling.min(f - 1)),
-    })
 }
 
 /// What a claim found.
@@ -1531,6 +1593,99 @@ mod tests {
             "sent once the lease is over"
         );
         assert_eq!(sent.0.get(), 1);
+    }
+
+    /// Answers 200 to everything and notes the delivery ids of each batch.
+    #[derive(Default)]
+    struct Batches(RefCell<Vec<Vec<String>>>);
+
+    impl Sender for Batches {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            let ids = requests
+                .iter()
+                .filter_map(|r| {
+                    r.headers
+                        .iter()
+                        .find(|(n, _)| n == "x-service-delivery-id")
+                        .map(|(_, v)| v.clone())
+                })
+                .collect();
+            self.0.borrow_mut().push(ids);
+            requests
+                .iter()
+                .map(|_| SendResult {
+                    outcome: Ok(200),
+                    latency_ms: 5,
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn one_batch_takes_due_deliveries_from_several_seconds() {
+        // Found by the soak: the tick sent each second's deliveries as a batch of its own,
+        // so with one slow retry in every second a single ticker did one second of retries
+        // per attempt timeout and fell further behind every second.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(8);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        for (i, event) in ["evt_a", "evt_b", "evt_c"].iter().enumerate() {
+            queued(&kv, &sub, &[event], now - 3000 + i as u64 * 1000);
+        }
+        let batches = Batches::default();
+        assert_eq!(tick(&env, &batches).attempted, 3);
+        assert_eq!(batches.0.borrow().len(), 1, "{:?}", batches.0.borrow());
+    }
+
+    #[test]
+    fn retries_whose_last_attempt_timed_out_go_last_in_batches_of_their_own() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(9);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        let ids = queued(&kv, &sub, &["evt_a", "evt_b", "evt_c", "evt_d"], now);
+        // a and c timed out on attempt 1 (a minute ago) and are due for attempt 2.
+        for id in [&ids[0], &ids[2]] {
+            let bytes = kv.get(&keys::delivery(id)).expect("get").expect("record");
+            let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
+            d.attempts.push(Attempt {
+                run: 0,
+                number: 1,
+                due_at: now - 70_000,
+                started_at: now - 70_000,
+                status_code: None,
+                error: Some("timeout".into()),
+                latency_ms: 10_000,
+                succeeded: false,
+            });
+            kv.set(&keys::delivery(id), &serde_json::to_vec(&d).expect("json"))
+                .expect("set");
+        }
+        let batches = Batches::default();
+        assert_eq!(tick(&env, &batches).attempted, 4);
+        let sent = batches.0.borrow();
+        assert_eq!(
+            *sent,
+            vec![
+                vec![ids[1].clone(), ids[3].clone()],
+                vec![ids[0].clone(), ids[2].clone()]
+            ]
+        );
     }
 
     #[test]
