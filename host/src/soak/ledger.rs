@@ -187,6 +187,10 @@ pub struct DeliveryView {
     pub next_attempt_at: Option<u64>,
     /// Every attempt.
     pub attempts: Vec<AttemptView>,
+    /// When the soak asked for this record (ms; 0 = unknown): the record shows the delivery
+    /// as it was then, so it is judged as of then.
+    #[serde(skip)]
+    pub read_at_ms: u64,
 }
 
 /// One request a receiver got.
@@ -501,7 +505,12 @@ pub fn check(
             );
         }
         let disabled = sub.state.as_ref().is_some_and(|s| s.status == "disabled");
-        let state = match classify(d, disabled, now_ms, rules) {
+        let read_at = if d.read_at_ms > 0 {
+            d.read_at_ms
+        } else {
+            now_ms
+        };
+        let state = match classify(d, disabled, read_at, rules) {
             Ok(state) => state,
             Err(why) => {
                 let kind = if why.starts_with("overdue") {
@@ -586,24 +595,29 @@ pub fn check(
                 None,
             );
         }
-        // What the receiver got for it.
+        // What the receiver got for it, up to when the record was read (a request that
+        // arrived later belongs to an attempt the record cannot show yet).
         let got = by_delivery
             .get(d.id.as_str())
             .map_or(&[][..], Vec::as_slice);
+        let got_by_read = got.iter().filter(|r| r.at_ms <= read_at).count();
         let expected = if sub.behavior.reaches() {
             d.attempts.len()
         } else {
             0
         };
-        if got.len() != expected {
+        if got_by_read != expected {
             ledger.problem(
                 "receiver count",
                 format!(
-                    "{} ({}): {} attempts recorded, {} requests received",
+                    "{} ({}): {} attempts recorded (sent at {:?}), {} requests received by \
+                     {read_at} (at {:?})",
                     d.id,
                     sub.behavior.name(),
                     d.attempts.len(),
-                    got.len()
+                    d.attempts.iter().map(|a| a.started_at).collect::<Vec<_>>(),
+                    got_by_read,
+                    got.iter().map(|r| r.at_ms).collect::<Vec<_>>()
                 ),
                 recheck,
             );
@@ -816,6 +830,7 @@ mod tests {
             created_at: created,
             next_attempt_at: (status == "pending").then_some(due),
             attempts: list,
+            read_at_ms: 0,
         }
     }
 
@@ -955,6 +970,23 @@ mod tests {
             l.problems[0].recheck.is_some(),
             "may be an attempt in flight"
         );
+    }
+
+    #[test]
+    fn a_request_that_arrived_after_the_record_was_read_is_the_next_attempt() {
+        // The record of "bad" was read before attempt 2 reached the receiver.
+        let mut w = balanced();
+        let d = w.deliveries.get_mut("dlv_e1_bad").expect("delivery");
+        d.read_at_ms = d.attempts[1].started_at - 1000;
+        d.attempts.pop();
+        d.next_attempt_at = Some(d.attempts[0].started_at + 60_000);
+        assert_eq!(w.check().problems, vec![]);
+        // Read after it arrived, the record must show it.
+        w.deliveries
+            .get_mut("dlv_e1_bad")
+            .expect("delivery")
+            .read_at_ms = T0 + 61_000;
+        assert_eq!(kinds(&w.check()), vec!["receiver count"]);
     }
 
     #[test]

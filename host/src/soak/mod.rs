@@ -55,6 +55,8 @@ pub struct Options {
     pub failing_percent: u32,
     /// The server's `attempt_timeout_ms`.
     pub attempt_timeout_ms: u64,
+    /// The server's `max_concurrency` (attempts one tick runs at once).
+    pub max_concurrency: u32,
     /// Seconds between RSS samples.
     pub sample_every: Duration,
     /// Read the store's size every this many samples.
@@ -63,7 +65,7 @@ pub struct Options {
     pub grace: Duration,
     /// Randomness seed (subscriptions, event types, loads).
     pub seed: u64,
-    /// Keep the temporary directory (the store, for a look afterwards).
+    /// Keep the temporary directory (the store and the server's log, for a look afterwards).
     pub keep: bool,
 }
 
@@ -79,6 +81,7 @@ impl Default for Options {
             subscriptions: 20,
             failing_percent: 30,
             attempt_timeout_ms: 3000,
+            max_concurrency: 64,
             sample_every: Duration::from_secs(5),
             store_every: 3,
             grace: Duration::from_secs(15),
@@ -155,10 +158,15 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
             "attempt_timeout_ms".to_owned(),
             opts.attempt_timeout_ms.to_string(),
         ),
+        (
+            "max_concurrency".to_owned(),
+            opts.max_concurrency.to_string(),
+        ),
         ("subscription_limit".to_owned(), "1000".to_owned()),
     ];
     let receivers = Receivers::start(opts.attempt_timeout_ms + 2000).await?;
-    let mut server = ServerProc::start(&opts.server_bin, &data_dir, &token, &settings)?;
+    let log_file = dir.join("server.log");
+    let mut server = ServerProc::start(&opts.server_bin, &data_dir, &token, &settings, &log_file)?;
     println!(
         "edgehook soak: server pid {} on {} (store {}), load for {} s",
         server.pid(),
@@ -169,7 +177,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     println!(
         "  {} events/s from {} publishers; {} API requests/s from {} clients; {} lasting \
          subscriptions; {} % of subscriptions failing (500/503/refused/timeout); \
-         attempt_timeout_ms={}; seed {}",
+         attempt_timeout_ms={}; max_concurrency={}; seed {}",
         opts.events_per_sec,
         opts.publishers,
         opts.api_rps,
@@ -177,6 +185,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
         opts.subscriptions,
         opts.failing_percent,
         opts.attempt_timeout_ms,
+        opts.max_concurrency,
         opts.seed
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -282,18 +291,19 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     let logs = server.logs();
     let clean_stop = matches!(&stop, Ok(s) if s.success()) && logs.stopped;
     let final_store = filestore::scan(&store_dir).unwrap_or_default();
-    let reopened = match ServerProc::start(&opts.server_bin, &data_dir, &token, &settings) {
-        Ok(mut again) => {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let s = again.sample();
-            let _ = again.terminate(Duration::from_secs(30));
-            s
-        }
-        Err(e) => {
-            println!("could not reopen the store: {e:#}");
-            None
-        }
-    };
+    let reopened =
+        match ServerProc::start(&opts.server_bin, &data_dir, &token, &settings, &log_file) {
+            Ok(mut again) => {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let s = again.sample();
+                let _ = again.terminate(Duration::from_secs(30));
+                s
+            }
+            Err(e) => {
+                println!("could not reopen the store: {e:#}");
+                None
+            }
+        };
     let factor = reopened
         .and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store.live_bytes))
         .unwrap_or(0.0);

@@ -5,7 +5,7 @@ use super::memory::Sample;
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -101,11 +101,13 @@ impl ServerProc {
     /// Starts `exe serve` on a loopback port with its store in `data_dir`, the admin token
     /// `token`, private targets allowed and `settings` (`--set key=value`). Waits (up to a
     /// minute) for it to listen.
+    /// Every line it prints is also appended to `log_file`.
     pub fn start(
         exe: &Path,
         data_dir: &Path,
         token: &str,
         settings: &[(String, String)],
+        log_file: &Path,
     ) -> Result<ServerProc> {
         let mut cmd = Command::new(exe);
         cmd.arg("serve")
@@ -132,22 +134,32 @@ impl ServerProc {
             .spawn()
             .with_context(|| format!("starting {}", exe.display()))?;
         let logs: Arc<Mutex<Logs>> = Arc::default();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_file)
+            .with_context(|| format!("opening {}", log_file.display()))?;
+        let file = Arc::new(Mutex::new(std::io::BufWriter::new(file)));
         if let Some(out) = child.stdout.take() {
-            let logs = logs.clone();
+            let (logs, file) = (logs.clone(), file.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = writeln!(lock(&file), "{line}");
                     lock(&logs).stdout_line(&line);
                 }
+                let _ = lock(&file).flush();
             });
         }
         if let Some(err) = child.stderr.take() {
             let logs = logs.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    let _ = writeln!(lock(&file), "stderr: {line}");
                     let mut logs = lock(&logs);
                     logs.lines += 1;
                     logs.unexpected(&format!("stderr: {line}"));
                 }
+                let _ = lock(&file).flush();
             });
         }
         let mut proc = ServerProc {

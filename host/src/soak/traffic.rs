@@ -544,13 +544,16 @@ impl Ctx {
             if r.status != 200 {
                 return None;
             }
-            let page: Vec<DeliveryView> = match serde_json::from_value(r.json["data"].clone()) {
+            let mut page: Vec<DeliveryView> = match serde_json::from_value(r.json["data"].clone()) {
                 Ok(p) => p,
                 Err(e) => {
                     self.api.problem(format!("{path}: unreadable page: {e}"));
                     return None;
                 }
             };
+            for d in &mut page {
+                d.read_at_ms = r.sent_ms;
+            }
             out.extend(page);
             match r.json["nextCursor"].as_str() {
                 Some(c) if r.json["hasMore"] == true => cursor = Some(c.to_owned()),
@@ -572,7 +575,9 @@ impl Ctx {
                 None,
             )
             .await?;
-        serde_json::from_value(r.json["data"].clone()).ok()
+        let mut d: DeliveryView = serde_json::from_value(r.json["data"].clone()).ok()?;
+        d.read_at_ms = r.sent_ms;
+        Some(d)
     }
 }
 
