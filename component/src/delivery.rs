@@ -769,7 +769,7 @@ fn run_candidates<K: Kv>(
 /// What a claim found.
 enum Claim {
     /// Ours now.
-    Claimed(Claimed),
+    Claimed(Box<Claimed>),
     /// Another tick holds it until then.
     Held(u64),
     /// Nothing to do (finished, not due, gone).
@@ -808,15 +808,15 @@ fn run_batch<K: Kv>(
             d.lease_owner = Some(tick_id.to_owned());
             Ok(Update::Write(
                 json_bytes(&d)?,
-                Claim::Claimed(Claimed {
+                Claim::Claimed(Box::new(Claimed {
                     delivery: d,
                     due_at: due,
-                }),
+                })),
             ))
         })
         .map_err(kv_from_update)?;
         match outcome {
-            Claim::Claimed(c) => claimed.push(c),
+            Claim::Claimed(c) => claimed.push(*c),
             Claim::Held(until) => held.push((id.clone(), until)),
             Claim::Skip => {}
         }

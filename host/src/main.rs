@@ -199,6 +199,10 @@ struct SoakArgs {
     /// The server's attempt timeout, ms (the timeout receiver answers 2 s after it).
     #[arg(long, default_value_t = 3000)]
     attempt_timeout_ms: u64,
+    /// The server's max_concurrency (attempts one tick runs at once; 16 is the server's
+    /// default).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+    max_concurrency: u32,
     /// Seconds between memory samples.
     #[arg(long, default_value_t = 5)]
     sample_secs: u64,
@@ -463,6 +467,7 @@ fn soak(args: SoakArgs) -> Result<()> {
         subscriptions: args.subscriptions,
         failing_percent: args.failing_percent,
         attempt_timeout_ms: args.attempt_timeout_ms,
+        max_concurrency: args.max_concurrency,
         sample_every: Duration::from_secs(args.sample_secs.max(1)),
         grace: Duration::from_secs(args.grace_secs),
         seed: args.seed,

@@ -81,7 +81,7 @@ impl Default for Options {
             subscriptions: 20,
             failing_percent: 30,
             attempt_timeout_ms: 3000,
-            max_concurrency: 64,
+            max_concurrency: 16,
             sample_every: Duration::from_secs(5),
             store_every: 3,
             grace: Duration::from_secs(15),
@@ -243,7 +243,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
             bail!("the server is gone: {:?}", server.logs().unexpected_lines);
         };
         s.t_s = started.elapsed().as_secs_f64();
-        if k % opts.store_every.max(1) == 0 {
+        if k.is_multiple_of(opts.store_every.max(1)) {
             s.store_live_bytes = filestore::scan(&store_dir).ok().map(|st| st.live_bytes);
         }
         k += 1;

@@ -613,7 +613,7 @@ pub async fn api_client(ctx: Arc<Ctx>, no: usize, key: String, interval: Duratio
     let mut n = 0u64;
     while !ctx.stopped() {
         n += 1;
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             pace.tick().await;
             let body = json!({"url": ctx.receivers.url(Behavior::Ok, "/invalid"), "eventTypes": ["load.deleted"]});
             ctx.api
