@@ -39,6 +39,9 @@ pub const RETRY_DELAYS_MS: [u64; 2] = [60_000, 300_000];
 pub const USER_AGENT: &str = concat!("edgehook/", env!("CARGO_PKG_VERSION"));
 /// Most attempts one tick runs; more due work is reported as due now.
 pub const MAX_ATTEMPTS_PER_TICK: usize = 2000;
+/// A tick starts no batch once it has run this long (by its senders' clocks); what is left is
+/// reported as due now, so the host ticks again with a fresh view (and can stop in between).
+pub const TICK_TIME_BUDGET_MS: u64 = 20_000;
 /// Extra lease time beyond the attempt timeout before another instance may take over.
 const LEASE_MARGIN_MS: u64 = 5_000;
 /// Seconds a processed queue second is kept before it is deleted (tolerates clock skew
@@ -167,7 +170,8 @@ pub struct Outgoing {
 pub struct SendResult {
     /// The status code, or the error (`timeout`, `connection refused`, ...).
     pub outcome: Result<u16, String>,
-    /// Time to the response head (or the error), in ms.
+    /// Time from the start of [`Sender::send_all`] to the response head (or the error), in
+    /// ms. The longest of a batch is how long the batch took: the tick's clock moves on by it.
     pub latency_ms: u64,
 }
 
@@ -449,6 +453,35 @@ struct Claimed {
     due_at: u64,
 }
 
+/// A tick's view of the time. `Env::now_ms` is read once, when the call starts, but a tick
+/// runs batch after batch, each up to the attempt timeout: leases, signature timestamps,
+/// attempt times and retry schedules must use the time a batch really starts. The clock moves
+/// on by how long each batch took, as its [`Sender`] measured it (the core reads no clock).
+struct TickClock {
+    start_ms: u64,
+    elapsed_ms: std::cell::Cell<u64>,
+}
+
+impl TickClock {
+    fn now(&self) -> u64 {
+        self.start_ms + self.elapsed_ms.get()
+    }
+
+    fn out_of_time(&self) -> bool {
+        self.elapsed_ms.get() >= TICK_TIME_BUDGET_MS
+    }
+
+    /// `env` as of now.
+    fn env<'a, K: Kv>(&self, env: &Env<'a, K>) -> Env<'a, K> {
+        Env {
+            now_ms: self.now(),
+            kv: env.kv,
+            settings: env.settings,
+            entropy: env.entropy,
+        }
+    }
+}
+
 /// The due-queue directory: each second with a queue, and how many of its entries a tick has
 /// already seen through (a watermark on entry numbers), so finished seconds cost one read.
 type Directory = BTreeMap<u64, u64>;
@@ -482,13 +515,27 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
         },
     };
     let tick_id = IdKind::Request.generate(env.entropy);
+    let clock = TickClock {
+        start_ms: env.now_ms,
+        elapsed_ms: std::cell::Cell::new(0),
+    };
     let batch_size = env.settings.max_concurrency.max(1) as usize;
     for batch in ids
         .chunks(batch_size)
         .take(MAX_ATTEMPTS_PER_TICK / batch_size)
     {
+        if clock.out_of_time() {
+            break; // the rest is the tick's, through the queue
+        }
         // A failed batch is left to the tick (its queue entries are still there).
-        let _ = run_batch(env, sender, &tick_id, batch, &mut report);
+        let _ = run_batch(
+            &clock.env(env),
+            sender,
+            &tick_id,
+            batch,
+            &clock,
+            &mut report,
+        );
     }
     report
 }
@@ -534,9 +581,16 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             return report;
         }
     };
-    let mut budget = MAX_ATTEMPTS_PER_TICK;
+    let clock = TickClock {
+        start_ms: now,
+        elapsed_ms: std::cell::Cell::new(0),
+    };
     let mut seen_now: Vec<(u64, u64)> = Vec::new();
     let mut expired: Vec<u64> = Vec::new();
+    // Read every due second first, then send their candidates together: batches span
+    // seconds, so one slow attempt in each second does not cost a whole batch per second.
+    let mut scans: Vec<SecondScan> = Vec::new();
+    let mut candidates = 0;
     for ((second, seen), len) in due.iter().copied().zip(lens) {
         if len <= seen {
             if (second + QUEUE_GRACE_S) * 1000 < now {
@@ -544,26 +598,24 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             }
             continue;
         }
-        if budget == 0 {
-            note_due(now);
+        if candidates >= MAX_ATTEMPTS_PER_TICK {
+            note_due(now); // enough for this tick; the next one reads on
             continue;
         }
-        match run_second(
-            env,
-            sender,
-            &tick_id,
-            second,
-            seen,
-            &mut budget,
-            &mut report,
-        ) {
-            Ok(outcome) => {
-                seen_now.push((second, outcome.seen));
-                if let Some(t) = outcome.unfinished_until {
-                    note_due(t);
-                }
+        match scan_second(env, second, seen) {
+            Ok(scan) => {
+                candidates += scan.candidates.len();
+                scans.push(scan);
             }
             Err(_) => note_due(now + 1000),
+        }
+    }
+    run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
+    for scan in &scans {
+        let outcome = scan.outcome(now);
+        seen_now.push((scan.second, outcome.seen));
+        if let Some(t) = outcome.unfinished_until {
+            note_due(t);
         }
     }
     for second in &expired {
@@ -608,15 +660,43 @@ struct SecondOutcome {
     seen: u64,
 }
 
-fn run_second<K: Kv>(
-    env: &Env<'_, K>,
-    sender: &dyn Sender,
-    tick_id: &str,
+/// One due second as a tick read it: its candidates, and what keeps its watermark back.
+struct SecondScan {
     second: u64,
-    seen: u64,
-    budget: &mut usize,
-    report: &mut TickReport,
-) -> Result<SecondOutcome, KvError> {
+    /// The highest entry number the watermark may reach (no gap below it).
+    ceiling: u64,
+    /// Whether an entry below the last one is still being written.
+    gap: bool,
+    /// Deliveries to attempt: (entry number, id, whether its last attempt timed out).
+    candidates: Vec<(u64, String, bool)>,
+    unfinished_until: Option<u64>,
+    first_unfinished: Option<u64>,
+}
+
+impl SecondScan {
+    /// Entry `seq` is not done with until `until`.
+    fn hold(&mut self, seq: u64, until: u64) {
+        self.unfinished_until = Some(self.unfinished_until.map_or(until, |u| u.min(until)));
+        self.first_unfinished = Some(self.first_unfinished.map_or(seq, |f| f.min(seq)));
+    }
+
+    fn outcome(&self, now: u64) -> SecondOutcome {
+        let mut unfinished_until = self.unfinished_until;
+        if self.gap {
+            unfinished_until = Some(unfinished_until.map_or(now + 1000, |u| u.min(now + 1000)));
+        }
+        SecondOutcome {
+            unfinished_until,
+            seen: self
+                .first_unfinished
+                .map_or(self.ceiling, |f| self.ceiling.min(f - 1)),
+        }
+    }
+}
+
+/// Reads a due second's new entries and their records: which deliveries are due now, and
+/// which entries must stay unseen (records not written yet, leases held).
+fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<SecondScan, KvError> {
     let now = env.now_ms;
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
@@ -633,29 +713,27 @@ fn run_second<K: Kv>(
             break;
         }
     }
-    let gap = !settled && contiguous < last_seq;
-    let ceiling = if settled { last_seq } else { contiguous };
+    let mut scan = SecondScan {
+        second,
+        ceiling: if settled { last_seq } else { contiguous },
+        gap: !settled && contiguous < last_seq,
+        candidates: Vec::new(),
+        unfinished_until: None,
+        first_unfinished: None,
+    };
     // One look per delivery, at its first entry in this second.
     let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
     first_seq.sort_unstable();
     first_seq.dedup_by(|later, first| later.0 == first.0);
-    let ids: Vec<String> = first_seq.iter().map(|(id, _)| id.clone()).collect();
-    let keys: Vec<String> = ids.iter().map(|id| keys::delivery(id)).collect();
+    let keys: Vec<String> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
-    let mut unfinished_until: Option<u64> = None;
-    let mut first_unfinished: Option<u64> = None;
-    let mut hold = |seq: u64, until: u64| {
-        unfinished_until = Some(unfinished_until.map_or(until, |u| u.min(until)));
-        first_unfinished = Some(first_unfinished.map_or(seq, |f| f.min(seq)));
-    };
-    let mut candidates: Vec<(u64, String)> = Vec::new();
     // A queue entry is written before its delivery record: an entry without a record is a
     // fan-out still in progress (look again shortly) unless the second is settled, when it
     // can only be left over from a publish that failed.
     for ((_, seq), record) in first_seq.iter().zip(records) {
         let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
             if !settled {
-                hold(*seq, now + 1000);
+                scan.hold(*seq, now + 1000);
             }
             continue;
         };
@@ -665,76 +743,142 @@ fn run_second<K: Kv>(
         if d.status != Status::Pending || second_of(due) > second {
             continue; // finished, or rescheduled into a later second
         }
-        let seq = *seq;
         match d.lease_until {
-            Some(until) if until > now => hold(seq, until),
-            _ => candidates.push((seq, d.id)),
+            Some(until) if until > now => scan.hold(*seq, until),
+            _ => {
+                let slow = d
+                    .attempts
+                    .last()
+                    .is_some_and(|a| a.run == d.run && a.error.as_deref() == Some("timeout"));
+                scan.candidates.push((*seq, d.id, slow));
+            }
         }
     }
+    scan.candidates.sort_unstable_by_key(|(seq, _, _)| *seq);
+    Ok(scan)
+}
+
+/// Sends the candidates of every scanned second, `max_concurrency` at a time. A batch lasts
+/// as long as its slowest attempt, so deliveries whose last attempt timed out go last, in
+/// batches of their own: one endpoint that hangs does not hold up everyone's retries. What is
+/// not sent (budget, time, store failures, leases held by others) holds its second back.
+fn run_candidates<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    tick_id: &str,
+    scans: &mut [SecondScan],
+    clock: &TickClock,
+    report: &mut TickReport,
+) {
+    let now = env.now_ms;
+    // (scan, entry number, id, slow), fast ones first, oldest second first; one per id.
+    let mut work: Vec<(usize, u64, String, bool)> = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    for (i, scan) in scans.iter().enumerate() {
+        for (seq, id, slow) in &scan.candidates {
+            if ids.insert(id.as_str()) {
+                work.push((i, *seq, id.clone(), *slow));
+            }
+        }
+    }
+    work.sort_by_key(|(_, _, _, slow)| *slow);
+    let mut budget = MAX_ATTEMPTS_PER_TICK;
     let batch_size = env.settings.max_concurrency.max(1) as usize;
-    for batch in candidates.chunks(batch_size) {
-        if *budget < batch.len() {
-            for (seq, _) in batch {
-                hold(*seq, now);
+    let mut start = 0;
+    while start < work.len() {
+        // A batch never mixes slow and fast deliveries.
+        let slow = work[start].3;
+        let end = (start + batch_size).min(work.len());
+        let end = work[start..end]
+            .iter()
+            .position(|w| w.3 != slow)
+            .map_or(end, |p| start + p);
+        let batch = &work[start..end];
+        start = end;
+        if budget < batch.len() || clock.out_of_time() {
+            for (i, seq, _, _) in batch {
+                scans[*i].hold(*seq, now);
             }
             continue;
         }
-        *budget -= batch.len();
-        let ids: Vec<String> = batch.iter().map(|(_, id)| id.clone()).collect();
-        if run_batch(env, sender, tick_id, &ids, report).is_err() {
-            for (seq, _) in batch {
-                hold(*seq, now + 1000);
+        budget -= batch.len();
+        let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
+        match run_batch(&clock.env(env), sender, tick_id, &ids, clock, report) {
+            // Another tick holds these: it may die mid-attempt, so their second is not done
+            // with them until the lease runs out.
+            Ok(held) => {
+                for (id, until) in held {
+                    if let Some((i, seq, _, _)) = batch.iter().find(|w| w.2 == id) {
+                        scans[*i].hold(*seq, until);
+                    }
+                }
+            }
+            Err(_) => {
+                for (i, seq, _, _) in batch {
+                    scans[*i].hold(*seq, now + 1000);
+                }
             }
         }
     }
-    if gap {
-        unfinished_until = Some(unfinished_until.map_or(now + 1000, |u| u.min(now + 1000)));
-    }
-    Ok(SecondOutcome {
-        unfinished_until,
-        seen: first_unfinished.map_or(ceiling, |f| ceiling.min(f - 1)),
-    })
 }
 
-/// Claims, sends and records one batch of due deliveries, concurrently.
+/// What a claim found.
+enum Claim {
+    /// Ours now.
+    Claimed(Box<Claimed>),
+    /// Another tick holds it until then.
+    Held(u64),
+    /// Nothing to do (finished, not due, gone).
+    Skip,
+}
+
+/// Claims, sends and records one batch of due deliveries, concurrently; `env.now_ms` is when
+/// the batch starts. Moves `clock` on by the time the sending took. Returns the deliveries
+/// another tick holds, with the end of their lease.
 fn run_batch<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
     tick_id: &str,
     ids: &[String],
+    clock: &TickClock,
     report: &mut TickReport,
-) -> Result<(), KvError> {
+) -> Result<Vec<(String, u64)>, KvError> {
     let now = env.now_ms;
     let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
     let mut claimed: Vec<Claimed> = Vec::new();
+    let mut held: Vec<(String, u64)> = Vec::new();
     for id in ids {
         let outcome = update(env.kv, &keys::delivery(id), |cur| {
             let Some(bytes) = cur else {
-                return Ok(Update::Keep(None));
+                return Ok(Update::Keep(Claim::Skip));
             };
             let mut d: Delivery = parse_json(bytes)?;
             let due = match d.next_attempt_at {
                 Some(due) if d.status == Status::Pending && due <= now => due,
-                _ => return Ok(Update::Keep(None)),
+                _ => return Ok(Update::Keep(Claim::Skip)),
             };
-            if d.lease_until.is_some_and(|u| u > now) {
-                return Ok(Update::Keep(None));
+            if let Some(until) = d.lease_until.filter(|u| *u > now) {
+                return Ok(Update::Keep(Claim::Held(until)));
             }
             d.lease_until = Some(lease_until);
             d.lease_owner = Some(tick_id.to_owned());
             Ok(Update::Write(
                 json_bytes(&d)?,
-                Some(Claimed {
+                Claim::Claimed(Box::new(Claimed {
                     delivery: d,
                     due_at: due,
-                }),
+                })),
             ))
         })
         .map_err(kv_from_update)?;
-        claimed.extend(outcome);
+        match outcome {
+            Claim::Claimed(c) => claimed.push(*c),
+            Claim::Held(until) => held.push((id.clone(), until)),
+            Claim::Skip => {}
+        }
     }
     if claimed.is_empty() {
-        return Ok(());
+        return Ok(held);
     }
     let sub_ids: Vec<String> = claimed
         .iter()
@@ -778,10 +922,13 @@ fn run_batch<K: Kv>(
     }
     let requests: Vec<Outgoing> = to_send.iter().map(|(_, r)| r.clone()).collect();
     let sent = sender.send_all(&requests, env.settings.attempt_timeout_ms);
+    let took = sent.iter().map(|r| r.latency_ms).max().unwrap_or(0);
+    clock.elapsed_ms.set(clock.elapsed_ms.get() + took);
     for ((i, _), result) in to_send.iter().zip(sent) {
         results[*i] = Some(result);
     }
-    record_outcomes(env, tick_id, claimed, subs, results, cancelled, report)
+    record_outcomes(env, tick_id, claimed, subs, results, cancelled, report)?;
+    Ok(held)
 }
 
 /// The error of an attempt refused before sending: the target is not public and private
@@ -1388,6 +1535,276 @@ mod tests {
             (report.attempted, sent.0.get()),
             (1, 1),
             "the delivery is still found and sent"
+        );
+    }
+
+    /// Answers every request with a timeout that took `latency_ms`, noting what each request
+    /// carried and the lease its delivery had while it was in flight.
+    struct Slow<'a> {
+        kv: &'a MemoryKv,
+        latency_ms: u64,
+        /// (delivery id, X-Service-Timestamp, lease_until during the attempt)
+        seen: RefCell<Vec<(String, u64, Option<u64>)>>,
+    }
+
+    impl Sender for Slow<'_> {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            requests
+                .iter()
+                .map(|r| {
+                    let header = |n: &str| {
+                        r.headers
+                            .iter()
+                            .find(|(k, _)| k == n)
+                            .map(|(_, v)| v.clone())
+                            .unwrap_or_default()
+                    };
+                    let id = header("x-service-delivery-id");
+                    let lease = self
+                        .kv
+                        .get(&keys::delivery(&id))
+                        .ok()
+                        .flatten()
+                        .and_then(|b| serde_json::from_slice::<Delivery>(&b).ok())
+                        .and_then(|d| d.lease_until);
+                    let ts = header("x-service-timestamp").parse().unwrap_or(0);
+                    self.seen.borrow_mut().push((id, ts, lease));
+                    SendResult {
+                        outcome: Err("timeout".into()),
+                        latency_ms: self.latency_ms,
+                    }
+                })
+                .collect()
+        }
+    }
+
+    fn queued(kv: &MemoryKv, sub: &str, events: &[&str], now: u64) -> Vec<String> {
+        let ids: Vec<String> = events
+            .iter()
+            .map(|e| pending_delivery(kv, sub, e, now))
+            .collect();
+        enqueue(kv, &BTreeMap::from([(now / 1000, ids.clone())])).expect("enqueue");
+        ids
+    }
+
+    #[test]
+    fn a_long_tick_signs_leases_and_schedules_each_batch_when_it_is_sent() {
+        // Found by the soak (edgehook soak): a tick read the clock once, so a batch sent 20 s
+        // into a tick was signed 20 s in the past, leased until 5 s before it was claimed
+        // (another tick could claim and send it again) and retried 20 s early.
+        let kv = MemoryKv::new();
+        let settings = Settings {
+            max_concurrency: 1,
+            attempt_timeout_ms: 10_000,
+            ..Settings::default()
+        };
+        let entropy = SeededEntropy::new(5);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        queued(&kv, &sub, &["evt_a", "evt_b"], now);
+        let slow = Slow {
+            kv: &kv,
+            latency_ms: 10_000,
+            seen: RefCell::default(),
+        };
+        assert_eq!(tick(&env, &slow).attempted, 2);
+        let seen = slow.seen.borrow();
+        assert_eq!(seen[0].1, now / 1000);
+        let (id, timestamp, lease) = &seen[1];
+        assert_eq!(*timestamp, (now + 10_000) / 1000, "signed when it is sent");
+        assert!(
+            lease.is_some_and(|l| l >= now + 10_000 + 10_000),
+            "leased for an attempt timeout from when it is sent: {lease:?}"
+        );
+        let d = load(&env, id).expect("load").expect("record");
+        assert_eq!(d.attempts[0].started_at, now + 10_000);
+        assert!(
+            d.next_attempt_at
+                .is_some_and(|t| t >= now + 10_000 + RETRY_DELAYS_MS[0]),
+            "retried a minute after it was sent: {:?}",
+            d.next_attempt_at
+        );
+    }
+
+    #[test]
+    fn a_tick_starts_no_batch_after_its_time_budget_and_reports_the_rest_due() {
+        let kv = MemoryKv::new();
+        let settings = Settings {
+            max_concurrency: 1,
+            attempt_timeout_ms: 15_000,
+            ..Settings::default()
+        };
+        let entropy = SeededEntropy::new(6);
+        let now = 1_767_225_600_000;
+        let env = |now_ms| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        queued(&kv, &sub, &["evt_a", "evt_b", "evt_c", "evt_d"], now);
+        let slow = Slow {
+            kv: &kv,
+            latency_ms: 15_000,
+            seen: RefCell::default(),
+        };
+        let report = tick(&env(now), &slow);
+        assert_eq!(report.attempted, 2, "15 s, then 30 s: over the 20 s budget");
+        assert_eq!(report.next_due_ms, Some(now), "the rest is due now");
+        assert_eq!(tick(&env(now + 30_000), &slow).attempted, 2);
+        assert_eq!(slow.seen.borrow().len(), 4);
+    }
+
+    #[test]
+    fn a_delivery_another_tick_holds_is_looked_at_again_when_its_lease_runs_out() {
+        // Another instance claims the delivery between this tick's read of the queue and its
+        // own claim, then dies mid-attempt. This tick must not move its watermark past the
+        // entry: it is the only pointer to the delivery.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(7);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+        let hooked = HookKv {
+            inner: &kv,
+            prefix: "dlv:",
+            hook: RefCell::new(Some(Box::new(|| {
+                let bytes = kv.get(&keys::delivery(&id)).expect("get").expect("record");
+                let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
+                d.lease_until = Some(now + 15_000);
+                d.lease_owner = Some("another instance".into());
+                kv.set(&keys::delivery(&id), &serde_json::to_vec(&d).expect("json"))
+                    .expect("set");
+            }))),
+        };
+        let sent = Counting(Cell::new(0));
+        let report = tick(
+            &Env {
+                now_ms: now,
+                kv: &hooked,
+                settings: &settings,
+                entropy: &entropy,
+            },
+            &sent,
+        );
+        assert_eq!(report.attempted, 0, "the other instance holds it");
+        assert!(
+            report.next_due_ms.is_some_and(|t| t <= now + 15_000),
+            "it looks again when the lease ends: {:?}",
+            report.next_due_ms
+        );
+        let later = Env {
+            now_ms: now + 16_000,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        assert_eq!(
+            tick(&later, &sent).attempted,
+            1,
+            "sent once the lease is over"
+        );
+        assert_eq!(sent.0.get(), 1);
+    }
+
+    /// Answers 200 to everything and notes the delivery ids of each batch.
+    #[derive(Default)]
+    struct Batches(RefCell<Vec<Vec<String>>>);
+
+    impl Sender for Batches {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            let ids = requests
+                .iter()
+                .filter_map(|r| {
+                    r.headers
+                        .iter()
+                        .find(|(n, _)| n == "x-service-delivery-id")
+                        .map(|(_, v)| v.clone())
+                })
+                .collect();
+            self.0.borrow_mut().push(ids);
+            requests
+                .iter()
+                .map(|_| SendResult {
+                    outcome: Ok(200),
+                    latency_ms: 5,
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn one_batch_takes_due_deliveries_from_several_seconds() {
+        // Found by the soak: the tick sent each second's deliveries as a batch of its own,
+        // so with one slow retry in every second a single ticker did one second of retries
+        // per attempt timeout and fell further behind every second.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(8);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        for (i, event) in ["evt_a", "evt_b", "evt_c"].iter().enumerate() {
+            queued(&kv, &sub, &[event], now - 3000 + i as u64 * 1000);
+        }
+        let batches = Batches::default();
+        assert_eq!(tick(&env, &batches).attempted, 3);
+        assert_eq!(batches.0.borrow().len(), 1, "{:?}", batches.0.borrow());
+    }
+
+    #[test]
+    fn retries_whose_last_attempt_timed_out_go_last_in_batches_of_their_own() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(9);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        let ids = queued(&kv, &sub, &["evt_a", "evt_b", "evt_c", "evt_d"], now);
+        // a and c timed out on attempt 1 (a minute ago) and are due for attempt 2.
+        for id in [&ids[0], &ids[2]] {
+            let bytes = kv.get(&keys::delivery(id)).expect("get").expect("record");
+            let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
+            d.attempts.push(Attempt {
+                run: 0,
+                number: 1,
+                due_at: now - 70_000,
+                started_at: now - 70_000,
+                status_code: None,
+                error: Some("timeout".into()),
+                latency_ms: 10_000,
+                succeeded: false,
+            });
+            kv.set(&keys::delivery(id), &serde_json::to_vec(&d).expect("json"))
+                .expect("set");
+        }
+        let batches = Batches::default();
+        assert_eq!(tick(&env, &batches).attempted, 4);
+        let sent = batches.0.borrow();
+        assert_eq!(
+            *sent,
+            vec![
+                vec![ids[1].clone(), ids[3].clone()],
+                vec![ids[0].clone(), ids[2].clone()]
+            ]
         );
     }
 

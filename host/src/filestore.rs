@@ -75,14 +75,9 @@ fn io_err(e: std::io::Error) -> StoreError {
     StoreError(format!("storage file: {e}"))
 }
 
-/// Replays a log; returns the map and the length of the valid prefix.
-fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Vec<u8>>, u64)> {
-    let mut map = BTreeMap::new();
-    let Ok(file) = File::open(path) else {
-        return Ok((map, 0));
-    };
-    let mut bytes = Vec::new();
-    BufReader::new(file).read_to_end(&mut bytes)?;
+/// Walks the valid records of a log, calling `f(is_set, key, value)` for each; returns the
+/// length of the valid prefix (a torn or corrupt record ends it).
+fn read_records(bytes: &[u8], mut f: impl FnMut(bool, &str, &[u8])) -> u64 {
     let mut pos = 0usize;
     let read_u32 = |b: &[u8], at: usize| -> Option<usize> {
         Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
@@ -92,11 +87,11 @@ fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Vec<u8>>, u64)> {
         let Some(op) = bytes.get(pos).copied() else {
             break;
         };
-        let Some(klen) = read_u32(&bytes, pos + 1) else {
+        let Some(klen) = read_u32(bytes, pos + 1) else {
             break;
         };
         let kstart = pos + 5;
-        let Some(vlen) = read_u32(&bytes, kstart + klen) else {
+        let Some(vlen) = read_u32(bytes, kstart + klen) else {
             break;
         };
         let vstart = kstart + klen + 4;
@@ -112,17 +107,76 @@ fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Vec<u8>>, u64)> {
             break;
         };
         match op {
-            OP_SET => {
-                map.insert(key.to_owned(), bytes[vstart..end].to_vec());
-            }
-            OP_DELETE => {
-                map.remove(key);
-            }
+            OP_SET => f(true, key, &bytes[vstart..end]),
+            OP_DELETE => f(false, key, &[]),
             _ => break,
         }
         pos = end + 8;
     }
-    Ok((map, pos as u64))
+    pos as u64
+}
+
+fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(file) => {
+            BufReader::new(file).read_to_end(&mut bytes)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(bytes)
+}
+
+/// Replays a log; returns the map and the length of the valid prefix.
+fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Vec<u8>>, u64)> {
+    let mut map = BTreeMap::new();
+    let bytes = read_log(path)?;
+    let valid = read_records(&bytes, |set, key, value| {
+        if set {
+            map.insert(key.to_owned(), value.to_vec());
+        } else {
+            map.remove(key);
+        }
+    });
+    Ok((map, valid))
+}
+
+/// What a store's log holds, read from disk without opening the store (a running server may
+/// be appending to it): the live keys and their size as the store counts it (key + value +
+/// 17 bytes of record framing per key), and the length of the log file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Live keys.
+    pub keys: u64,
+    /// Live data, in bytes.
+    pub live_bytes: u64,
+    /// Length of the log file (live data plus superseded records until compaction).
+    pub log_bytes: u64,
+}
+
+/// Reads the log of the store in `dir` (as [`FileStore::open`] would, without opening it).
+pub fn scan(dir: &Path) -> std::io::Result<LogStats> {
+    let bytes = read_log(&dir.join(LOG_FILE))?;
+    let mut sizes: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    read_records(&bytes, |set, key, value| {
+        if set {
+            let size = (key.len() + value.len() + 17) as u64;
+            match sizes.get_mut(key) {
+                Some(s) => *s = size,
+                None => {
+                    sizes.insert(key.to_owned(), size);
+                }
+            }
+        } else {
+            sizes.remove(key);
+        }
+    });
+    Ok(LogStats {
+        keys: sizes.len() as u64,
+        live_bytes: sizes.values().sum(),
+        log_bytes: bytes.len() as u64,
+    })
 }
 
 impl FileStore {
@@ -339,6 +393,25 @@ mod tests {
         drop(s);
         let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
         assert_eq!(s.get("d"), Ok(Some(b"4".to_vec())));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn scan_counts_what_the_store_holds() {
+        let dir = temp_dir("scan");
+        assert_eq!(scan(&dir).expect("no log yet"), LogStats::default());
+        let s = FileStore::open(&dir, SyncPolicy::Always).expect("open");
+        s.set("a", b"1").expect("set");
+        s.set("b", b"22").expect("set");
+        s.set("a", b"333").expect("overwrite");
+        s.delete("b").expect("delete");
+        let stats = scan(&dir).expect("scan");
+        assert_eq!(stats.keys, s.len() as u64);
+        assert_eq!(stats.live_bytes, s.lock().live_bytes);
+        assert_eq!(
+            stats.log_bytes,
+            std::fs::metadata(dir.join(LOG_FILE)).expect("log").len()
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

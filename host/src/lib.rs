@@ -29,6 +29,7 @@ pub mod runtime;
 pub mod scenario;
 pub mod serve;
 pub mod sim;
+pub mod soak;
 pub mod store;
 
 pub use runtime::{

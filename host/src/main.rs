@@ -42,6 +42,10 @@ enum Command {
     /// Run a whole-system scenario on the simulation host (virtual time, simulated
     /// endpoints) and audit every delivery; exits non-zero if the ledger does not balance.
     Simulate(SimulateArgs),
+    /// Soak test: run this binary's `serve` as a child process under sustained API and
+    /// publish load (loopback only, 30 % failing receivers), sample its memory, then check
+    /// every answer, log line and delivery; exits non-zero if a check fails (docs/soak.md).
+    Soak(SoakArgs),
 }
 
 #[derive(clap::Args)]
@@ -172,6 +176,50 @@ struct SimulateArgs {
     seed: u64,
 }
 
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// How long the load runs: 600, 600s, 10m, 1h. `--duration 60s` is a smoke run.
+    #[arg(long, default_value = "10m", value_parser = edgehook_host::soak::parse_duration)]
+    duration: Duration,
+    /// Events published per second.
+    #[arg(long, default_value_t = 4.0)]
+    events_per_sec: f64,
+    /// Partner API requests per second (all clients).
+    #[arg(long, default_value_t = 40.0)]
+    api_rps: f64,
+    /// Partner API clients (each creates, lists, reads and deletes its own subscriptions).
+    #[arg(long, default_value_t = 4)]
+    api_clients: usize,
+    /// Subscriptions that live through the whole run.
+    #[arg(long, default_value_t = 20)]
+    subscriptions: usize,
+    /// Percentage of subscriptions on failing receivers (500, 503, refused, timeout).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(0..=100))]
+    failing_percent: u32,
+    /// The server's attempt timeout, ms (the timeout receiver answers 2 s after it).
+    #[arg(long, default_value_t = 3000)]
+    attempt_timeout_ms: u64,
+    /// The server's max_concurrency (attempts one tick runs at once; 16 is the server's
+    /// default).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+    max_concurrency: u32,
+    /// Seconds between memory samples.
+    #[arg(long, default_value_t = 5)]
+    sample_secs: u64,
+    /// Seconds in-flight work gets after the load stops.
+    #[arg(long, default_value_t = 15)]
+    grace_secs: u64,
+    /// Randomness seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Keep the temporary directory with the store.
+    #[arg(long)]
+    keep: bool,
+    /// The `edgehook` binary to soak (default: this one).
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+}
+
 fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
@@ -258,6 +306,7 @@ fn run(cli: Cli) -> Result<()> {
             &[],
         ),
         Command::Simulate(args) => simulate(args),
+        Command::Soak(args) => soak(args),
     }
 }
 
@@ -403,6 +452,34 @@ async fn shutdown_signal() {
     {
         let _ = ctrl_c.await;
     }
+}
+
+fn soak(args: SoakArgs) -> Result<()> {
+    let server_bin = match args.server_bin {
+        Some(p) => p,
+        None => std::env::current_exe().context("locating this executable")?,
+    };
+    let options = edgehook_host::soak::Options {
+        server_bin,
+        duration: args.duration,
+        events_per_sec: args.events_per_sec,
+        api_rps: args.api_rps,
+        api_clients: args.api_clients.max(1),
+        subscriptions: args.subscriptions,
+        failing_percent: args.failing_percent,
+        attempt_timeout_ms: args.attempt_timeout_ms,
+        max_concurrency: args.max_concurrency,
+        sample_every: Duration::from_secs(args.sample_secs.max(1)),
+        grace: Duration::from_secs(args.grace_secs),
+        seed: args.seed,
+        keep: args.keep,
+        ..Default::default()
+    };
+    let outcome = edgehook_host::soak::run(&options)?;
+    if !outcome.passed {
+        bail!("the soak found problems (see the verdicts above)");
+    }
+    Ok(())
 }
 
 fn simulate(args: SimulateArgs) -> Result<()> {

@@ -32,6 +32,8 @@ pub struct Server {
     /// Every connection and every unfinished invocation holds a receiver; shutdown waits
     /// until all are gone.
     inflight: Arc<watch::Sender<()>>,
+    /// How long shutdown waits for work in flight.
+    grace: Duration,
 }
 
 impl Server {
@@ -42,7 +44,14 @@ impl Server {
             env,
             wake: Arc::new(Notify::new()),
             inflight: Arc::new(watch::channel(()).0),
+            grace: SHUTDOWN_GRACE,
         })
+    }
+
+    /// The same server with another shutdown grace period (default 15 s).
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// Serves on `listener` until `shutdown` turns true, then stops accepting and waits (up to
@@ -52,7 +61,7 @@ impl Server {
         listener: TcpListener,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<()> {
-        let timer = tokio::spawn(self.clone().timer(shutdown.clone()));
+        let mut timer = tokio::spawn(self.clone().timer(shutdown.clone()));
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -80,9 +89,14 @@ impl Server {
         }
         drop(listener);
         // Connections and invocations hold receivers; closed() resolves when all are gone.
-        // Attempts cut off by the grace period stay leased and run again later.
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.inflight.closed()).await;
-        let _ = timer.await;
+        // A tick in progress gets the same grace period. Attempts cut off by it stay leased
+        // and run again after a restart.
+        let deadline = tokio::time::Instant::now() + self.grace;
+        let _ = tokio::time::timeout_at(deadline, self.inflight.closed()).await;
+        if tokio::time::timeout_at(deadline, &mut timer).await.is_err() {
+            timer.abort();
+            log_line("info", "shutdown cut a tick short", &[]);
+        }
         Ok(())
     }
 
@@ -253,4 +267,89 @@ pub fn log_line(level: &str, msg: &str, fields: &[(&str, String)]) {
         line.insert((*k).into(), v.clone().into());
     }
     println!("{}", serde_json::Value::Object(line));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbound::{Outbound, OutboundFuture};
+    use crate::store::MemoryStore;
+    use std::collections::BTreeMap;
+    use wasmtime_wasi_http::{RequestOptions, WasiBody};
+
+    /// A network where every request hangs (an endpoint that never answers).
+    struct Hang(Arc<Notify>);
+
+    impl Outbound for Hang {
+        fn send(&self, _: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
+            self.0.notify_one();
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_does_not_wait_for_a_tick_beyond_the_grace_period() {
+        let sent = Arc::new(Notify::new());
+        let config: BTreeMap<String, String> = [
+            ("admin_token", "t"),
+            ("allow_private_targets", "true"),
+            ("attempt_timeout_ms", "120000"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let env = HostEnv {
+            kv: Arc::new(MemoryStore::new()),
+            config: Arc::new(config),
+            clock: None,
+            outbound: Arc::new(Hang(sent.clone())),
+            seed: None,
+            guest_log: None,
+        };
+        let rt = Runtime::embedded().expect("runtime");
+        let req = |method: &str, path: &str, auth: &str, body: &str| {
+            http::Request::builder()
+                .method(method)
+                .uri(format!("http://test{path}"))
+                .header("authorization", format!("Bearer {auth}"))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body.to_owned())))
+                .expect("request")
+        };
+        let key = rt
+            .handle(&env, req("POST", "/internal/v1/clients/acme/keys", "t", ""))
+            .await
+            .expect("key")
+            .json()["data"]["apiKey"]
+            .as_str()
+            .expect("apiKey")
+            .to_owned();
+        let create = r#"{"url":"http://127.0.0.1:9/x","eventTypes":["load.created"]}"#;
+        let created = rt
+            .handle(&env, req("POST", "/v1/webhooks", &key, create))
+            .await
+            .expect("create");
+        assert_eq!(created.status, 201);
+        // Published through the export (no tick of its own): the server's timer sends it, and
+        // the attempt hangs for its 2-minute timeout.
+        rt.publish(&env, "load.created", br#"{"id":"L"}"#)
+            .await
+            .expect("publish")
+            .expect("accepted");
+        let server = Server::new(env)
+            .expect("server")
+            .with_shutdown_grace(Duration::from_millis(300));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (stop, stop_rx) = watch::channel(false);
+        let running = tokio::spawn(server.run(listener, stop_rx));
+        tokio::time::timeout(Duration::from_secs(60), sent.notified())
+            .await
+            .expect("the timer sends the attempt");
+        let _ = stop.send(true);
+        let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
+        assert!(
+            matches!(stopped, Ok(Ok(Ok(())))),
+            "shutdown waits for the grace period, not for the tick: {stopped:?}"
+        );
+    }
 }
