@@ -276,8 +276,13 @@ pub fn size() -> Vec<Row> {
     }]
 }
 
-/// A plain hyper server answering every request with `body`; the throughput baseline.
-async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
+/// A loopback hyper server (HTTP/1.1, keep-alive, `TCP_NODELAY`) answering every request,
+/// its body read whole, with `respond(request)`. Returns its port.
+async fn loopback_server<F, Fut>(respond: F) -> Result<u16>
+where
+    F: Fn(hyper::Request<Full<Bytes>>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     tokio::spawn(async move {
@@ -286,14 +291,19 @@ async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
                 return;
             };
             let _ = stream.set_nodelay(true);
-            let (body, hits) = (body.clone(), hits.clone());
+            let respond = respond.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let (body, hits) = (body.clone(), hits.clone());
+                    let respond = respond.clone();
                     async move {
-                        let _ = req.into_body().collect().await;
-                        hits.fetch_add(1, Ordering::Relaxed);
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(body)))
+                        let (parts, body) = req.into_parts();
+                        let body = body
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let req = hyper::Request::from_parts(parts, Full::new(body));
+                        Ok::<_, std::convert::Infallible>(respond(req).await)
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -305,49 +315,37 @@ async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
     Ok(port)
 }
 
+/// A plain hyper server answering every request with `body`; the throughput baseline.
+async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
+    loopback_server(move |_| {
+        let (body, hits) = (body.clone(), hits.clone());
+        async move {
+            hits.fetch_add(1, Ordering::Relaxed);
+            hyper::Response::new(Full::new(body))
+        }
+    })
+    .await
+}
+
 /// The empty component behind the same kind of hyper server: every request is read whole,
 /// then handled by a fresh instance of `bench/empty`, as `edgehook serve` does with ours. The
 /// floor of any one-instance-per-request server on this machine.
 async fn empty_component_server(env: HostEnv) -> Result<u16> {
     let baseline = Arc::new(Baseline::new()?);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let _ = stream.set_nodelay(true);
-            let (baseline, env) = (baseline.clone(), env.clone());
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let (baseline, env) = (baseline.clone(), env.clone());
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let body = body
-                            .collect()
-                            .await
-                            .map(|b| b.to_bytes())
-                            .unwrap_or_default();
-                        let req = hyper::Request::from_parts(parts, Full::new(body));
-                        let resp = match baseline.handle(&env, req).await {
-                            Ok(r) => hyper::Response::new(Full::new(r.body)),
-                            Err(_) => {
-                                let mut r = hyper::Response::new(Full::new(Bytes::new()));
-                                *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-                                r
-                            }
-                        };
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
+    loopback_server(move |req| {
+        let (baseline, env) = (baseline.clone(), env.clone());
+        async move {
+            match baseline.handle(&env, req).await {
+                Ok(r) => hyper::Response::new(Full::new(r.body)),
+                Err(_) => {
+                    let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                    *r.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                    r
+                }
+            }
         }
-    });
-    Ok(port)
+    })
+    .await
 }
 
 /// Drives `connections` keep-alive connections sending `make()` for `duration` (or until
