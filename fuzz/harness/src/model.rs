@@ -105,6 +105,7 @@ pub struct Model {
     /// them in a URL or an error message that is echoed later).
     supplied: Vec<u8>,
     creates: BTreeMap<(String, Vec<u8>), Created>,
+    maybe_created: BTreeMap<(String, Vec<u8>), Created>,
     create_faults: BTreeMap<(String, Vec<u8>), u64>,
     ingests: BTreeMap<Vec<u8>, Ingested>,
     ingest_faults: BTreeSet<Vec<u8>>,
@@ -405,6 +406,27 @@ impl Model {
             .filter(|c| now < c.at + IDEMPOTENCY_TTL_MS)
             .cloned();
         let replayed = reply.header("idempotent-replayed") == Some("true");
+        // A request that reached the claim while the key's record had expired replaced it
+        // (and, failing, released it): the old response is gone even if the clock later
+        // steps back below 24 h. Under a store fault it may or may not have been replaced.
+        if let Some(k) = &key {
+            let expired = self
+                .creates
+                .get(k)
+                .is_some_and(|c| now >= c.at + IDEMPOTENCY_TTL_MS);
+            let reached_claim = reply.status == 201
+                || matches!(
+                    reply.code(),
+                    Some("idempotency_conflict" | "subscription_limit_reached")
+                );
+            if expired
+                && (reached_claim || faulted)
+                && let Some(old) = self.creates.remove(k)
+                && !reached_claim
+            {
+                self.maybe_created.insert(k.clone(), old);
+            }
+        }
         if reply.status != 201 {
             assert!(
                 !replayed,
@@ -416,8 +438,9 @@ impl Model {
             if let Some(c) = &earlier
                 && c.body == req.body
             {
+                // 413: the shell cut the body (`@truncated`); 415: not declared JSON.
                 assert!(
-                    reply.status == 415 || (reply.status == 503 && faulted),
+                    matches!(reply.status, 413 | 415) || (reply.status == 503 && faulted),
                     "a retry of a completed create was not replayed: {}",
                     what()
                 );
@@ -485,8 +508,21 @@ impl Model {
                 );
                 assert_eq!(&c.data, data, "a replay answered other data: {}", what());
             }
+            (Some(k), None) if replayed => {
+                // Only a record a faulted request may have left in place can be replayed.
+                let old = self.maybe_created.remove(k);
+                assert!(
+                    old.as_ref()
+                        .is_some_and(|c| now < c.at + IDEMPOTENCY_TTL_MS && &c.data == data),
+                    "a replay of nothing: {}",
+                    what()
+                );
+                if let Some(old) = old {
+                    self.creates.insert(k.clone(), old);
+                }
+            }
             (Some(k), None) => {
-                assert!(!replayed, "a replay of nothing: {}", what());
+                self.maybe_created.remove(k);
                 self.creates.insert(
                     k.clone(),
                     Created {
