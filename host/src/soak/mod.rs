@@ -304,10 +304,9 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
                 None
             }
         };
-    let factor = reopened
-        .and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store.live_bytes))
-        .unwrap_or(0.0);
-    let verdict = memory::verdict(&samples, load_secs, factor, Bound::default());
+    let factor =
+        reopened.and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store.live_bytes));
+    let verdict = memory::verdict(&samples, load_secs, factor.unwrap_or(0.0), Bound::default());
 
     // The report.
     let stats = ctx.api.stats();
@@ -382,15 +381,14 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
             t.samples, t.rss_mib, t.store_mib, t.net_mib, t.fds_max, t.threads_max
         );
     }
+    let how = match factor {
+        Some(f) => format!("{f:.2} RSS bytes per live byte, measured by reopening the store"),
+        None => "not measured: the store is under 4 MiB, so raw RSS is judged".to_owned(),
+    };
     println!(
         "  RSS grew {:.1} MiB from the middle to the last third; the store's growth explains \
-         {:.1} MiB (factor {:.2} RSS bytes per live byte, measured by reopening); unexplained \
-         {:.1} MiB, bound {:.1} MiB",
-        verdict.rss_growth_mib,
-        verdict.explained_mib,
-        verdict.factor,
-        verdict.unexplained_mib,
-        verdict.bound_mib
+         {:.1} MiB (factor {how}); unexplained {:.1} MiB, bound {:.1} MiB",
+        verdict.rss_growth_mib, verdict.explained_mib, verdict.unexplained_mib, verdict.bound_mib
     );
     let rss_series: Vec<String> = samples
         .iter()
