@@ -227,7 +227,12 @@ impl Model {
         for (out, result) in sent {
             self.check_delivery(out, result, now, &what);
         }
-        let segments: Vec<&str> = req.path.split('/').skip(1).collect();
+        // Only a path that starts with `/` names a route (the router answers 404 to any
+        // other, e.g. control bytes before the slash).
+        let segments: Vec<&str> = match req.path.strip_prefix('/') {
+            Some(rest) => rest.split('/').collect(),
+            None => Vec::new(),
+        };
         let method = req.method.as_str();
         match (method, segments.as_slice()) {
             ("POST", ["v1", "webhooks"]) => {
