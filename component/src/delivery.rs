@@ -1299,6 +1299,21 @@ mod tests {
     use crate::subscriptions::Secret;
     use std::cell::{Cell, RefCell};
 
+    /// An `Env` over a test store at `now`.
+    fn env_at<'a>(
+        kv: &'a MemoryKv,
+        settings: &'a Settings,
+        entropy: &'a SeededEntropy,
+        now: u64,
+    ) -> Env<'a, MemoryKv> {
+        Env {
+            now_ms: now,
+            kv,
+            settings,
+            entropy,
+        }
+    }
+
     /// A store that runs `hook` once, just before the first compare-and-swap on a key with
     /// `prefix`: a way to put another instance's tick inside a publish.
     struct HookKv<'a> {
@@ -1406,12 +1421,7 @@ mod tests {
         let settings = Settings::default();
         let entropy = SeededEntropy::new(5);
         let now = 1_767_225_600_000;
-        let env = Env {
-            now_ms: now,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = env_at(&kv, &settings, &entropy, now);
         active_subscription(&kv);
         let cost = |queued: usize| {
             // `queued` other deliveries are due in the same second (another instance's).
@@ -1455,12 +1465,7 @@ mod tests {
         let settings = Settings::default();
         let entropy = SeededEntropy::new(4);
         let now = 1_767_225_600_000;
-        let env = Env {
-            now_ms: now,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = env_at(&kv, &settings, &entropy, now);
         let sub = active_subscription(&kv);
         let second = now / 1000;
         // Appender A reserved number 1 but has not written it yet; appender B wrote number 2.
@@ -1600,12 +1605,7 @@ mod tests {
         };
         let entropy = SeededEntropy::new(5);
         let now = 1_767_225_600_000;
-        let env = Env {
-            now_ms: now,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = env_at(&kv, &settings, &entropy, now);
         let sub = active_subscription(&kv);
         queued(&kv, &sub, &["evt_a", "evt_b"], now);
         let slow = Slow {
@@ -1750,12 +1750,7 @@ mod tests {
         let settings = Settings::default();
         let entropy = SeededEntropy::new(8);
         let now = 1_767_225_600_000;
-        let env = Env {
-            now_ms: now,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = env_at(&kv, &settings, &entropy, now);
         let sub = active_subscription(&kv);
         for (i, event) in ["evt_a", "evt_b", "evt_c"].iter().enumerate() {
             queued(&kv, &sub, &[event], now - 3000 + i as u64 * 1000);
@@ -1771,12 +1766,7 @@ mod tests {
         let settings = Settings::default();
         let entropy = SeededEntropy::new(9);
         let now = 1_767_225_600_000;
-        let env = Env {
-            now_ms: now,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = env_at(&kv, &settings, &entropy, now);
         let sub = active_subscription(&kv);
         let ids = queued(&kv, &sub, &["evt_a", "evt_b", "evt_c", "evt_d"], now);
         // a and c timed out on attempt 1 (a minute ago) and are due for attempt 2.
