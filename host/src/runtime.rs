@@ -29,6 +29,9 @@ pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
 
 /// Instances the pooling allocator keeps slots for.
 const POOL_INSTANCES: u32 = 256;
+/// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
+/// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset.
+const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 /// Linear memory one instance may grow to.
 const MAX_MEMORY_BYTES: usize = 256 << 20;
 
@@ -165,7 +168,10 @@ fn link(wasm: &[u8]) -> Result<(Engine, wasmtime::component::InstancePre<State>)
     pool.total_component_instances(POOL_INSTANCES)
         .total_memories(POOL_INSTANCES)
         .total_tables(POOL_INSTANCES)
-        .max_memory_size(MAX_MEMORY_BYTES);
+        .max_memory_size(MAX_MEMORY_BYTES)
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(KEEP_RESIDENT_BYTES);
     let mut config = Config::new();
     config
         .wasm_component_model(true)
@@ -235,6 +241,24 @@ async fn collect(
             .collect(),
         body,
     })
+}
+
+/// What an invocation still had to do when its response was complete.
+pub enum Rest {
+    /// It had ended: how.
+    Ended(wasmtime::Result<()>),
+    /// It is still running, in this task.
+    Running(tokio::task::JoinHandle<wasmtime::Result<()>>),
+}
+
+impl Rest {
+    /// Waits for the invocation to end; an error if it trapped or its task failed.
+    pub async fn finish(self) -> Result<()> {
+        match self {
+            Rest::Ended(outcome) => outcome.map_err(anyhow::Error::from),
+            Rest::Running(task) => task.await?.map_err(anyhow::Error::from),
+        }
+    }
 }
 
 /// The baseline component ([`EMPTY_WASM`]) run exactly the way [`Runtime`] runs ours: same
@@ -359,40 +383,69 @@ impl Runtime {
         req: http::Request<Full<Bytes>>,
     ) -> Result<HttpResponse> {
         let (response, rest) = self.handle_detached(env, req).await?;
-        rest.await??;
+        rest.finish().await?;
         Ok(response)
     }
 
-    /// Like [`Runtime::handle`], but returns as soon as the response is complete; the rest of
-    /// the invocation runs on in the returned task.
+    /// Like [`Runtime::handle`], but returns as soon as the response is complete; what the
+    /// invocation still has to do is the returned [`Rest`].
+    ///
+    /// The invocation runs in the caller's task: most calls have ended by the time their
+    /// response is complete, and only an invocation still working then (attempt 1 of an
+    /// accepted event) is moved to a task of its own. No thread hand-off on the common path.
     pub async fn handle_detached(
         &self,
         env: &HostEnv,
         req: http::Request<Full<Bytes>>,
-    ) -> Result<(HttpResponse, tokio::task::JoinHandle<wasmtime::Result<()>>)> {
+    ) -> Result<(HttpResponse, Rest)> {
         let mut store = self.store(env);
-        let (req, out, receiver) = incoming(&mut store, req)?;
+        let (req, out, mut receiver) = incoming(&mut store, req)?;
         let instance = self.pre.instantiate_async(&mut store).await?;
-        // The guest sets the response head first and streams the body after, so it runs as
-        // its own task while this one reads.
-        let task = tokio::spawn(async move {
+        let mut call = Box::pin(async move {
             instance
                 .wasi_http_incoming_handler()
                 .call_handle(&mut store, req, out)
                 .await
         });
-        let response = match receiver.await {
+        // Run the guest until it has set the response head (or ended).
+        let (head, mut ended) = tokio::select! {
+            biased;
+            head = &mut receiver => (head, None),
+            outcome = &mut call => (receiver.await, Some(outcome)),
+        };
+        let response = match head {
             Ok(Ok(resp)) => resp,
             Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
             Err(_) => {
-                let outcome = task.await?;
+                let outcome = match ended {
+                    Some(outcome) => outcome,
+                    None => call.await,
+                };
                 return Err(match outcome {
                     Ok(()) => anyhow!("the component never set a response"),
                     Err(e) => anyhow::Error::from(e).context("the component trapped"),
                 });
             }
         };
-        Ok((collect(response).await?, task))
+        // The guest streams the body after the head: keep running it while reading.
+        let body = collect(response);
+        tokio::pin!(body);
+        let response = match ended {
+            Some(_) => body.await?,
+            None => tokio::select! {
+                biased;
+                response = &mut body => response?,
+                outcome = &mut call => {
+                    ended = Some(outcome);
+                    body.await?
+                }
+            },
+        };
+        let rest = match ended {
+            Some(outcome) => Rest::Ended(outcome),
+            None => Rest::Running(tokio::spawn(call)),
+        };
+        Ok((response, rest))
     }
 
     /// Calls the `events.publish` export.

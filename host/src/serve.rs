@@ -1,7 +1,7 @@
 //! `edgehook serve`: the component behind a real HTTP/1.1 server, with real clocks and
 //! randomness and a timer that calls `tick` when the component says work is due.
 
-use crate::runtime::{HostEnv, HttpResponse, Runtime};
+use crate::runtime::{HostEnv, HttpResponse, Rest, Runtime};
 use anyhow::{Context as _, Result};
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
@@ -175,23 +175,16 @@ impl Server {
         let (response, rest) = self.runtime.handle_detached(&self.env, req).await?;
         // The client has its answer; work the component does after it (attempt 1 of an
         // accepted event) finishes on its own.
-        let guard = self.inflight.subscribe();
-        tokio::spawn(async move {
-            let _guard = guard;
-            match rest.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => log_line(
-                    "error",
-                    "component trapped after responding",
-                    &[("error", format!("{e:#}"))],
-                ),
-                Err(e) => log_line(
-                    "error",
-                    "component task failed",
-                    &[("error", e.to_string())],
-                ),
+        match rest {
+            Rest::Ended(outcome) => report_rest(outcome.map_err(anyhow::Error::from)),
+            Rest::Running(task) => {
+                let guard = self.inflight.subscribe();
+                tokio::spawn(async move {
+                    let _guard = guard;
+                    report_rest(Rest::Running(task).finish().await);
+                });
             }
-        });
+        }
         Ok(response)
     }
 
@@ -255,6 +248,17 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
+}
+
+/// Logs an invocation that trapped (or whose task failed) after its response was sent.
+fn report_rest(outcome: Result<()>) {
+    if let Err(e) = outcome {
+        log_line(
+            "error",
+            "component failed after responding",
+            &[("error", format!("{e:#}"))],
+        );
+    }
 }
 
 /// Writes one structured (JSON) log line to stdout.
