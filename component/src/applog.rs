@@ -2,23 +2,35 @@
 //! whatever the list's length (no value is rewritten whole).
 //!
 //! Layout under a prefix `P`: `P:n` is an atomic counter of entries ever appended; page `k`
-//! (`P:p{k}`) holds the entries numbered `k*size+1 ..= (k+1)*size` as a JSON array of
-//! `{"seq", "item"}` (`size` is [`PAGE`] unless the log was made with another). An append
-//! reserves its numbers with one `increment`, then adds each entry to its page by
-//! compare-and-swap, so concurrent appenders never overwrite each other. A crash between the
-//! two leaves a gap in the numbering, never a damaged page.
+//! (`P:p{k}`) holds the entries numbered `k*size+1 ..= (k+1)*size` (`size` is [`PAGE`]
+//! unless the log was made with another). An append reserves its numbers with one
+//! `increment`, then adds each entry to its page by compare-and-swap, so concurrent appenders
+//! never overwrite each other. A crash between the two leaves a gap in the numbering, never a
+//! damaged page.
 //!
-//! An entry can be removed again ([`AppendLog::remove`]): that rewrites only its own page.
+//! Items are byte strings (ids, or a caller's own encoding). A page is binary, see
+//! [`decode_page`]: appending copies the page and adds the new entries at its end, without
+//! decoding the entries already there, and reading one is a walk over length prefixes. So the
+//! component never parses or re-encodes JSON to append to a queue, a history or an index.
+//! Pages written as JSON arrays of `{"seq", "item"}` by earlier versions are still read, and
+//! are rewritten in the binary form by the next change to them.
+//!
+//! An entry can be removed again ([`AppendLog::remove`]) or rewritten
+//! ([`AppendLog::modify`]): that rewrites only its own page.
 //!
 //! Used for the due queue (one list per second), each subscription's delivery history, the
 //! retention index (one list per day), and the subscription indexes (each client's list and
 //! each event type's fan-out list).
 
 use crate::kv::{Kv, KvError, Update, UpdateError, update};
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde::Deserialize;
 
 /// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
 pub const PAGE: u64 = 128;
+
+/// The first byte of a binary page. A page written as JSON by an earlier version starts with
+/// `[`.
+const BINARY_PAGE: u8 = 0xE1;
 
 /// One append-only list.
 pub struct AppendLog {
@@ -27,7 +39,7 @@ pub struct AppendLog {
 }
 
 /// An entry and its number in the list (1-based).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Entry<T> {
     /// Position in the list.
     pub seq: u64,
@@ -41,6 +53,57 @@ fn store_err<E>(e: UpdateError<E>) -> KvError {
         UpdateError::Rejected(_) => KvError("corrupt append-log page".into()),
         UpdateError::Contended => KvError("append-log page contended".into()),
     }
+}
+
+/// Adds one entry to a binary page: its number (8 bytes, little-endian), the item's length
+/// (4 bytes, little-endian), the item.
+fn push_entry(page: &mut Vec<u8>, seq: u64, item: &[u8]) {
+    page.extend_from_slice(&seq.to_le_bytes());
+    // Items are ids and small records; a page is far below 4 GiB.
+    page.extend_from_slice(&(item.len() as u32).to_le_bytes());
+    page.extend_from_slice(item);
+}
+
+/// Encodes entries as a binary page.
+pub fn encode_page(entries: &[Entry<Vec<u8>>]) -> Vec<u8> {
+    let mut page = vec![BINARY_PAGE];
+    for e in entries {
+        push_entry(&mut page, e.seq, &e.item);
+    }
+    page
+}
+
+/// Decodes a page, binary ([`encode_page`]) or an earlier version's JSON array of
+/// `{"seq", "item"}` with string items. Entries come in the order they were written (which
+/// concurrent appenders can make differ from their numbers' order). `Err` if it is damaged.
+pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
+    let damaged = || KvError("damaged append-log page".into());
+    let Some((&first, mut rest)) = page.split_first() else {
+        return Err(damaged());
+    };
+    if first != BINARY_PAGE {
+        let entries: Vec<Entry<String>> = serde_json::from_slice(page).map_err(|_| damaged())?;
+        return Ok(entries
+            .into_iter()
+            .map(|e| Entry {
+                seq: e.seq,
+                item: e.item.into_bytes(),
+            })
+            .collect());
+    }
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let (seq, tail) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
+        let (len, tail) = tail.split_first_chunk::<4>().ok_or_else(damaged)?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let item = tail.get(..len).ok_or_else(damaged)?;
+        out.push(Entry {
+            seq: u64::from_le_bytes(*seq),
+            item: item.to_vec(),
+        });
+        rest = &tail[len..];
+    }
+    Ok(out)
 }
 
 impl AppendLog {
@@ -64,7 +127,8 @@ impl AppendLog {
         format!("{}:n", self.prefix)
     }
 
-    fn page_key(&self, page: u64) -> String {
+    /// The key of page `page` (0-based).
+    pub fn page_key(&self, page: u64) -> String {
         format!("{}:p{page}", self.prefix)
     }
 
@@ -79,12 +143,9 @@ impl AppendLog {
         }
     }
 
-    /// Appends items; returns their numbers.
-    pub fn append<K: Kv, T: Serialize + DeserializeOwned + Clone>(
-        &self,
-        kv: &K,
-        items: &[T],
-    ) -> Result<Vec<u64>, KvError> {
+    /// Appends items; returns their numbers. Each page is extended in place (the entries
+    /// already on it are not decoded), so an append costs a copy of one page at most.
+    pub fn append<K: Kv, T: AsRef<[u8]>>(&self, kv: &K, items: &[T]) -> Result<Vec<u64>, KvError> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -96,24 +157,20 @@ impl AppendLog {
         let mut start = 0;
         while start < items.len() {
             let page = (seqs[start] - 1) / self.page;
+            let mut added = Vec::new();
             let mut stop = start;
             while stop < items.len() && (seqs[stop] - 1) / self.page == page {
+                push_entry(&mut added, seqs[stop], items[stop].as_ref());
                 stop += 1;
             }
-            let new: Vec<Entry<T>> = (start..stop)
-                .map(|i| Entry {
-                    seq: seqs[i],
-                    item: items[i].clone(),
-                })
-                .collect();
             update(kv, &self.page_key(page), |current| {
-                let mut entries: Vec<Entry<T>> = match current {
-                    None => Vec::new(),
-                    Some(b) => serde_json::from_slice(b).map_err(|_| ())?,
+                let mut page = match current {
+                    None => vec![BINARY_PAGE],
+                    Some(b) if b.first() == Some(&BINARY_PAGE) => b.to_vec(),
+                    Some(b) => encode_page(&decode_page(b).map_err(|_| ())?),
                 };
-                entries.extend(new.iter().cloned());
-                let json = serde_json::to_vec(&entries).map_err(|_| ())?;
-                Ok::<_, ()>(Update::Write(json, ()))
+                page.extend_from_slice(&added);
+                Ok::<_, ()>(Update::Write(page, ()))
             })
             .map_err(store_err)?;
             start = stop;
@@ -121,29 +178,46 @@ impl AppendLog {
         Ok(seqs)
     }
 
-    /// Entries numbered after `after`, in order, at most `limit` of them.
-    pub fn read<K: Kv, T: DeserializeOwned>(
+    /// Entries numbered after `after`, in order, at most `limit` of them, their items as
+    /// UTF-8 text (ids).
+    pub fn read<K: Kv>(
         &self,
         kv: &K,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<Entry<T>>, KvError> {
+    ) -> Result<Vec<Entry<String>>, KvError> {
+        self.read_bytes(kv, after, limit)?
+            .into_iter()
+            .map(|e| {
+                Ok(Entry {
+                    seq: e.seq,
+                    item: String::from_utf8(e.item)
+                        .map_err(|_| KvError(format!("a non-text item under {}", self.prefix)))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Entries numbered after `after`, in order, at most `limit` of them.
+    pub fn read_bytes<K: Kv>(
+        &self,
+        kv: &K,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
         let len = self.len(kv)?;
-        if after >= len || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut out: Vec<Entry<T>> = Vec::new();
+        let mut out = Vec::new();
         let mut page = after / self.page;
-        let last_page = (len - 1) / self.page;
-        while page <= last_page && out.len() < limit {
+        let last_page = len.saturating_sub(1) / self.page;
+        while after < len && page <= last_page && out.len() < limit {
             // Read as many pages as the limit may need, in one batch.
             let want = ((limit - out.len()) as u64).div_ceil(self.page) + 1;
             let pages: Vec<u64> = (page..=last_page.min(page + want - 1)).collect();
             let keys: Vec<String> = pages.iter().map(|p| self.page_key(*p)).collect();
             for value in kv.get_many(&keys)?.into_iter().flatten() {
-                let mut entries: Vec<Entry<T>> = serde_json::from_slice(&value)
-                    .map_err(|e| KvError(format!("corrupt page under {}: {e}", self.prefix)))?;
-                entries.sort_by_key(|e| e.seq);
+                let mut entries = decode_page(&value)
+                    .map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
+                entries.sort_unstable_by_key(|e| e.seq);
                 out.extend(entries.into_iter().filter(|e| e.seq > after));
             }
             page = pages.last().map_or(last_page + 1, |p| p + 1);
@@ -152,25 +226,53 @@ impl AppendLog {
         Ok(out)
     }
 
+    /// Rewrites entry `seq` by compare-and-swap of its page: `f` sees the entry's item and
+    /// returns its new item, or `None` to leave the page as it is. Returns whether the page
+    /// was rewritten (`false` also when there is no such entry).
+    pub fn modify<K: Kv>(
+        &self,
+        kv: &K,
+        seq: u64,
+        mut f: impl FnMut(&[u8]) -> Option<Vec<u8>>,
+    ) -> Result<bool, KvError> {
+        self.rewrite(kv, seq, &mut |entries| {
+            let entry = entries.iter_mut().find(|e| e.seq == seq)?;
+            entry.item = f(&entry.item)?;
+            Some(())
+        })
+    }
+
     /// Removes entry `seq` (rewriting only its page). Removing an entry that is not there is
     /// not an error; the numbering never changes.
     pub fn remove<K: Kv>(&self, kv: &K, seq: u64) -> Result<(), KvError> {
+        self.rewrite(kv, seq, &mut |entries| {
+            let at = entries.iter().position(|e| e.seq == seq)?;
+            entries.remove(at);
+            Some(())
+        })?;
+        Ok(())
+    }
+
+    /// Changes the page holding entry `seq` by compare-and-swap: `change` edits its entries
+    /// and says whether it changed anything (`None`: write nothing).
+    fn rewrite<K: Kv>(
+        &self,
+        kv: &K,
+        seq: u64,
+        change: &mut dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()>,
+    ) -> Result<bool, KvError> {
         if seq == 0 {
-            return Ok(());
+            return Ok(false);
         }
         update(kv, &self.page_key((seq - 1) / self.page), |current| {
             let Some(bytes) = current else {
-                return Ok(Update::Keep(()));
+                return Ok(Update::Keep(false));
             };
-            let mut entries: Vec<Entry<serde_json::Value>> =
-                serde_json::from_slice(bytes).map_err(|_| ())?;
-            let before = entries.len();
-            entries.retain(|e| e.seq != seq);
-            if entries.len() == before {
-                return Ok(Update::Keep(()));
-            }
-            let json = serde_json::to_vec(&entries).map_err(|_| ())?;
-            Ok::<_, ()>(Update::Write(json, ()))
+            let mut entries = decode_page(bytes).map_err(|_| ())?;
+            Ok::<_, ()>(match change(&mut entries) {
+                Some(()) => Update::Write(encode_page(&entries), true),
+                None => Update::Keep(false),
+            })
         })
         .map_err(store_err)
     }
@@ -236,5 +338,76 @@ mod tests {
         assert!(all.iter().all(|e| e.seq != 200));
         let next = log.append(&kv, &["new".to_owned()]).expect("append");
         assert_eq!(next, [301], "numbers are never reused");
+    }
+
+    #[test]
+    fn a_page_is_extended_without_decoding_it_and_modify_rewrites_one_entry() {
+        let kv = MemoryKv::new();
+        let log = AppendLog::with_page_size("t", 4);
+        log.append(&kv, &["a", "b"]).expect("append");
+        let before = kv.get("t:p0").expect("get").expect("page");
+        log.append(&kv, &["c"]).expect("append");
+        let after = kv.get("t:p0").expect("get").expect("page");
+        assert_eq!(
+            after[..before.len()],
+            before[..],
+            "the old bytes are kept as they were"
+        );
+        assert!(
+            log.modify(&kv, 2, |item| Some([item, b"!"].concat()))
+                .expect("modify")
+        );
+        assert!(
+            !log.modify(&kv, 2, |_| None).expect("modify"),
+            "None writes nothing"
+        );
+        assert!(
+            !log.modify(&kv, 9, |_| Some(Vec::new())).expect("modify"),
+            "no entry 9"
+        );
+        let items: Vec<String> = log
+            .read(&kv, 0, 10)
+            .expect("read")
+            .into_iter()
+            .map(|e| e.item)
+            .collect();
+        assert_eq!(items, ["a", "b!", "c"]);
+    }
+
+    #[test]
+    fn a_json_page_of_an_earlier_version_is_read_and_turned_binary_by_the_next_append() {
+        let kv = MemoryKv::new();
+        let log = AppendLog::new("t");
+        kv.set("t:n", b"2").expect("set");
+        kv.set("t:p0", br#"[{"seq":2,"item":"y"},{"seq":1,"item":"x"}]"#)
+            .expect("set");
+        let read = |kv: &MemoryKv| -> Vec<(u64, String)> {
+            log.read(kv, 0, 10)
+                .expect("read")
+                .into_iter()
+                .map(|e| (e.seq, e.item))
+                .collect()
+        };
+        assert_eq!(read(&kv), [(1, "x".to_owned()), (2, "y".to_owned())]);
+        log.append(&kv, &["z"]).expect("append");
+        let page = kv.get("t:p0").expect("get").expect("page");
+        assert_eq!(page.first(), Some(&BINARY_PAGE));
+        assert_eq!(read(&kv).len(), 3);
+    }
+
+    #[test]
+    fn a_damaged_page_is_an_error_not_a_panic() {
+        let mut page = encode_page(&[Entry {
+            seq: 1,
+            item: b"abc".to_vec(),
+        }]);
+        assert_eq!(decode_page(&page).expect("whole").len(), 1);
+        for cut in 2..page.len() {
+            assert!(decode_page(&page[..cut]).is_err(), "cut at {cut}");
+        }
+        page[9] = 0xff; // the length now runs past the end
+        assert!(decode_page(&page).is_err());
+        assert!(decode_page(b"").is_err());
+        assert!(decode_page(b"[{").is_err());
     }
 }

@@ -1477,18 +1477,15 @@ mod tests {
         assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
         // A finishes writing number 1; the next tick must still look at it.
         let a = pending_delivery(&kv, &sub, "evt_a", now);
-        update(&kv, &format!("due:{second}:p0"), |cur| {
-            let mut entries: Vec<Entry<String>> = cur
-                .map(|b| serde_json::from_slice(b).expect("page"))
+        update(&kv, &due_log(second).page_key(0), |cur| {
+            let mut entries = cur
+                .map(|b| crate::applog::decode_page(b).expect("page"))
                 .unwrap_or_default();
             entries.push(Entry {
                 seq: 1,
-                item: a.clone(),
+                item: a.clone().into_bytes(),
             });
-            Ok::<_, KvError>(Update::Write(
-                serde_json::to_vec(&entries).expect("json"),
-                (),
-            ))
+            Ok::<_, KvError>(Update::Write(crate::applog::encode_page(&entries), ()))
         })
         .expect("write the reserved entry");
         assert_eq!(tick(&env, &sent).attempted, 1, "A is sent too");

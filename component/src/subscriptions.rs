@@ -144,6 +144,87 @@ fn client_index(client_id: &str) -> AppendLog {
     AppendLog::with_page_size(keys::client_subscriptions(client_id), INDEX_PAGE)
 }
 
+/// How far list may trust a client-index entry's list item.
+///
+/// List shows a `Live` entry's item without reading the record; for any other entry (and for
+/// entries written before items were stored, which are bare ids) it reads the record. So:
+/// - create appends its entry `Joining`, and makes it `Live` only after the record is
+///   active, and only if it is still `Joining`;
+/// - every disable first marks the entry `Leaving`, then flips the record.
+///
+/// A `Live` entry therefore always has an active record; a create or delete cut short
+/// leaves an entry that list checks against the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// Appended by a create not yet committed.
+    Joining,
+    /// The record is active: list shows the stored item as it is.
+    Live,
+    /// A disable has begun (or ended): list checks the record.
+    Leaving,
+}
+
+impl Listing {
+    /// The first byte of an encoded entry (never the `s` a bare id starts with).
+    fn tag(self) -> u8 {
+        match self {
+            Listing::Joining => b'J',
+            Listing::Live => b'L',
+            Listing::Leaving => b'X',
+        }
+    }
+}
+
+/// A client-index item: `<listing tag><id> <list item as JSON>`.
+fn encode_index_item(listing: Listing, id: &str, view: &[u8]) -> Vec<u8> {
+    let mut item = Vec::with_capacity(2 + id.len() + view.len());
+    item.push(listing.tag());
+    item.extend_from_slice(id.as_bytes());
+    item.push(b' ');
+    item.extend_from_slice(view);
+    item
+}
+
+/// Decodes a client-index item: its listing (`None` for a bare id written before items were
+/// stored), the id, and the list item. `None` if it is neither.
+fn decode_index_item(item: &[u8]) -> Option<(Option<Listing>, &str, &[u8])> {
+    let listing = match item.first()? {
+        b'J' => Listing::Joining,
+        b'L' => Listing::Live,
+        b'X' => Listing::Leaving,
+        _ => return Some((None, std::str::from_utf8(item).ok()?, &[])),
+    };
+    let rest = &item[1..];
+    let space = rest.iter().position(|b| *b == b' ')?;
+    Some((
+        Some(listing),
+        std::str::from_utf8(&rest[..space]).ok()?,
+        &rest[space + 1..],
+    ))
+}
+
+/// Sets the listing of `sub`'s client-index entry to `to`, if `allowed` accepts its current
+/// listing.
+fn set_listing<K: Kv>(
+    env: &Env<'_, K>,
+    sub: &Subscription,
+    allowed: fn(Listing) -> bool,
+    to: Listing,
+) -> Result<(), ApiError> {
+    client_index(&sub.client_id).modify(env.kv, sub.seq, |item| {
+        let (Some(listing), id, _) = decode_index_item(item)? else {
+            return None;
+        };
+        if id != sub.id || !allowed(listing) || listing == to {
+            return None;
+        }
+        let mut new = item.to_vec();
+        new[0] = to.tag();
+        Some(new)
+    })?;
+    Ok(())
+}
+
 /// The ids of subscriptions listening to one event type.
 fn fanout_index(event_type: &str) -> AppendLog {
     AppendLog::with_page_size(keys::fanout(event_type), INDEX_PAGE)
@@ -307,7 +388,19 @@ fn create_fresh<K: Kv>(
     for event_type in &input.event_types {
         fanout_seqs.push(append_id(env, &fanout_index(event_type), &id)?);
     }
-    let seq = append_id(env, &client_index(client_id), &id)?;
+    let view = serde_json::to_vec(&ListItem {
+        id: &id,
+        url: &input.url,
+        event_types: &input.event_types,
+        status: "active",
+        created_at: env.now_ms,
+    })
+    .map_err(ApiError::internal)?;
+    let seq = client_index(client_id)
+        .append(env.kv, &[encode_index_item(Listing::Joining, &id, &view)])?
+        .first()
+        .copied()
+        .ok_or_else(|| ApiError::internal("append returned no number"))?;
     let sub = Subscription {
         id: id.clone(),
         client_id: client_id.to_owned(),
@@ -344,9 +437,10 @@ fn create_fresh<K: Kv>(
     Ok(stored)
 }
 
-/// Flips a pending record to active (the commit point of a create). Idempotent.
+/// Flips a pending record to active (the commit point of a create), then lets list trust
+/// its client-index entry. Idempotent.
 fn activate<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
-    update(env.kv, &keys::subscription(id), |current| {
+    let active = update(env.kv, &keys::subscription(id), |current| {
         let mut sub: Subscription = match current {
             None => {
                 return Err(ApiError::internal(format!(
@@ -355,13 +449,28 @@ fn activate<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
             }
             Some(b) => serde_json::from_slice(b).map_err(ApiError::internal)?,
         };
-        if sub.status != Status::Pending {
-            return Ok(Update::Keep(()));
+        match sub.status {
+            Status::Pending => {
+                sub.status = Status::Active;
+                Ok(Update::Write(sub.to_bytes()?, Some(sub)))
+            }
+            Status::Active => Ok(Update::Keep(Some(sub))),
+            Status::Disabled => Ok(Update::Keep(None)),
         }
-        sub.status = Status::Active;
-        Ok(Update::Write(sub.to_bytes()?, ()))
     })?;
+    if let Some(sub) = active {
+        // Committed: this is best effort. An entry left `Joining` is checked against its
+        // record by list, and the create has succeeded whatever happens here.
+        let _ = make_live(env, &sub);
+    }
     Ok(())
+}
+
+/// Lets list trust the client-index entry of `sub` (whose record is active). Only a
+/// `Joining` entry becomes `Live`: a `Leaving` one belongs to a disable that has begun, and
+/// must stay checked against its record.
+fn make_live<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<(), ApiError> {
+    set_listing(env, sub, |l| l == Listing::Joining, Listing::Live)
 }
 
 /// Answers a retried create from its stored response, finishing the create if the first
@@ -412,10 +521,11 @@ fn take_slot<K: Kv>(env: &Env<'_, K>, client_id: &str, id: &str) -> Result<(), A
     env.kv.increment(&key, -1)?;
     for _ in 0..4 {
         let (cas, _) = env.kv.cas_begin(&key)?;
-        let entries: Vec<Entry<String>> = client_index(client_id).read(env.kv, 0, usize::MAX)?;
+        let entries = client_index(client_id).read_bytes(env.kv, 0, usize::MAX)?;
         let ids: Vec<String> = entries
-            .into_iter()
-            .map(|e| e.item)
+            .iter()
+            .filter_map(|e| decode_index_item(&e.item))
+            .map(|(_, i, _)| i.to_owned())
             .filter(|i| i != id)
             .collect();
         let now = env.now_ms;
@@ -512,6 +622,18 @@ struct Listed {
     created_at: u64,
 }
 
+impl Listed {
+    fn item(&self) -> ListItem<'_> {
+        ListItem {
+            id: &self.id,
+            url: &self.url,
+            event_types: &self.event_types,
+            status: "active",
+            created_at: self.created_at,
+        }
+    }
+}
+
 /// One item of a list response (the same fields as [`Subscription::public_json`]).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -523,17 +645,11 @@ struct ListItem<'a> {
     created_at: u64,
 }
 
-/// The list response body.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ListPage<'a> {
-    data: Vec<ListItem<'a>>,
-    has_more: bool,
-    next_cursor: Option<String>,
-    request_id: &'a str,
-}
-
 /// `GET /v1/webhooks`: the caller's active subscriptions in creation order, paged.
+///
+/// Reads the client's index only: a `Live` entry carries its list item ready-made, and the
+/// response is those items put together. Records are read just for the entries list cannot
+/// trust (see [`Listing`]).
 pub fn list<K: Kv>(
     env: &Env<'_, K>,
     req: &Request,
@@ -542,50 +658,65 @@ pub fn list<K: Kv>(
 ) -> Result<Response, ApiError> {
     let (limit, mut after) = list_params(req)?;
     let index = client_index(client_id);
-    let mut found: Vec<(u64, Listed)> = Vec::with_capacity(limit + 1);
+    let mut found: Vec<(u64, Vec<u8>)> = Vec::with_capacity(limit + 1);
     // Deleted subscriptions leave the index, so one round is the rule; more only when
     // entries point at records that are not active (a create or delete cut short).
     while found.len() <= limit {
-        let entries: Vec<Entry<String>> = index.read(env.kv, after, limit + 1 - found.len())?;
+        let entries = index.read_bytes(env.kv, after, limit + 1 - found.len())?;
         let Some(last) = entries.last() else {
             break;
         };
         after = last.seq;
-        let keys: Vec<String> = entries
+        // The entries to check against their record.
+        let unsure: Vec<String> = entries
             .iter()
-            .map(|e| keys::subscription(&e.item))
+            .filter_map(|e| match decode_index_item(&e.item) {
+                Some((Some(Listing::Live), ..)) | None => None,
+                Some((_, id, _)) => Some(keys::subscription(id)),
+            })
             .collect();
-        let values = env.kv.get_many(&keys)?;
-        for (entry, value) in entries.iter().zip(values) {
-            let Some(sub) = value.and_then(|b| serde_json::from_slice::<Listed>(&b).ok()) else {
-                continue;
+        let mut records = match unsure.is_empty() {
+            true => Vec::new(),
+            false => env.kv.get_many(&unsure)?,
+        }
+        .into_iter();
+        for entry in &entries {
+            let view = match decode_index_item(&entry.item) {
+                None => None,
+                Some((Some(Listing::Live), _, view)) => Some(view.to_vec()),
+                Some(_) => records
+                    .next()
+                    .flatten()
+                    .and_then(|b| serde_json::from_slice::<Listed>(&b).ok())
+                    .filter(|s| s.status == Status::Active && s.client_id == client_id)
+                    .and_then(|s| serde_json::to_vec(&s.item()).ok()),
             };
-            if sub.status == Status::Active && sub.client_id == client_id {
-                found.push((entry.seq, sub));
+            if let Some(view) = view {
+                found.push((entry.seq, view));
             }
         }
     }
     let has_more = found.len() > limit;
     found.truncate(limit);
-    let page = ListPage {
-        next_cursor: match found.last() {
-            Some((seq, _)) if has_more => Some(format!("cur_{seq:x}")),
-            _ => None,
-        },
-        data: found
-            .iter()
-            .map(|(_, s)| ListItem {
-                id: &s.id,
-                url: &s.url,
-                event_types: &s.event_types,
-                status: "active",
-                created_at: s.created_at,
-            })
-            .collect(),
-        has_more,
-        request_id,
-    };
-    let body = serde_json::to_vec(&page).map_err(ApiError::internal)?;
+    // `{"data": [...], "hasMore", "nextCursor", "requestId"}`, the items as stored.
+    let mut body = Vec::with_capacity(64 + found.iter().map(|(_, v)| v.len() + 1).sum::<usize>());
+    body.extend_from_slice(b"{\"data\":[");
+    for (i, (_, view)) in found.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(view);
+    }
+    body.extend_from_slice(b"],\"hasMore\":");
+    body.extend_from_slice(if has_more { b"true" } else { b"false" });
+    body.extend_from_slice(b",\"nextCursor\":");
+    match found.last() {
+        Some((seq, _)) if has_more => body.extend_from_slice(format!("\"cur_{seq:x}\"").as_bytes()),
+        _ => body.extend_from_slice(b"null"),
+    }
+    body.extend_from_slice(b",\"requestId\":");
+    serde_json::to_writer(&mut body, request_id).map_err(ApiError::internal)?;
+    body.push(b'}');
     Ok(Response::json_bytes(200, body))
 }
 
@@ -630,27 +761,33 @@ pub fn disable<K: Kv>(
     if !IdKind::Subscription.matches(id) {
         return Ok(None);
     }
-    let now = env.now_ms;
-    let disabled = update(env.kv, &keys::subscription(id), |current| {
+    let key = keys::subscription(id);
+    for _ in 0..crate::kv::CAS_ATTEMPTS {
+        let (cas, current) = env.kv.cas_begin(&key)?;
         let Some(bytes) = current else {
-            return Ok(Update::Keep(None));
+            return Ok(None);
         };
-        let mut sub: Subscription = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+        let mut sub: Subscription = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
         if sub.status != Status::Active || client_id.is_some_and(|c| c != sub.client_id) {
-            return Ok(Update::Keep(None));
+            return Ok(None);
         }
+        // The client-index entry is marked before the record flips (see [`Listing`]).
+        set_listing(env, &sub, |_| true, Listing::Leaving)?;
         sub.status = Status::Disabled;
         sub.disabled_reason = Some(reason.to_owned());
-        sub.disabled_at = Some(now);
-        Ok(Update::Write(sub.to_bytes()?, Some(sub)))
-    })?;
-    if let Some(sub) = &disabled {
-        // Committed; index clean-up is best effort (readers skip disabled records), and so
-        // is giving back the slot (a counter left high is corrected by the next recount).
-        let _ = remove_from_indexes(env, sub);
-        let _ = env.kv.increment(&keys::client_live(&sub.client_id), -1);
+        sub.disabled_at = Some(env.now_ms);
+        if env.kv.cas_swap(cas, &sub.to_bytes()?)? {
+            // Committed; index clean-up is best effort (readers skip disabled records), and
+            // so is giving back the slot (a counter left high is corrected by the next
+            // recount).
+            let _ = remove_from_indexes(env, &sub);
+            let _ = env.kv.increment(&keys::client_live(&sub.client_id), -1);
+            return Ok(Some(sub));
+        }
     }
-    Ok(disabled)
+    Err(ApiError::store_unavailable(
+        "the subscription kept changing",
+    ))
 }
 
 /// Removes a disabled (or refused) subscription's index entries. Callers treat it as best
@@ -710,5 +847,151 @@ mod tests {
         ] {
             assert!(params(bad).is_err(), "{bad} should be refused");
         }
+    }
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::env::SeededEntropy;
+    use crate::kv::MemoryKv;
+
+    fn env<'a>(
+        kv: &'a MemoryKv,
+        settings: &'a Settings,
+        entropy: &'a SeededEntropy,
+    ) -> Env<'a, MemoryKv> {
+        Env {
+            now_ms: 1_000,
+            kv,
+            settings,
+            entropy,
+        }
+    }
+
+    fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
+        let req = Request::new("POST", "/v1/webhooks")
+            .header("content-type", "application/json")
+            .body(format!(
+                r#"{{"url":"https://h{n}.example.com/x","eventTypes":["load.created"]}}"#
+            ));
+        let resp = create(env, &req, "acme", "req_1")?;
+        let v: Value = serde_json::from_slice(&resp.body).expect("json");
+        Ok(v["data"]["id"].as_str().expect("id").to_owned())
+    }
+
+    fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<String> {
+        let resp = list(
+            env,
+            &Request::new("GET", "/v1/webhooks?limit=100"),
+            "acme",
+            "req_2",
+        )
+        .expect("list");
+        let v: Value = serde_json::from_slice(&resp.body).expect("list is JSON");
+        assert_eq!(v["requestId"], "req_2");
+        v["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|s| s["id"].as_str().expect("id").to_owned())
+            .collect()
+    }
+
+    /// The ids of acme's active records, in creation order.
+    fn active_ids(kv: &MemoryKv) -> Vec<String> {
+        let mut subs: Vec<Subscription> = kv
+            .dump()
+            .iter()
+            .filter(|(k, _)| k.starts_with("sub:"))
+            .map(|(_, v)| serde_json::from_slice(v).expect("record"))
+            .filter(|s: &Subscription| s.status == Status::Active && s.client_id == "acme")
+            .collect();
+        subs.sort_by_key(|s| s.seq);
+        subs.into_iter().map(|s| s.id).collect()
+    }
+
+    #[test]
+    fn list_shows_live_entries_from_the_index_without_reading_records() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(1));
+        let env = env(&kv, &settings, &entropy);
+        let ids: Vec<String> = (0..3)
+            .map(|n| create_one(&env, n).expect("create"))
+            .collect();
+        // Damage the records: list must not need them.
+        for id in &ids {
+            kv.set(&keys::subscription(id), b"not json").expect("set");
+        }
+        assert_eq!(list_ids(&env), ids);
+    }
+
+    #[test]
+    fn a_create_or_delete_cut_short_anywhere_never_lists_what_is_not_active() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(2));
+        let env = env(&kv, &settings, &entropy);
+        create_one(&env, 0).expect("create");
+        let mut cut_short = 0;
+        for n in 1.. {
+            let before = active_ids(&kv);
+            kv.fail_at(Some(n));
+            let done = create_one(&env, n as usize).is_ok();
+            kv.fail_at(None);
+            assert_eq!(list_ids(&env), active_ids(&kv), "create failing at op {n}");
+            if !done {
+                assert_eq!(
+                    active_ids(&kv),
+                    before,
+                    "a create that answered an error made nothing"
+                );
+            }
+            if done {
+                break;
+            }
+            cut_short += 1;
+        }
+        assert!(
+            cut_short > 5,
+            "the create was cut short at each of its steps"
+        );
+        for n in 1.. {
+            let victim = active_ids(&kv)[0].clone();
+            kv.fail_at(Some(n));
+            let done = delete(&env, &victim, "acme", "req_3").is_ok();
+            kv.fail_at(None);
+            assert_eq!(list_ids(&env), active_ids(&kv), "delete failing at op {n}");
+            if done {
+                assert!(!list_ids(&env).contains(&victim));
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn a_create_never_makes_live_an_entry_a_disable_has_marked() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
+        let env = env(&kv, &settings, &entropy);
+        let id = create_one(&env, 0).expect("create");
+        let sub = load(&env, &id).expect("load").expect("record");
+        // As if the create had activated the record but not yet made its entry live ...
+        set_listing(&env, &sub, |_| true, Listing::Joining).expect("set");
+        // ... when a disable marked the entry and flipped the record (and had not yet
+        // removed the entry) ...
+        set_listing(&env, &sub, |_| true, Listing::Leaving).expect("mark");
+        let disabled = Subscription {
+            status: Status::Disabled,
+            ..sub.clone()
+        };
+        kv.set(
+            &keys::subscription(&id),
+            &disabled.to_bytes().expect("json"),
+        )
+        .expect("flip");
+        // ... before the create's last step.
+        make_live(&env, &sub).expect("set");
+        assert_eq!(list_ids(&env), Vec::<String>::new());
     }
 }

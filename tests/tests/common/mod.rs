@@ -5,6 +5,7 @@
     reason = "each test binary uses a different subset of the helpers"
 )]
 
+use edgehook_component::applog::decode_page;
 use edgehook_host::HttpResponse;
 use edgehook_host::sim::{SimBuilder, Simulation};
 use serde_json::{Value, json};
@@ -19,10 +20,8 @@ pub fn fanout_in(
     snapshot
         .range(prefix.clone()..)
         .take_while(|(k, _)| k.starts_with(&prefix))
-        .flat_map(|(_, page)| {
-            serde_json::from_slice::<Vec<Value>>(page).expect("a fan-out page is a JSON array")
-        })
-        .map(|entry| entry["item"].as_str().expect("an id").to_owned())
+        .flat_map(|(_, page)| decode_page(page).expect("a fan-out page"))
+        .map(|entry| String::from_utf8(entry.item).expect("an id"))
         .collect()
 }
 
