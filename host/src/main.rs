@@ -15,6 +15,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// mimalloc rather than the system allocator: the host allocates for every request,
+/// store operation and delivery, and glibc's malloc was an eighth of `serve`'s time under
+/// delivery load (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// edgehook: outbound webhooks as one WebAssembly component.
 #[derive(Parser)]
 #[command(version, about, long_about = None)]

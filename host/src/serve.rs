@@ -263,14 +263,39 @@ fn report_rest(outcome: Result<()>) {
 
 /// Writes one structured (JSON) log line to stdout.
 pub fn log_line(level: &str, msg: &str, fields: &[(&str, String)]) {
-    let mut line = serde_json::Map::new();
-    line.insert("ts".into(), now_ms().into());
-    line.insert("level".into(), level.into());
-    line.insert("msg".into(), msg.into());
-    for (k, v) in fields {
-        line.insert((*k).into(), v.clone().into());
+    use std::io::Write as _;
+    let line = LogLine {
+        ts: now_ms(),
+        level,
+        msg,
+        fields,
+    };
+    // Encoded whole, then written with one call: lines from concurrent requests never mix.
+    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+    bytes.push(b'\n');
+    let _ = std::io::stdout().lock().write_all(&bytes);
+}
+
+/// One log line: `ts`, `level` and `msg` first, then the fields in the order given.
+struct LogLine<'a> {
+    ts: u64,
+    level: &'a str,
+    msg: &'a str,
+    fields: &'a [(&'a str, String)],
+}
+
+impl serde::Serialize for LogLine<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(Some(3 + self.fields.len()))?;
+        map.serialize_entry("ts", &self.ts)?;
+        map.serialize_entry("level", self.level)?;
+        map.serialize_entry("msg", self.msg)?;
+        for (k, v) in self.fields {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
     }
-    println!("{}", serde_json::Value::Object(line));
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@ use anyhow::{Result, bail};
 use edgehook_host::bench;
 use std::time::Duration;
 
+/// The same allocator as the `edgehook` binary, so `serve` is measured as it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SECTIONS: [&str; 6] = ["size", "api", "serve", "delivery", "simulation", "growth"];
 
 fn main() -> Result<()> {
