@@ -307,6 +307,17 @@ pub fn publish<K: Kv>(
     load: &[u8],
     idempotency_key: Option<&str>,
 ) -> Result<PublishReceipt, PublishError> {
+    publish_prepared(env, event_type, load, idempotency_key).map(|(receipt, _)| receipt)
+}
+
+/// [`publish`], and for a new event the deliveries it made, with what attempt 1 needs
+/// ([`Prepared`]): the invocation that runs attempt 1 at once reads none of it again.
+pub fn publish_prepared<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+    idempotency_key: Option<&str>,
+) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
     events::validate(event_type, load)?;
     let store = |e: KvError| PublishError::StoreUnavailable(e.0);
     let body_sha256 = hex::encode(Sha256::digest(load));
@@ -317,8 +328,13 @@ pub fn publish<K: Kv>(
         ),
         None => IdKind::Event.generate(env.entropy),
     };
-    let existing = env.kv.get(&keys::event(&event_id)).map_err(store)?;
+    // Without a key the id is fresh: there is nothing to find.
+    let existing = match idempotency_key {
+        Some(_) => env.kv.get(&keys::event(&event_id)).map_err(store)?,
+        None => None,
+    };
     let replayed = existing.is_some();
+    let mut listeners = Vec::new();
     let event = match existing {
         Some(existing) => {
             let existing: EventRecord = parse_json(&existing).map_err(store)?;
@@ -330,13 +346,13 @@ pub fn publish<K: Kv>(
             existing
         }
         None => {
-            let matching = active_listeners(env, event_type).map_err(store)?;
+            listeners = active_listeners(env, event_type).map_err(store)?;
             let event = EventRecord {
                 id: event_id.clone(),
                 event_type: event_type.to_owned(),
                 created_at: env.now_ms,
                 body_sha256,
-                subscriptions: matching,
+                subscriptions: listeners.iter().map(|s| s.id.clone()).collect(),
                 fanned_out: false,
             };
             env.kv
@@ -348,27 +364,64 @@ pub fn publish<K: Kv>(
             event
         }
     };
-    if !event.fanned_out {
-        fan_out(env, &event).map_err(store)?;
-    }
+    let written = if event.fanned_out {
+        Vec::new()
+    } else {
+        fan_out(env, &event, replayed).map_err(store)?
+    };
+    // Only a new event's listeners were loaded here; a resumed one is run from the store.
+    let prepared = (!replayed).then(|| Prepared {
+        body: Rc::new(load.to_vec()),
+        items: written
+            .into_iter()
+            .filter_map(|w| {
+                let sub = listeners
+                    .iter()
+                    .find(|s| s.id == w.delivery.subscription_id)?
+                    .clone();
+                Some((w, sub))
+            })
+            .collect(),
+    });
     let deliveries = u32::try_from(event.subscriptions.len()).unwrap_or(u32::MAX);
-    Ok(PublishReceipt {
+    let receipt = PublishReceipt {
         event_id,
         deliveries,
         next_due_ms: (deliveries > 0).then_some(event.created_at),
         replayed,
-    })
+    };
+    Ok((receipt, prepared))
 }
 
-/// Ids of the active subscriptions listening to `event_type`.
-fn active_listeners<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, KvError> {
+/// A delivery record as fan-out wrote it: the record and its exact bytes, so a claim that
+/// finds those bytes unchanged needs not parse them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    delivery: Delivery,
+    bytes: Vec<u8>,
+}
+
+/// What attempt 1 of a new event needs, handed from [`publish_prepared`] to [`run_now`] in
+/// the same invocation: the deliveries fan-out wrote (still claimed by compare-and-swap
+/// against the store before they are sent), their subscriptions as publish read them, and
+/// the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    body: Rc<Vec<u8>>,
+    items: Vec<(Written, Subscription)>,
+}
+
+/// The active subscriptions listening to `event_type`.
+fn active_listeners<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+) -> Result<Vec<Subscription>, KvError> {
     let ids = subscriptions::fanout_ids(env, event_type).map_err(api_to_kv)?;
     let subs = subscriptions::load_many(env, &ids).map_err(api_to_kv)?;
     Ok(subs
         .into_iter()
         .flatten()
         .filter(|s| s.status == SubStatus::Active && s.event_types.iter().any(|t| t == event_type))
-        .map(|s| s.id)
         .collect())
 }
 
@@ -379,7 +432,11 @@ fn api_to_kv(e: ApiError) -> KvError {
 /// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
 /// again and resumes where it stopped: queue entries first, then per delivery its history
 /// entry and the record that makes it real.
-fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> {
+fn fan_out<K: Kv>(
+    env: &Env<'_, K>,
+    event: &EventRecord,
+    resumed: bool,
+) -> Result<Vec<Written>, KvError> {
     let all: Vec<(String, String)> = event
         .subscriptions
         .iter()
@@ -387,8 +444,12 @@ fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> 
         .collect();
     // A resumed fan-out skips the deliveries an earlier try already made (their history and
     // queue entries were written before their record), so retries make progress.
+    // A new event has no deliveries yet: only a resumed fan-out looks.
     let record_keys: Vec<String> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
-    let existing = env.kv.get_many(&record_keys)?;
+    let existing = match resumed {
+        true => env.kv.get_many(&record_keys)?,
+        false => vec![None; record_keys.len()],
+    };
     let todo: Vec<&(String, String)> = all
         .iter()
         .zip(existing)
@@ -403,6 +464,7 @@ fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> 
     enqueue(env.kv, &queue)?;
     // Then one delivery at a time (history entry, then the record that makes it real), so a
     // failure part-way keeps every delivery finished before it.
+    let mut written = Vec::with_capacity(todo.len());
     for (sub, dlv) in todo {
         history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
         let record = Delivery {
@@ -420,20 +482,27 @@ fn fan_out<K: Kv>(env: &Env<'_, K>, event: &EventRecord) -> Result<(), KvError> 
             finished_at: None,
         };
         let bytes = json_bytes(&record)?;
-        update(env.kv, &keys::delivery(dlv), |cur| {
+        let wrote = update(env.kv, &keys::delivery(dlv), |cur| {
             Ok::<_, KvError>(match cur {
-                Some(_) => Update::Keep(()),
-                None => Update::Write(bytes.clone(), ()),
+                Some(_) => Update::Keep(false),
+                None => Update::Write(bytes.clone(), true),
             })
         })
         .map_err(kv_from_update)?;
+        if wrote {
+            written.push(Written {
+                delivery: record,
+                bytes,
+            });
+        }
     }
     let day = event.created_at / DAY_MS;
     retention_log(day).append(env.kv, std::slice::from_ref(&event.id))?;
     days_add(env.kv, day)?;
     let mut done = event.clone();
     done.fanned_out = true;
-    env.kv.set(&keys::event(&event.id), &json_bytes(&done)?)
+    env.kv.set(&keys::event(&event.id), &json_bytes(&done)?)?;
+    Ok(written)
 }
 
 /// Reads a delivery record.
@@ -451,6 +520,9 @@ pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Delivery>, ApiEr
 struct Claimed {
     delivery: Delivery,
     due_at: u64,
+    /// The record as the claim wrote it: if the store still holds exactly these bytes when
+    /// the outcome is recorded, they need not be parsed again.
+    bytes: Vec<u8>,
 }
 
 /// A tick's view of the time. `Env::now_ms` is read once, when the call starts, but a tick
@@ -502,6 +574,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
     let mut report = TickReport::default();
     let ids: Vec<String> = match work {
         RunNow::Delivery(id) => vec![id.clone()],
+        RunNow::Prepared(p) => p.items.iter().map(|(w, _)| w.delivery.id.clone()).collect(),
         RunNow::Event(event_id) => match env.kv.get(&keys::event(event_id)) {
             Ok(Some(b)) => match parse_json::<EventRecord>(&b) {
                 Ok(event) => event
@@ -514,25 +587,35 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
             _ => return report,
         },
     };
+    let prepared = match work {
+        RunNow::Prepared(p) => Some(p.as_ref()),
+        _ => None,
+    };
     let tick_id = IdKind::Request.generate(env.entropy);
     let clock = TickClock {
         start_ms: env.now_ms,
         elapsed_ms: std::cell::Cell::new(0),
     };
     let batch_size = env.settings.max_concurrency.max(1) as usize;
-    for batch in ids
+    for (n, batch) in ids
         .chunks(batch_size)
         .take(MAX_ATTEMPTS_PER_TICK / batch_size)
+        .enumerate()
     {
         if clock.out_of_time() {
             break; // the rest is the tick's, through the queue
         }
+        let known = prepared.map(|p| {
+            let start = n * batch_size;
+            (&p.items[start..start + batch.len()], &p.body)
+        });
         // A failed batch is left to the tick (its queue entries are still there).
         let _ = run_batch(
             &clock.env(env),
             sender,
             &tick_id,
             batch,
+            known,
             &clock,
             &mut report,
         );
@@ -540,11 +623,17 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
     report
 }
 
+/// What a batch of [`run_now`] already knows: the prepared deliveries matching its ids, one
+/// for one, and their body.
+type Known<'a> = Option<(&'a [(Written, Subscription)], &'a Rc<Vec<u8>>)>;
+
 /// The deliveries a request made due at once (see [`run_now`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunNow {
     /// Attempt 1 of every delivery of this accepted event.
     Event(String),
+    /// Attempt 1 of every delivery of a new event, with what publish already read.
+    Prepared(Box<Prepared>),
     /// The replayed delivery.
     Delivery(String),
 }
@@ -803,7 +892,7 @@ fn run_candidates<K: Kv>(
         }
         budget -= batch.len();
         let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
-        match run_batch(&clock.env(env), sender, tick_id, &ids, clock, report) {
+        match run_batch(&clock.env(env), sender, tick_id, &ids, None, clock, report) {
             // Another tick holds these: it may die mid-attempt, so their second is not done
             // with them until the lease runs out.
             Ok(held) => {
@@ -840,19 +929,27 @@ fn run_batch<K: Kv>(
     sender: &dyn Sender,
     tick_id: &str,
     ids: &[String],
+    known: Known<'_>,
     clock: &TickClock,
     report: &mut TickReport,
 ) -> Result<Vec<(String, u64)>, KvError> {
     let now = env.now_ms;
+    // Which of `ids` each claimed delivery is.
+    let mut claimed_at: Vec<usize> = Vec::new();
     let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
     let mut claimed: Vec<Claimed> = Vec::new();
     let mut held: Vec<(String, u64)> = Vec::new();
-    for id in ids {
+    for (i, id) in ids.iter().enumerate() {
+        let written = known.map(|(items, _)| &items[i].0);
         let outcome = update(env.kv, &keys::delivery(id), |cur| {
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(Claim::Skip));
             };
-            let mut d: Delivery = parse_json(bytes)?;
+            // Unchanged since fan-out wrote it in this invocation: no need to parse it.
+            let mut d: Delivery = match written.filter(|w| w.bytes == bytes) {
+                Some(w) => w.delivery.clone(),
+                None => parse_json(bytes)?,
+            };
             let due = match d.next_attempt_at {
                 Some(due) if d.status == Status::Pending && due <= now => due,
                 _ => return Ok(Update::Keep(Claim::Skip)),
@@ -862,17 +959,22 @@ fn run_batch<K: Kv>(
             }
             d.lease_until = Some(lease_until);
             d.lease_owner = Some(tick_id.to_owned());
+            let bytes = json_bytes(&d)?;
             Ok(Update::Write(
-                json_bytes(&d)?,
+                bytes.clone(),
                 Claim::Claimed(Box::new(Claimed {
                     delivery: d,
                     due_at: due,
+                    bytes,
                 })),
             ))
         })
         .map_err(kv_from_update)?;
         match outcome {
-            Claim::Claimed(c) => claimed.push(*c),
+            Claim::Claimed(c) => {
+                claimed.push(*c);
+                claimed_at.push(i);
+            }
             Claim::Held(until) => held.push((id.clone(), until)),
             Claim::Skip => {}
         }
@@ -884,8 +986,18 @@ fn run_batch<K: Kv>(
         .iter()
         .map(|c| c.delivery.subscription_id.clone())
         .collect();
-    let subs = subscriptions::load_many(env, &sub_ids).map_err(api_to_kv)?;
+    // Publish read the subscriptions of a prepared batch moments ago, in this invocation.
+    let subs = match known {
+        Some((items, _)) => claimed_at
+            .iter()
+            .map(|i| Some(items[*i].1.clone()))
+            .collect(),
+        None => subscriptions::load_many(env, &sub_ids).map_err(api_to_kv)?,
+    };
     let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
+    if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {
+        bodies.push((w.delivery.event_id.clone(), body.clone()));
+    }
     let mut to_send: Vec<(usize, Outgoing)> = Vec::new();
     let mut results: Vec<Option<SendResult>> = vec![None; claimed.len()];
     let mut cancelled = vec![false; claimed.len()];
@@ -1041,7 +1153,11 @@ fn record_outcomes<K: Kv>(
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(false));
             };
-            let mut d: Delivery = parse_json(bytes)?;
+            // Unchanged since the claim wrote it (the rule): no need to parse it.
+            let mut d: Delivery = match bytes == c.bytes.as_slice() {
+                true => c.delivery.clone(),
+                false => parse_json(bytes)?,
+            };
             if d.lease_owner.as_deref() != Some(tick_id) || d.status != Status::Pending {
                 return Ok(Update::Keep(false)); // lost the lease: the newer holder records
             }
@@ -1413,6 +1529,109 @@ mod tests {
         kv.set(&keys::event_body(event), br#"{"id":"L"}"#)
             .expect("set");
         id
+    }
+
+    /// A store that records the keys read (get, get_many, compare-and-swap).
+    struct Reads<'a> {
+        inner: &'a MemoryKv,
+        keys: RefCell<Vec<String>>,
+    }
+
+    impl Kv for Reads<'_> {
+        type Cas = <MemoryKv as Kv>::Cas;
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+            self.keys.borrow_mut().push(key.to_owned());
+            self.inner.get(key)
+        }
+        fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+            self.inner.set(key, value)
+        }
+        fn delete(&self, key: &str) -> Result<(), KvError> {
+            self.inner.delete(key)
+        }
+        fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+            self.keys.borrow_mut().extend(keys.iter().cloned());
+            self.inner.get_many(keys)
+        }
+        fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+            self.inner.increment(key, delta)
+        }
+        fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+            self.keys.borrow_mut().push(key.to_owned());
+            self.inner.cas_begin(key)
+        }
+        fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {
+            self.inner.cas_swap(cas, value)
+        }
+    }
+
+    #[test]
+    fn attempt_1_of_a_new_event_reads_neither_event_nor_subscription_nor_body_again() {
+        let kv = MemoryKv::new();
+        let reads = Reads {
+            inner: &kv,
+            keys: RefCell::default(),
+        };
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(6);
+        let now = 1_767_225_600_000;
+        let env = Env {
+            now_ms: now,
+            kv: &reads,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        let (receipt, prepared) =
+            publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        let prepared = prepared.expect("a new event is prepared");
+        reads.keys.borrow_mut().clear();
+        let sent = Counting(Cell::new(0));
+        let report = run_now(&env, &sent, &RunNow::Prepared(Box::new(prepared)));
+        assert_eq!(
+            (report.attempted, report.succeeded, sent.0.get()),
+            (1, 1, 1)
+        );
+        let read = reads.keys.borrow().clone();
+        let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
+        assert!(
+            read.contains(&dlv),
+            "the record is still claimed against the store"
+        );
+        for key in [
+            keys::event(&receipt.event_id),
+            keys::event_body(&receipt.event_id),
+            keys::subscription(&sub),
+        ] {
+            assert!(!read.contains(&key), "{key} was read again: {read:?}");
+        }
+        // A replayed publish (the event exists) is run from the store.
+        let (again, prepared) = publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None)
+            .map(|(r, p)| (r.replayed, p))
+            .expect("publish");
+        assert!(!again && prepared.is_some(), "no key: a second, new event");
+    }
+
+    #[test]
+    fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(7);
+        let env = env_at(&kv, &settings, &entropy, 1_767_225_600_000);
+        let sub = active_subscription(&kv);
+        let (_, prepared) =
+            publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        // Between fan-out and attempt 1, the subscription is disabled: its pending
+        // deliveries are cancelled in the store.
+        disable(&env, &sub, "operator").expect("disable");
+        let sent = Counting(Cell::new(0));
+        let prepared = prepared.expect("prepared");
+        let report = run_now(&env, &sent, &RunNow::Prepared(Box::new(prepared)));
+        assert_eq!(
+            (report.attempted, sent.0.get()),
+            (0, 0),
+            "the store decides"
+        );
     }
 
     #[test]

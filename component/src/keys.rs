@@ -7,8 +7,9 @@
 //! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
 //! - `sub:{id}` — a subscription record (the only place its signing secret is stored).
 //! - `client:{client id}:subs:...` — an [`AppendLog`](crate::applog::AppendLog) of the
-//!   client's subscription ids in creation order; an entry's number is the subscription's
-//!   `seq`, used by list cursors.
+//!   client's subscriptions in creation order, each entry its listing state, id and list
+//!   item (see `subscriptions`); an entry's number is the subscription's `seq`, used by list
+//!   cursors.
 //! - `client:{client id}:live` — a counter of the client's live subscriptions, checked
 //!   against the subscription cap.
 //! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.

@@ -129,8 +129,8 @@ pub fn ingest<K: Kv>(
             Some(key)
         }
     };
-    match delivery::publish(env, event_type, &req.body, key) {
-        Ok(receipt) => {
+    match delivery::publish_prepared(env, event_type, &req.body, key) {
+        Ok((receipt, prepared)) => {
             let resp = Response::json(
                 202,
                 &json!({
@@ -143,7 +143,11 @@ pub fn ingest<K: Kv>(
             } else {
                 resp
             };
-            Ok((resp, delivery::RunNow::Event(receipt.event_id)))
+            let run = match prepared {
+                Some(p) => delivery::RunNow::Prepared(Box::new(p)),
+                None => delivery::RunNow::Event(receipt.event_id),
+            };
+            Ok((resp, run))
         }
 
         Err(PublishError::UnknownEventType(t)) => Err(ApiError::validation(vec![FieldError::new(
