@@ -32,6 +32,9 @@ pub const PAGE: u64 = 128;
 /// `[`.
 const BINARY_PAGE: u8 = 0xE1;
 
+/// An edit of a page's entries: `Some(())` if it changed them, `None` to write nothing.
+type PageChange<'a> = dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()> + 'a;
+
 /// One append-only list.
 pub struct AppendLog {
     prefix: String,
@@ -259,7 +262,7 @@ impl AppendLog {
         &self,
         kv: &K,
         seq: u64,
-        change: &mut dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()>,
+        change: &mut PageChange<'_>,
     ) -> Result<bool, KvError> {
         if seq == 0 {
             return Ok(false);
