@@ -13,6 +13,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("retention_days", Some("30")),
     ("subscription_limit", Some("100")),
     ("allow_private_targets", Some("false")),
+    ("rate_limit_per_minute", Some("1200")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -33,6 +34,8 @@ pub struct Settings {
     /// Whether subscription URLs may point at non-global addresses and `localhost`
     /// (for local development and tests only).
     pub allow_private_targets: bool,
+    /// Partner API requests one API client may make per clock minute (0: no limit).
+    pub rate_limit_per_minute: u32,
 }
 
 impl std::fmt::Debug for Settings {
@@ -48,6 +51,7 @@ impl std::fmt::Debug for Settings {
             .field("retention_days", &self.retention_days)
             .field("subscription_limit", &self.subscription_limit)
             .field("allow_private_targets", &self.allow_private_targets)
+            .field("rate_limit_per_minute", &self.rate_limit_per_minute)
             .finish()
     }
 }
@@ -128,6 +132,7 @@ impl Settings {
             retention_days: narrow(number("retention_days", 1, 3650)?),
             subscription_limit: narrow(number("subscription_limit", 1, 100_000)?),
             allow_private_targets: flag("allow_private_targets")?,
+            rate_limit_per_minute: narrow(number("rate_limit_per_minute", 0, 1_000_000)?),
         })
     }
 }
@@ -145,6 +150,7 @@ mod tests {
         assert_eq!(s.retention_days, 30);
         assert_eq!(s.subscription_limit, 100);
         assert!(!s.allow_private_targets);
+        assert_eq!(s.rate_limit_per_minute, 1200);
     }
 
     #[test]

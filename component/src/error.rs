@@ -148,6 +148,19 @@ impl ApiError {
         e
     }
 
+    /// 429: the API client made more than `limit` requests this minute; it may retry after
+    /// `retry_after_s` seconds.
+    pub fn rate_limited(limit: u32, retry_after_s: u64) -> Self {
+        Self::new(
+            429,
+            "rate_limited",
+            format!(
+                "Too many requests: this API client may make {limit} a minute. Retry after {retry_after_s} s."
+            ),
+        )
+        .with_header("retry-after", retry_after_s.to_string())
+    }
+
     /// 503: the key-value store failed; nothing was changed, the request may be retried.
     pub fn store_unavailable(cause: impl std::fmt::Display) -> Self {
         let mut e = Self::new(

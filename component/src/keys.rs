@@ -21,6 +21,8 @@
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
 //! - `retdir` — the days that have events; `ret:{day}:...` — an append log of event ids.
+//! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
+//!   clock minute (see `limits`).
 
 /// Read by `/healthz` to check that the store answers. Never written.
 pub const HEALTH_PROBE: &str = "health";
@@ -77,6 +79,12 @@ pub fn delivery(delivery_id: &str) -> String {
 
 /// The set of seconds with queued attempts.
 pub const DUE_DIRECTORY: &str = "duedir";
+
+/// The counter of a client's partner API requests in one clock minute (`window` = minutes
+/// since the epoch).
+pub fn rate(client_id: &str, window: u64) -> String {
+    format!("rate:{client_id}:{window}")
+}
 
 /// The set of days with events (for retention).
 pub const RETENTION_DIRECTORY: &str = "retdir";

@@ -29,6 +29,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod keys;
 pub mod kv;
+pub mod limits;
 pub mod operator;
 pub mod router;
 pub mod scheduler;

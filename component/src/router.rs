@@ -211,6 +211,7 @@ fn dispatch<K: Kv>(
         return Ok((resp?, None));
     }
     let client_id = auth::authenticate(env, req)?;
+    crate::limits::count_request(env, &client_id)?;
     let resp = match (route, req.method.as_str()) {
         (Route::Webhooks, "GET") => subscriptions::list(env, req, &client_id, request_id),
         (Route::Webhooks, _) => subscriptions::create(env, req, &client_id, request_id),

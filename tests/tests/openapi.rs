@@ -1346,6 +1346,15 @@ fn component_scenario(doc: &Doc, ex: &Example) -> Option<Vec<Observed>> {
             let key = "ehk_never-looked-at-the-configuration-fails-first";
             observe_users(json, ex, &mut sim, Auth::AsDocumented(key), None)
         }
+        "components/responses/RateLimited rateLimited" => {
+            // The default limit, used up 45 s into a minute: 15 s until it turns.
+            let mut w = World::new(46);
+            w.sim.advance(Duration::from_secs(45)).expect("advance");
+            for _ in 0..1200 {
+                assert_eq!(w.partner("GET", "/v1/webhooks?limit=1").status, 200);
+            }
+            observe_users(json, ex, &mut w.sim, Auth::AsDocumented(&w.key), None)
+        }
         "components/responses/MethodNotAllowed methodNotAllowed" => {
             let resp = call(&mut sim(44), "PATCH", "/v1/webhooks", ADMIN);
             single("PATCH /v1/webhooks", 405, resp)
