@@ -1431,16 +1431,30 @@ mod tests {
     }
 
     /// A store that runs `hook` once, just before the first compare-and-swap on a key with
-    /// `prefix`: a way to put another instance's tick inside a publish.
+    /// `prefix` (a way to put another instance's tick inside a publish), and records every
+    /// key read (get, get_many, compare-and-swap).
     struct HookKv<'a> {
         inner: &'a MemoryKv,
         prefix: &'static str,
         hook: RefCell<Option<Box<dyn FnOnce() + 'a>>>,
+        reads: RefCell<Vec<String>>,
+    }
+
+    impl<'a> HookKv<'a> {
+        fn new(inner: &'a MemoryKv, prefix: &'static str, hook: impl FnOnce() + 'a) -> Self {
+            HookKv {
+                inner,
+                prefix,
+                hook: RefCell::new(Some(Box::new(hook))),
+                reads: RefCell::default(),
+            }
+        }
     }
 
     impl Kv for HookKv<'_> {
         type Cas = <MemoryKv as Kv>::Cas;
         fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+            self.reads.borrow_mut().push(key.to_owned());
             self.inner.get(key)
         }
         fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
@@ -1450,12 +1464,14 @@ mod tests {
             self.inner.delete(key)
         }
         fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+            self.reads.borrow_mut().extend(keys.iter().cloned());
             self.inner.get_many(keys)
         }
         fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
             self.inner.increment(key, delta)
         }
         fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+            self.reads.borrow_mut().push(key.to_owned());
             if key.starts_with(self.prefix) {
                 let hook = self.hook.borrow_mut().take();
                 if let Some(hook) = hook {
@@ -1531,47 +1547,10 @@ mod tests {
         id
     }
 
-    /// A store that records the keys read (get, get_many, compare-and-swap).
-    struct Reads<'a> {
-        inner: &'a MemoryKv,
-        keys: RefCell<Vec<String>>,
-    }
-
-    impl Kv for Reads<'_> {
-        type Cas = <MemoryKv as Kv>::Cas;
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-            self.keys.borrow_mut().push(key.to_owned());
-            self.inner.get(key)
-        }
-        fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
-            self.inner.set(key, value)
-        }
-        fn delete(&self, key: &str) -> Result<(), KvError> {
-            self.inner.delete(key)
-        }
-        fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-            self.keys.borrow_mut().extend(keys.iter().cloned());
-            self.inner.get_many(keys)
-        }
-        fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
-            self.inner.increment(key, delta)
-        }
-        fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
-            self.keys.borrow_mut().push(key.to_owned());
-            self.inner.cas_begin(key)
-        }
-        fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {
-            self.inner.cas_swap(cas, value)
-        }
-    }
-
     #[test]
     fn attempt_1_of_a_new_event_reads_neither_event_nor_subscription_nor_body_again() {
         let kv = MemoryKv::new();
-        let reads = Reads {
-            inner: &kv,
-            keys: RefCell::default(),
-        };
+        let reads = HookKv::new(&kv, "", || {});
         let settings = Settings::default();
         let entropy = SeededEntropy::new(6);
         let now = 1_767_225_600_000;
@@ -1585,14 +1564,14 @@ mod tests {
         let (receipt, prepared) =
             publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
         let prepared = prepared.expect("a new event is prepared");
-        reads.keys.borrow_mut().clear();
+        reads.reads.borrow_mut().clear();
         let sent = Counting(Cell::new(0));
         let report = run_now(&env, &sent, &RunNow::Prepared(Box::new(prepared)));
         assert_eq!(
             (report.attempted, report.succeeded, sent.0.get()),
             (1, 1, 1)
         );
-        let read = reads.keys.borrow().clone();
+        let read = reads.reads.borrow().clone();
         let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
         assert!(
             read.contains(&dlv),
@@ -1726,18 +1705,14 @@ mod tests {
         active_subscription(&kv);
         let sent = Counting(Cell::new(0));
         // Another instance ticks after the queue entry is written, before the record is.
-        let hooked = HookKv {
-            inner: &kv,
-            prefix: "dlv:",
-            hook: RefCell::new(Some(Box::new(|| {
-                let report = tick(&env(&kv), &sent);
-                assert_eq!(report.attempted, 0, "no record yet: nothing to send");
-                assert!(
-                    report.next_due_ms.is_some_and(|t| t <= now + 1000),
-                    "it looks again soon"
-                );
-            }))),
-        };
+        let hooked = HookKv::new(&kv, "dlv:", || {
+            let report = tick(&env(&kv), &sent);
+            assert_eq!(report.attempted, 0, "no record yet: nothing to send");
+            assert!(
+                report.next_due_ms.is_some_and(|t| t <= now + 1000),
+                "it looks again soon"
+            );
+        });
         let hooked_env = Env {
             now_ms: now,
             kv: &hooked,
@@ -1889,18 +1864,14 @@ mod tests {
         let now = 1_767_225_600_000;
         let sub = active_subscription(&kv);
         let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
-        let hooked = HookKv {
-            inner: &kv,
-            prefix: "dlv:",
-            hook: RefCell::new(Some(Box::new(|| {
-                let bytes = kv.get(&keys::delivery(&id)).expect("get").expect("record");
-                let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
-                d.lease_until = Some(now + 15_000);
-                d.lease_owner = Some("another instance".into());
-                kv.set(&keys::delivery(&id), &serde_json::to_vec(&d).expect("json"))
-                    .expect("set");
-            }))),
-        };
+        let hooked = HookKv::new(&kv, "dlv:", || {
+            let bytes = kv.get(&keys::delivery(&id)).expect("get").expect("record");
+            let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
+            d.lease_until = Some(now + 15_000);
+            d.lease_owner = Some("another instance".into());
+            kv.set(&keys::delivery(&id), &serde_json::to_vec(&d).expect("json"))
+                .expect("set");
+        });
         let sent = Counting(Cell::new(0));
         let report = tick(
             &Env {
