@@ -230,9 +230,9 @@ fn fanout_index(event_type: &str) -> AppendLog {
     AppendLog::with_page_size(keys::fanout(event_type), INDEX_PAGE)
 }
 
-/// Appends one id to an index; returns its entry number.
-fn append_id<K: Kv>(env: &Env<'_, K>, index: &AppendLog, id: &str) -> Result<u64, ApiError> {
-    let seqs = index.append(env.kv, &[id.to_owned()])?;
+/// Appends one item to an index; returns its entry number.
+fn append_one<K: Kv>(env: &Env<'_, K>, index: &AppendLog, item: &[u8]) -> Result<u64, ApiError> {
+    let seqs = index.append(env.kv, &[item])?;
     seqs.first()
         .copied()
         .ok_or_else(|| ApiError::internal("append returned no number"))
@@ -386,7 +386,7 @@ fn create_fresh<K: Kv>(
     let secret = Secret::generate(env.random_bytes::<32>());
     let mut fanout_seqs = Vec::with_capacity(input.event_types.len());
     for event_type in &input.event_types {
-        fanout_seqs.push(append_id(env, &fanout_index(event_type), &id)?);
+        fanout_seqs.push(append_one(env, &fanout_index(event_type), id.as_bytes())?);
     }
     let view = serde_json::to_vec(&ListItem {
         id: &id,
@@ -396,11 +396,8 @@ fn create_fresh<K: Kv>(
         created_at: env.now_ms,
     })
     .map_err(ApiError::internal)?;
-    let seq = client_index(client_id)
-        .append(env.kv, &[encode_index_item(Listing::Joining, &id, &view)])?
-        .first()
-        .copied()
-        .ok_or_else(|| ApiError::internal("append returned no number"))?;
+    let item = encode_index_item(Listing::Joining, &id, &view);
+    let seq = append_one(env, &client_index(client_id), &item)?;
     let sub = Subscription {
         id: id.clone(),
         client_id: client_id.to_owned(),
