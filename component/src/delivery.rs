@@ -307,7 +307,7 @@ pub fn publish<K: Kv>(
     load: &[u8],
     idempotency_key: Option<&str>,
 ) -> Result<PublishReceipt, PublishError> {
-    publish_prepared(env, event_type, load, idempotency_key).map(|(receipt, _)| receipt)
+    publish_inner(env, event_type, load, idempotency_key, false).map(|(receipt, _)| receipt)
 }
 
 /// [`publish`], and for a new event the deliveries it made, with what attempt 1 needs
@@ -317,6 +317,18 @@ pub fn publish_prepared<K: Kv>(
     event_type: &str,
     load: &[u8],
     idempotency_key: Option<&str>,
+) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
+    publish_inner(env, event_type, load, idempotency_key, true)
+}
+
+/// Publishes; `prepare`: also hand back what attempt 1 needs (a copy of the body and the
+/// subscriptions), which only a caller that runs attempt 1 at once wants.
+fn publish_inner<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+    idempotency_key: Option<&str>,
+    prepare: bool,
 ) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
     events::validate(event_type, load)?;
     let store = |e: KvError| PublishError::StoreUnavailable(e.0);
@@ -370,7 +382,7 @@ pub fn publish_prepared<K: Kv>(
         fan_out(env, &event, replayed).map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
-    let prepared = (!replayed).then(|| Prepared {
+    let prepared = (prepare && !replayed).then(|| Prepared {
         body: Rc::new(load.to_vec()),
         items: written
             .into_iter()

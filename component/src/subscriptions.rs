@@ -664,10 +664,14 @@ pub fn list<K: Kv>(
             break;
         };
         after = last.seq;
-        // The entries to check against their record.
-        let unsure: Vec<String> = entries
+        // Each entry decoded once; the ones list cannot trust are checked against their record.
+        let decoded: Vec<_> = entries
             .iter()
-            .filter_map(|e| match decode_index_item(&e.item) {
+            .map(|e| (e.seq, decode_index_item(&e.item)))
+            .collect();
+        let unsure: Vec<String> = decoded
+            .iter()
+            .filter_map(|(_, d)| match d {
                 Some((Some(Listing::Live), ..)) | None => None,
                 Some((_, id, _)) => Some(keys::subscription(id)),
             })
@@ -677,8 +681,8 @@ pub fn list<K: Kv>(
             false => env.kv.get_many(&unsure)?,
         }
         .into_iter();
-        for entry in &entries {
-            let view = match decode_index_item(&entry.item) {
+        for (seq, d) in decoded {
+            let view = match d {
                 None => None,
                 Some((Some(Listing::Live), _, view)) => Some(view.to_vec()),
                 Some(_) => records
@@ -689,7 +693,7 @@ pub fn list<K: Kv>(
                     .and_then(|s| serde_json::to_vec(&s.item()).ok()),
             };
             if let Some(view) = view {
-                found.push((entry.seq, view));
+                found.push((seq, view));
             }
         }
     }
