@@ -370,16 +370,26 @@ fn publish_inner<K: Kv>(
             env.kv
                 .set(&keys::event_body(&event_id), load)
                 .map_err(store)?;
-            env.kv
-                .set(&keys::event(&event_id), &json_bytes(&event).map_err(store)?)
-                .map_err(store)?;
+            // A keyed event is recorded before its fan-out, so a retry with the key finds
+            // it and resumes. A key-less one cannot be retried: its record is written once,
+            // when its fan-out is done.
+            if idempotency_key.is_some() {
+                env.kv
+                    .set(&keys::event(&event_id), &json_bytes(&event).map_err(store)?)
+                    .map_err(store)?;
+            }
             event
         }
+    };
+    let origin = match (replayed, idempotency_key) {
+        (true, _) => Origin::Resumed,
+        (false, Some(_)) => Origin::Keyed,
+        (false, None) => Origin::Fresh,
     };
     let written = if event.fanned_out {
         Vec::new()
     } else {
-        fan_out(env, &event, replayed).map_err(store)?
+        fan_out(env, &event, origin).map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
     let prepared = (prepare && !replayed).then(|| Prepared {
@@ -444,10 +454,25 @@ fn api_to_kv(e: ApiError) -> KvError {
 /// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
 /// again and resumes where it stopped: queue entries first, then per delivery its history
 /// entry and the record that makes it real.
+/// Where the event of a fan-out comes from, which decides what the fan-out must check in
+/// the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A key-less publish: the event id is fresh and random, so no other call knows it.
+    /// There are no deliveries to find and none to race with: records are plainly written.
+    Fresh,
+    /// A new event under an idempotency key: a concurrent publish with the same key may be
+    /// writing the same deliveries (and running them), so each record is created only if
+    /// absent.
+    Keyed,
+    /// An event an earlier try began: the deliveries it made are skipped.
+    Resumed,
+}
+
 fn fan_out<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
-    resumed: bool,
+    origin: Origin,
 ) -> Result<Vec<Written>, KvError> {
     let all: Vec<(String, String)> = event
         .subscriptions
@@ -458,9 +483,9 @@ fn fan_out<K: Kv>(
     // queue entries were written before their record), so retries make progress.
     // A new event has no deliveries yet: only a resumed fan-out looks.
     let record_keys: Vec<String> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
-    let existing = match resumed {
-        true => env.kv.get_many(&record_keys)?,
-        false => vec![None; record_keys.len()],
+    let existing = match origin {
+        Origin::Resumed => env.kv.get_many(&record_keys)?,
+        Origin::Fresh | Origin::Keyed => vec![None; record_keys.len()],
     };
     let todo: Vec<&(String, String)> = all
         .iter()
@@ -494,13 +519,19 @@ fn fan_out<K: Kv>(
             finished_at: None,
         };
         let bytes = json_bytes(&record)?;
-        let wrote = update(env.kv, &keys::delivery(dlv), |cur| {
-            Ok::<_, KvError>(match cur {
-                Some(_) => Update::Keep(false),
-                None => Update::Write(bytes.clone(), true),
+        let wrote = match origin {
+            Origin::Fresh => {
+                env.kv.set(&keys::delivery(dlv), &bytes)?;
+                true
+            }
+            Origin::Keyed | Origin::Resumed => update(env.kv, &keys::delivery(dlv), |cur| {
+                Ok::<_, KvError>(match cur {
+                    Some(_) => Update::Keep(false),
+                    None => Update::Write(bytes.clone(), true),
+                })
             })
-        })
-        .map_err(kv_from_update)?;
+            .map_err(kv_from_update)?,
+        };
         if wrote {
             written.push(Written {
                 delivery: record,
@@ -1444,12 +1475,13 @@ mod tests {
 
     /// A store that runs `hook` once, just before the first compare-and-swap on a key with
     /// `prefix` (a way to put another instance's tick inside a publish), and records every
-    /// key read (get, get_many, compare-and-swap).
+    /// key read (get, get_many, compare-and-swap) and every key plainly written (set).
     struct HookKv<'a> {
         inner: &'a MemoryKv,
         prefix: &'static str,
         hook: RefCell<Option<Box<dyn FnOnce() + 'a>>>,
         reads: RefCell<Vec<String>>,
+        sets: RefCell<Vec<String>>,
     }
 
     impl<'a> HookKv<'a> {
@@ -1459,6 +1491,7 @@ mod tests {
                 prefix,
                 hook: RefCell::new(Some(Box::new(hook))),
                 reads: RefCell::default(),
+                sets: RefCell::default(),
             }
         }
     }
@@ -1470,6 +1503,7 @@ mod tests {
             self.inner.get(key)
         }
         fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+            self.sets.borrow_mut().push(key.to_owned());
             self.inner.set(key, value)
         }
         fn delete(&self, key: &str) -> Result<(), KvError> {
@@ -1604,6 +1638,79 @@ mod tests {
     }
 
     #[test]
+    fn a_keyless_publish_reads_no_delivery_or_event_record_and_writes_its_event_once() {
+        let kv = MemoryKv::new();
+        let ops = HookKv::new(&kv, "", || {});
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(8);
+        let env = Env {
+            now_ms: 1_767_225_600_000,
+            kv: &ops,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let sub = active_subscription(&kv);
+        let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
+        let evt = keys::event(&receipt.event_id);
+        let reads = ops.reads.borrow().clone();
+        assert!(
+            !reads.contains(&dlv) && !reads.contains(&evt),
+            "a fresh id has nothing to find or race with: {reads:?}"
+        );
+        let sets = ops.sets.borrow().clone();
+        assert_eq!(sets.iter().filter(|k| **k == evt).count(), 1, "{sets:?}");
+        assert!(sets.contains(&dlv), "the record is written: {sets:?}");
+        // What it wrote is whole: the event says it is fanned out, the delivery is due.
+        let event: EventRecord = parse_json(&kv.get(&evt).unwrap().unwrap()).unwrap();
+        assert!(event.fanned_out && event.subscriptions == vec![sub]);
+        let d: Delivery = parse_json(&kv.get(&dlv).unwrap().unwrap()).unwrap();
+        assert_eq!(d.status, Status::Pending);
+    }
+
+    #[test]
+    fn a_keyed_publish_never_overwrites_a_delivery_a_concurrent_one_already_sent() {
+        // Two ingests with the same key: the second finds the event the first recorded,
+        // makes the delivery and sends attempt 1, all while the first is between its event
+        // record and its delivery record. The first must then leave that delivery alone.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(9);
+        let now = 1_767_225_600_000;
+        let sent = Counting(Cell::new(0));
+        let sub = active_subscription(&kv);
+        let other = || {
+            let env = env_at(&kv, &settings, &entropy, now);
+            let (receipt, prepared) =
+                publish_prepared(&env, "load.created", br#"{"id":"L"}"#, Some("k1"))
+                    .expect("second publish");
+            assert!(receipt.replayed, "the first one's event record is there");
+            assert!(prepared.is_none(), "a resumed event runs from the store");
+            let report = run_now(&env, &sent, &RunNow::Event(receipt.event_id));
+            assert_eq!(report.succeeded, 1);
+        };
+        let hooked = HookKv::new(&kv, "dlv:", other);
+        let env = Env {
+            now_ms: now,
+            kv: &hooked,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let (receipt, prepared) =
+            publish_prepared(&env, "load.created", br#"{"id":"L"}"#, Some("k1"))
+                .expect("first publish");
+        let report = run_now(
+            &env_at(&kv, &settings, &entropy, now),
+            &sent,
+            &RunNow::Prepared(Box::new(prepared.expect("prepared"))),
+        );
+        assert_eq!((report.attempted, sent.0.get()), (0, 1), "sent once");
+        let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
+        let d: Delivery = parse_json(&kv.get(&dlv).unwrap().unwrap()).unwrap();
+        assert_eq!(d.status, Status::Succeeded, "not reset to pending");
+    }
+
+    #[test]
     fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
         let kv = MemoryKv::new();
         let settings = Settings::default();
@@ -1716,8 +1823,9 @@ mod tests {
         };
         active_subscription(&kv);
         let sent = Counting(Cell::new(0));
-        // Another instance ticks after the queue entry is written, before the record is.
-        let hooked = HookKv::new(&kv, "dlv:", || {
+        // Another instance ticks after the queue entry is written, before the record is
+        // (at the subscription's history entry, which comes between them).
+        let hooked = HookKv::new(&kv, "subdlv:", || {
             let report = tick(&env(&kv), &sent);
             assert_eq!(report.attempted, 0, "no record yet: nothing to send");
             assert!(

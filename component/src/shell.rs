@@ -199,12 +199,21 @@ fn read_request(req: IncomingRequest) -> Request {
 
 /// Writes a core [`Response`] to the outparam.
 fn write_response(resp: Response, outparam: ResponseOutparam) {
-    // One header at a time: a value the host refuses (CR, LF, NUL: never sent, so no header
-    // can be injected) drops that header only, not X-Request-Id and the others with it.
-    let headers = Fields::new();
-    for (name, value) in resp.headers {
-        let _ = headers.append(&name, value.as_bytes());
-    }
+    // All headers in one call; if the host refuses one (a value with CR, LF or NUL: never
+    // sent, so no header can be injected), one at a time, so that only that header is
+    // dropped, not X-Request-Id and the others with it.
+    let list: Vec<(String, Vec<u8>)> = resp
+        .headers
+        .into_iter()
+        .map(|(name, value)| (name, value.into_bytes()))
+        .collect();
+    let headers = Fields::from_list(&list).unwrap_or_else(|_| {
+        let headers = Fields::new();
+        for (name, value) in &list {
+            let _ = headers.append(name, value);
+        }
+        headers
+    });
     let response = OutgoingResponse::new(headers);
     let _ = response.set_status_code(resp.status);
     let Ok(body) = response.body() else {
