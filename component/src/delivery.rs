@@ -1637,6 +1637,12 @@ mod tests {
         assert!(!again && prepared.is_some(), "no key: a second, new event");
     }
 
+    /// The record stored under `key`, parsed.
+    fn stored<T: serde::de::DeserializeOwned>(kv: &MemoryKv, key: &str) -> T {
+        let bytes = kv.get(key).expect("store").expect("a record");
+        parse_json(&bytes).expect("a whole record")
+    }
+
     #[test]
     fn a_keyless_publish_reads_no_delivery_or_event_record_and_writes_its_event_once() {
         let kv = MemoryKv::new();
@@ -1662,9 +1668,9 @@ mod tests {
         assert_eq!(sets.iter().filter(|k| **k == evt).count(), 1, "{sets:?}");
         assert!(sets.contains(&dlv), "the record is written: {sets:?}");
         // What it wrote is whole: the event says it is fanned out, the delivery is due.
-        let event: EventRecord = parse_json(&kv.get(&evt).unwrap().unwrap()).unwrap();
+        let event: EventRecord = stored(&kv, &evt);
         assert!(event.fanned_out && event.subscriptions == vec![sub]);
-        let d: Delivery = parse_json(&kv.get(&dlv).unwrap().unwrap()).unwrap();
+        let d: Delivery = stored(&kv, &dlv);
         assert_eq!(d.status, Status::Pending);
     }
 
@@ -1706,7 +1712,7 @@ mod tests {
         );
         assert_eq!((report.attempted, sent.0.get()), (0, 1), "sent once");
         let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
-        let d: Delivery = parse_json(&kv.get(&dlv).unwrap().unwrap()).unwrap();
+        let d: Delivery = stored(&kv, &dlv);
         assert_eq!(d.status, Status::Succeeded, "not reset to pending");
     }
 
