@@ -16,7 +16,6 @@ use crate::store::{KvBackend, MemoryStore};
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -296,48 +295,9 @@ pub fn size() -> Vec<Row> {
     }]
 }
 
-/// A loopback hyper server (HTTP/1.1, keep-alive, `TCP_NODELAY`) answering every request,
-/// its body read whole, with `respond(request)`. Returns its port.
-async fn loopback_server<F, Fut>(respond: F) -> Result<u16>
-where
-    F: Fn(hyper::Request<Full<Bytes>>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
-{
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let _ = stream.set_nodelay(true);
-            let respond = respond.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let respond = respond.clone();
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let body = body
-                            .collect()
-                            .await
-                            .map(|b| b.to_bytes())
-                            .unwrap_or_default();
-                        let req = hyper::Request::from_parts(parts, Full::new(body));
-                        Ok::<_, std::convert::Infallible>(respond(req).await)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    Ok(port)
-}
-
 /// A plain hyper server answering every request with `body`; the throughput baseline.
 async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
-    loopback_server(move |_| {
+    crate::loopback::serve(move |_| {
         let (body, hits) = (body.clone(), hits.clone());
         async move {
             hits.fetch_add(1, Ordering::Relaxed);
@@ -352,7 +312,7 @@ async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
 /// floor of any one-instance-per-request server on this machine.
 async fn empty_component_server(env: HostEnv) -> Result<u16> {
     let baseline = Arc::new(Baseline::new()?);
-    loopback_server(move |req| {
+    crate::loopback::serve(move |req| {
         let (baseline, env) = (baseline.clone(), env.clone());
         async move {
             match baseline.handle(&env, req).await {

@@ -22,6 +22,7 @@ pub mod cli;
 pub mod clock;
 pub mod filestore;
 pub mod listen;
+mod loopback;
 pub mod net;
 pub mod outbound;
 pub mod redisstore;

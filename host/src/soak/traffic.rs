@@ -7,10 +7,9 @@ use crate::serve::now_ms;
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
 use serde_json::{Value, json};
@@ -78,62 +77,46 @@ impl Receivers {
 }
 
 async fn receiver(b: Behavior, slow_ms: u64, log: Arc<Mutex<Vec<Received>>>) -> Result<u16> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
+    crate::loopback::serve(move |req: hyper::Request<Full<Bytes>>| {
+        let log = log.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let header = |n: &str| {
+                parts
+                    .headers
+                    .get(n)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
             };
-            let log = log.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let log = log.clone();
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let body = body
-                            .collect()
-                            .await
-                            .map(|b| b.to_bytes())
-                            .unwrap_or_default();
-                        let header = |n: &str| {
-                            parts
-                                .headers
-                                .get(n)
-                                .and_then(|v| v.to_str().ok())
-                                .map(str::to_owned)
-                        };
-                        lock(&log).push(Received {
-                            path: parts.uri.path().to_owned(),
-                            delivery_id: header("x-service-delivery-id"),
-                            event_type: header("x-service-event"),
-                            timestamp: header("x-service-timestamp"),
-                            signature: header("x-service-signature"),
-                            body,
-                            at_ms: now_ms(),
-                        });
-                        let status = match b {
-                            Behavior::Status500 => 500,
-                            Behavior::Status503 => 503,
-                            Behavior::Timeout => {
-                                tokio::time::sleep(Duration::from_millis(slow_ms)).await;
-                                200
-                            }
-                            Behavior::Ok | Behavior::Refused => 200,
-                        };
-                        let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"ok")));
-                        *resp.status_mut() =
-                            hyper::StatusCode::from_u16(status).unwrap_or_default();
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
+            lock(&log).push(Received {
+                path: parts.uri.path().to_owned(),
+                delivery_id: header("x-service-delivery-id"),
+                event_type: header("x-service-event"),
+                timestamp: header("x-service-timestamp"),
+                signature: header("x-service-signature"),
+                body,
+                at_ms: now_ms(),
             });
+            let status = match b {
+                Behavior::Status500 => 500,
+                Behavior::Status503 => 503,
+                Behavior::Timeout => {
+                    tokio::time::sleep(Duration::from_millis(slow_ms)).await;
+                    200
+                }
+                Behavior::Ok | Behavior::Refused => 200,
+            };
+            let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"ok")));
+            *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+            resp
         }
-    });
-    Ok(port)
+    })
+    .await
 }
 
 /// What a call was for; each has exactly one expected status.
