@@ -7,11 +7,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 
-/// Listens on 127.0.0.1 (a free port) and answers every request, its body read whole, with
-/// `respond(request)`. Returns the port; the server runs until the runtime ends.
+/// Listens on 127.0.0.1 (a free port) and answers every request with `respond(head, body)`,
+/// the body read whole. Returns the port; the server runs until the runtime ends.
 pub(crate) async fn serve<F, Fut>(respond: F) -> Result<u16>
 where
-    F: Fn(hyper::Request<Full<Bytes>>) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(http::request::Parts, Bytes) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -33,8 +33,7 @@ where
                             .await
                             .map(|b| b.to_bytes())
                             .unwrap_or_default();
-                        let req = hyper::Request::from_parts(parts, Full::new(body));
-                        Ok::<_, std::convert::Infallible>(respond(req).await)
+                        Ok::<_, std::convert::Infallible>(respond(parts, body).await)
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()

@@ -77,15 +77,9 @@ impl Receivers {
 }
 
 async fn receiver(b: Behavior, slow_ms: u64, log: Arc<Mutex<Vec<Received>>>) -> Result<u16> {
-    crate::loopback::serve(move |req: hyper::Request<Full<Bytes>>| {
+    crate::loopback::serve(move |parts: http::request::Parts, body: Bytes| {
         let log = log.clone();
         async move {
-            let (parts, body) = req.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
             let header = |n: &str| {
                 parts
                     .headers
