@@ -297,7 +297,7 @@ pub fn size() -> Vec<Row> {
 
 /// A plain hyper server answering every request with `body`; the throughput baseline.
 async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
-    crate::loopback::serve(move |_, _| {
+    crate::receiver::loopback(move |_, _| {
         let (body, hits) = (body.clone(), hits.clone());
         async move {
             hits.fetch_add(1, Ordering::Relaxed);
@@ -312,7 +312,7 @@ async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
 /// floor of any one-instance-per-request server on this machine.
 async fn empty_component_server(env: HostEnv) -> Result<u16> {
     let baseline = Arc::new(Baseline::new()?);
-    crate::loopback::serve(move |head, body| {
+    crate::receiver::loopback(move |head, body| {
         let (baseline, env) = (baseline.clone(), env.clone());
         async move {
             let req = hyper::Request::from_parts(head, Full::new(body));

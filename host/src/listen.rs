@@ -6,12 +6,9 @@ use crate::serve::{log_line, now_ms};
 use anyhow::Result;
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 use sha2::Sha256;
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -65,57 +62,42 @@ pub async fn run(addr: SocketAddr, secret: String, tolerance_s: u64) -> Result<(
     );
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let secret = Arc::new(secret);
-    loop {
-        let (stream, _) = listener.accept().await?;
+    crate::receiver::serve_on(listener, move |parts: http::request::Parts, body: Bytes| {
         let (seen, secret) = (seen.clone(), secret.clone());
-        tokio::spawn(async move {
-            let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (seen, secret) = (seen.clone(), secret.clone());
-                async move {
-                    let (parts, body) = req.into_parts();
-                    let body = body
-                        .collect()
-                        .await
-                        .map(|b| b.to_bytes())
-                        .unwrap_or_default();
-                    let header = |n: &str| parts.headers.get(n).and_then(|v| v.to_str().ok());
-                    let id = header("x-service-delivery-id").unwrap_or("?").to_owned();
-                    let event = header("x-service-event").unwrap_or("?").to_owned();
-                    let verdict = verify(
-                        &secret,
-                        header("x-service-timestamp"),
-                        header("x-service-signature"),
-                        &body,
-                        now_ms() / 1000,
-                        tolerance_s,
-                    );
-                    let (status, msg) = match verdict {
-                        Err(r) => (400, format!("refused: {r:?}")),
-                        Ok(()) => {
-                            let first = seen
-                                .lock()
-                                .map(|mut s| s.insert(id.clone()))
-                                .unwrap_or(true);
-                            if first {
-                                (200, "verified".to_owned())
-                            } else {
-                                (200, "duplicate (already processed)".to_owned())
-                            }
-                        }
-                    };
-                    println!("--> {event} {id} {msg}\n{}", String::from_utf8_lossy(&body));
-                    let resp = hyper::Response::builder()
-                        .status(status)
-                        .body(Full::new(Bytes::from(msg)))
-                        .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())));
-                    Ok::<_, Infallible>(resp)
+        async move {
+            let header = |n: &str| parts.headers.get(n).and_then(|v| v.to_str().ok());
+            let id = header("x-service-delivery-id").unwrap_or("?").to_owned();
+            let event = header("x-service-event").unwrap_or("?").to_owned();
+            let verdict = verify(
+                &secret,
+                header("x-service-timestamp"),
+                header("x-service-signature"),
+                &body,
+                now_ms() / 1000,
+                tolerance_s,
+            );
+            let (status, msg) = match verdict {
+                Err(r) => (400, format!("refused: {r:?}")),
+                Ok(()) => {
+                    let first = seen
+                        .lock()
+                        .map(|mut s| s.insert(id.clone()))
+                        .unwrap_or(true);
+                    if first {
+                        (200, "verified".to_owned())
+                    } else {
+                        (200, "duplicate (already processed)".to_owned())
+                    }
                 }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+            };
+            println!("--> {event} {id} {msg}\n{}", String::from_utf8_lossy(&body));
+            hyper::Response::builder()
+                .status(status)
+                .body(Full::new(Bytes::from(msg)))
+                .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())))
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

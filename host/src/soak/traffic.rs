@@ -77,7 +77,7 @@ impl Receivers {
 }
 
 async fn receiver(b: Behavior, slow_ms: u64, log: Arc<Mutex<Vec<Received>>>) -> Result<u16> {
-    crate::loopback::serve(move |parts: http::request::Parts, body: Bytes| {
+    crate::receiver::loopback(move |parts: http::request::Parts, body: Bytes| {
         let log = log.clone();
         async move {
             let header = |n: &str| {
