@@ -22,6 +22,7 @@ pub mod cli;
 pub mod clock;
 pub mod filestore;
 pub mod listen;
+pub mod log;
 pub mod net;
 pub mod outbound;
 mod receiver;

@@ -229,7 +229,10 @@ struct SoakArgs {
 }
 
 fn main() {
-    if let Err(e) = run(Cli::parse()) {
+    let outcome = run(Cli::parse());
+    // Log lines are written by a thread of their own: let it finish before the process ends.
+    edgehook_host::log::flush();
+    if let Err(e) = outcome {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

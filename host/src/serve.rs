@@ -261,19 +261,18 @@ fn report_rest(outcome: Result<()>) {
     }
 }
 
-/// Writes one structured (JSON) log line to stdout.
+/// Writes one structured (JSON) log line to stdout (through [`crate::log`]).
 pub fn log_line(level: &str, msg: &str, fields: &[(&str, String)]) {
-    use std::io::Write as _;
     let line = LogLine {
         ts: now_ms(),
         level,
         msg,
         fields,
     };
-    // Encoded whole, then written with one call: lines from concurrent requests never mix.
+    // Encoded whole, then queued whole: lines from concurrent requests never mix.
     let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
     bytes.push(b'\n');
-    let _ = std::io::stdout().lock().write_all(&bytes);
+    crate::log::write_line(&bytes);
 }
 
 /// One log line: `ts`, `level` and `msg` first, then the fields in the order given.

@@ -59,6 +59,8 @@ fn main() -> Result<()> {
         eprintln!("cost growth ...");
         rows.extend(rt.block_on(bench::cost_growth())?);
     }
+    // The servers' log lines first, then the table.
+    edgehook_host::log::flush();
     bench::print(&rows);
     Ok(())
 }
