@@ -412,7 +412,8 @@ fn create_fresh<K: Kv>(
         consecutive_failures: 0,
         fanout_seqs,
     };
-    env.kv.set(&keys::subscription(&id), &sub.to_bytes()?)?;
+    let pending = sub.to_bytes()?;
+    env.kv.set(&keys::subscription(&id), &pending)?;
     if let Err(e) = take_slot(env, client_id, &id) {
         // Refused (cap) or unknown: undo what is visible to nobody anyway, best effort.
         let _ = remove_from_indexes(env, &sub);
@@ -430,13 +431,18 @@ fn create_fresh<K: Kv>(
     if let Some(claim) = claim {
         idempotency::finish(env, claim, stored.clone())?;
     }
-    activate(env, &id)?;
+    activate(env, &id, Some((&sub, &pending)))?;
     Ok(stored)
 }
 
 /// Flips a pending record to active (the commit point of a create), then lets list trust
-/// its client-index entry. Idempotent.
-fn activate<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
+/// its client-index entry. Idempotent. `written` is the record this call wrote and its
+/// exact bytes: a record still holding those bytes needs not be parsed.
+fn activate<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    written: Option<(&Subscription, &[u8])>,
+) -> Result<(), ApiError> {
     let active = update(env.kv, &keys::subscription(id), |current| {
         let mut sub: Subscription = match current {
             None => {
@@ -444,7 +450,10 @@ fn activate<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
                     "subscription {id} vanished during create"
                 )));
             }
-            Some(b) => serde_json::from_slice(b).map_err(ApiError::internal)?,
+            Some(b) => match written.filter(|(_, w)| *w == b) {
+                Some((sub, _)) => sub.clone(),
+                None => serde_json::from_slice(b).map_err(ApiError::internal)?,
+            },
         };
         match sub.status {
             Status::Pending => {
@@ -477,7 +486,7 @@ fn replay<K: Kv>(
     stored: StoredResponse,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    activate(env, &stored.subscription_id)?;
+    activate(env, &stored.subscription_id, None)?;
     Ok(created_response(stored, request_id, true))
 }
 
@@ -968,6 +977,39 @@ mod listing_tests {
                 break;
             }
         }
+    }
+
+    #[test]
+    fn activate_trusts_what_the_create_wrote_only_while_the_store_holds_those_bytes() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(4));
+        let env = env(&kv, &settings, &entropy);
+        let id = create_one(&env, 0).expect("create");
+        let pending = Subscription {
+            status: Status::Pending,
+            ..load(&env, &id).expect("load").expect("record")
+        };
+        let bytes = pending.to_bytes().expect("json");
+        // Unchanged since written: activated from what the create holds.
+        kv.set(&keys::subscription(&id), &bytes).expect("set");
+        activate(&env, &id, Some((&pending, &bytes))).expect("activate");
+        let stored = load(&env, &id).expect("load").expect("record");
+        assert_eq!(stored.status, Status::Active);
+        // Disabled between the write and the flip: the stored record decides, not the
+        // create's copy, and a disabled record is never made active again.
+        kv.set(&keys::subscription(&id), &bytes).expect("set");
+        let disabled = Subscription {
+            status: Status::Disabled,
+            ..pending.clone()
+        };
+        kv.set(
+            &keys::subscription(&id),
+            &disabled.to_bytes().expect("json"),
+        )
+        .expect("flip");
+        activate(&env, &id, Some((&pending, &bytes))).expect("activate");
+        let stored = load(&env, &id).expect("load").expect("record");
+        assert_eq!(stored.status, Status::Disabled);
     }
 
     #[test]
