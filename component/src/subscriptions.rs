@@ -979,6 +979,19 @@ mod listing_tests {
         }
     }
 
+    /// Stores `sub` as a disable would have left it.
+    fn store_disabled(kv: &MemoryKv, sub: &Subscription) {
+        let disabled = Subscription {
+            status: Status::Disabled,
+            ..sub.clone()
+        };
+        kv.set(
+            &keys::subscription(&disabled.id),
+            &disabled.to_bytes().expect("json"),
+        )
+        .expect("flip");
+    }
+
     #[test]
     fn activate_trusts_what_the_create_wrote_only_while_the_store_holds_those_bytes() {
         let kv = MemoryKv::new();
@@ -998,15 +1011,7 @@ mod listing_tests {
         // Disabled between the write and the flip: the stored record decides, not the
         // create's copy, and a disabled record is never made active again.
         kv.set(&keys::subscription(&id), &bytes).expect("set");
-        let disabled = Subscription {
-            status: Status::Disabled,
-            ..pending.clone()
-        };
-        kv.set(
-            &keys::subscription(&id),
-            &disabled.to_bytes().expect("json"),
-        )
-        .expect("flip");
+        store_disabled(&kv, &pending);
         activate(&env, &id, Some((&pending, &bytes))).expect("activate");
         let stored = load(&env, &id).expect("load").expect("record");
         assert_eq!(stored.status, Status::Disabled);
@@ -1024,15 +1029,7 @@ mod listing_tests {
         // ... when a disable marked the entry and flipped the record (and had not yet
         // removed the entry) ...
         set_listing(&env, &sub, |_| true, Listing::Leaving).expect("mark");
-        let disabled = Subscription {
-            status: Status::Disabled,
-            ..sub.clone()
-        };
-        kv.set(
-            &keys::subscription(&id),
-            &disabled.to_bytes().expect("json"),
-        )
-        .expect("flip");
+        store_disabled(&kv, &sub);
         // ... before the create's last step.
         make_live(&env, &sub).expect("set");
         assert_eq!(list_ids(&env), Vec::<String>::new());
