@@ -54,6 +54,8 @@ struct State {
     written_total: u64,
     /// Callers waiting on `written`.
     waiting: usize,
+    /// The writer thread could not be started: lines go straight to stdout.
+    no_writer: bool,
 }
 
 impl Shared {
@@ -120,8 +122,10 @@ impl Sink {
                 }
             });
         if let Err(e) = spawned {
-            // No thread: the sink cannot work; say so once where it would have written.
+            // No thread: lines are written by their callers, as before there was a sink,
+            // so nothing waits for a writer that does not exist.
             eprintln!("could not start the log writer: {e}");
+            shared.lock().no_writer = true;
         }
         Sink { shared }
     }
@@ -130,6 +134,11 @@ impl Sink {
     pub fn write_line(&self, line: &[u8]) {
         let shared = &self.shared;
         let mut state = shared.lock();
+        if state.no_writer {
+            drop(state);
+            let _ = std::io::stdout().lock().write_all(line);
+            return;
+        }
         while !state.pending.is_empty() && state.pending.len() + line.len() > shared.cap {
             state = shared.wait_written(state);
         }
