@@ -16,8 +16,8 @@
 //! - The buffer is bounded ([`MAX_PENDING`]): past it, a caller waits for the writer, as a
 //!   caller of a blocking write waited for a slow reader of stdout before.
 //! - [`flush`] waits until every line queued before it has been written; `edgehook` calls it
-//!   before it exits. A line queued in the instant before the process is killed can be
-//!   lost, as with any logger that writes off the request path.
+//!   before it exits. Lines queued in the last 10 ms before the process is killed
+//!   (SIGKILL) can be lost, as with any logger that writes off the request path.
 
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -43,6 +43,8 @@ struct Shared {
     /// Signalled when a batch has been written (wakes flushers and callers over the cap).
     written: Condvar,
     cap: usize,
+    /// Where lines go: the writer thread's, or the callers' if it could not start.
+    out: Mutex<Box<dyn Write + Send>>,
 }
 
 #[derive(Default)]
@@ -54,13 +56,20 @@ struct State {
     written_total: u64,
     /// Callers waiting on `written`.
     waiting: usize,
-    /// The writer thread could not be started: lines go straight to stdout.
+    /// The writer thread could not be started: callers write their lines to `out`.
     no_writer: bool,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes `bytes` to `out`. A failed write (stdout closed) drops them, as a failed
+    /// `println!` to a closed stdout would have dropped its line.
+    fn write_out(&self, bytes: &[u8]) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = out.write_all(bytes).and_then(|()| out.flush());
     }
 
     fn wait_written<'a>(&self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -76,12 +85,13 @@ impl Shared {
 impl Sink {
     /// A sink writing to `out` from a thread of its own; callers wait once `cap` bytes are
     /// pending.
-    pub fn new(mut out: impl Write + Send + 'static, cap: usize) -> Sink {
+    pub fn new(out: impl Write + Send + 'static, cap: usize) -> Sink {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             queued: Condvar::new(),
             written: Condvar::new(),
             cap,
+            out: Mutex::new(Box::new(out)),
         });
         let writer = shared.clone();
         let spawned = std::thread::Builder::new()
@@ -109,9 +119,7 @@ impl Sink {
                     }
                     std::mem::swap(&mut batch, &mut state.pending);
                     drop(state);
-                    // A failed write (stdout closed) drops the batch, as a failed
-                    // `println!` to a closed stdout would have dropped its line.
-                    let _ = out.write_all(&batch).and_then(|()| out.flush());
+                    writer.write_out(&batch);
                     let mut state = writer.lock();
                     state.written_total += batch.len() as u64;
                     if state.waiting > 0 {
@@ -136,7 +144,7 @@ impl Sink {
         let mut state = shared.lock();
         if state.no_writer {
             drop(state);
-            let _ = std::io::stdout().lock().write_all(line);
+            shared.write_out(line);
             return;
         }
         while !state.pending.is_empty() && state.pending.len() + line.len() > shared.cap {
