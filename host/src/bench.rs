@@ -66,6 +66,38 @@ pub fn print(rows: &[Row]) {
     }
 }
 
+/// CPU time this process has used so far, all threads (live and ended), from
+/// `/proc/self/stat`; `None` where there is no such file. Unlike wall-clock time it does not
+/// count time the machine gave to other guests (steal), nor time spent waiting, so CPU per
+/// request compares builds on a shared machine where requests per second cannot.
+pub fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces:
+    // state is the first, utime the 12th, stime the 13th (clock ticks).
+    let mut fields = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // USER_HZ: 100 on Linux (the ABI fixes it, whatever the kernel's own tick rate).
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// Process CPU time (µs) per unit of work since `since` (`NaN` where it cannot be read).
+fn cpu_per(since: Option<Duration>, units: usize) -> f64 {
+    match (since, process_cpu()) {
+        (Some(a), Some(b)) => b.saturating_sub(a).as_secs_f64() * 1e6 / units.max(1) as f64,
+        _ => f64::NAN,
+    }
+}
+
+/// The CPU equivalent of `serve`'s target: 10,000 requests/s on 2 cores is 200 µs of CPU
+/// per request, load generator included.
+const CPU_PER_REQUEST_TARGET: &str = "10k/s on 2 cores=200";
+/// The CPU equivalent of the delivery target: 5,000 deliveries/s on 2 cores is 400 µs.
+const CPU_PER_DELIVERY_TARGET: &str = "5k/s on 2 cores=400";
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -329,15 +361,26 @@ async fn empty_component_server(env: HostEnv) -> Result<u16> {
     .await
 }
 
+/// What a load run measured.
+struct LoadResult {
+    /// Requests per second.
+    rps: f64,
+    /// p99 latency, µs.
+    p99: f64,
+    /// Process CPU time per request, µs (load generator included).
+    cpu: f64,
+}
+
 /// Drives `connections` keep-alive connections sending `make()` for `duration` (or until
-/// `limit` requests); returns requests/s and the p99 latency in µs.
+/// `limit` requests).
 async fn load(
     port: u16,
     connections: usize,
     duration: Duration,
     limit: usize,
     make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync>,
-) -> Result<(f64, f64)> {
+) -> Result<LoadResult> {
+    let cpu0 = process_cpu();
     let started = Instant::now();
     let sent = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -367,7 +410,11 @@ async fn load(
     }
     let secs = started.elapsed().as_secs_f64();
     all.sort_unstable();
-    Ok((all.len() as f64 / secs, percentile(&all, 0.99)))
+    Ok(LoadResult {
+        rps: all.len() as f64 / secs,
+        p99: percentile(&all, 0.99),
+        cpu: cpu_per(cpu0, all.len()),
+    })
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -401,16 +448,16 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
     let k = key.clone();
     let make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
         Arc::new(move || req("GET", "/v1/webhooks", &k, ""));
-    let (base_rps, base_p99) =
-        load(base_port, connections, duration, usize::MAX, make.clone()).await?;
-    let (empty_rps, _) = load(empty_port, connections, duration, usize::MAX, make.clone()).await?;
-    let (rps, p99) = load(port, connections, duration, usize::MAX, make).await?;
+    let base = load(base_port, connections, duration, usize::MAX, make.clone()).await?;
+    let empty = load(empty_port, connections, duration, usize::MAX, make.clone()).await?;
+    let ours = load(port, connections, duration, usize::MAX, make).await?;
+    let (rps, p99) = (ours.rps, ours.p99);
     Ok(vec![
         Row {
             name: format!("serve GET /v1/webhooks, {connections} conns (vs empty component)"),
             value: rps,
             unit: "r/s",
-            baseline: Some(empty_rps),
+            baseline: Some(empty.rps),
             target: "-".into(),
             met: None,
         },
@@ -418,7 +465,7 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
             name: format!("serve GET /v1/webhooks, {connections} connections (vs plain hyper)"),
             value: rps,
             unit: "r/s",
-            baseline: Some(base_rps),
+            baseline: Some(base.rps),
             target: ">= 10000 r/s".into(),
             met: Some(rps >= 10_000.0),
         },
@@ -426,8 +473,16 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
             name: "serve GET /v1/webhooks p99 (vs plain hyper)".into(),
             value: p99,
             unit: "us",
-            baseline: Some(base_p99),
+            baseline: Some(base.p99),
             target: "-".into(),
+            met: None,
+        },
+        Row {
+            name: "serve CPU per request (vs empty component)".into(),
+            value: ours.cpu,
+            unit: "us",
+            baseline: Some(empty.cpu),
+            target: CPU_PER_REQUEST_TARGET.into(),
             met: None,
         },
     ])
@@ -448,7 +503,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
             .body(Full::new(b.clone()))
             .expect("request")
     });
-    let (capacity, _) = load(receiver, 16, Duration::from_secs(60), total, make).await?;
+    let capacity = load(receiver, 16, Duration::from_secs(60), total, make).await?;
     let mut rows = Vec::new();
     for fanout in [1usize, 100, 1000] {
         let store = MemoryStore::new();
@@ -479,6 +534,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
         let events = total.div_ceil(fanout).max(1);
         let expected = events * fanout;
         let before = hits.load(Ordering::Relaxed);
+        let cpu0 = process_cpu();
         let started = Instant::now();
         let b = body.clone();
         let publish: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
@@ -500,13 +556,22 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let rate = expected as f64 / started.elapsed().as_secs_f64();
+        let cpu = cpu_per(cpu0, expected);
         rows.push(Row {
             name: format!("deliveries/s, fan-out {fanout} (vs receiver capacity)"),
             value: rate,
             unit: "d/s",
-            baseline: Some(capacity),
+            baseline: Some(capacity.rps),
             target: ">= 5000 d/s".into(),
             met: Some(rate >= 5000.0),
+        });
+        rows.push(Row {
+            name: format!("CPU per delivery, fan-out {fanout} (vs one receiver exchange)"),
+            value: cpu,
+            unit: "us",
+            baseline: Some(capacity.cpu),
+            target: CPU_PER_DELIVERY_TARGET.into(),
+            met: None,
         });
     }
     Ok(rows)
@@ -600,4 +665,36 @@ pub async fn cost_growth() -> Result<Vec<Row>> {
         });
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `process_cpu` reads this process's own CPU time (not a constant field, not its
+    /// children's): burning CPU on this thread moves it forward, by no more than the wall
+    /// time that passed times the threads that could have run.
+    #[test]
+    fn process_cpu_counts_this_process_working() {
+        let Some(start) = process_cpu() else {
+            return; // no /proc: the benchmark prints NaN there
+        };
+        let wall = Instant::now();
+        let mut x = 0u64;
+        let burned = loop {
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+            let now = process_cpu().expect("readable a moment ago");
+            if now - start >= Duration::from_millis(50) {
+                break now - start;
+            }
+            assert!(
+                wall.elapsed() < Duration::from_secs(30),
+                "30 s of busy work did not show as 50 ms of CPU"
+            );
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        assert!(burned <= wall.elapsed() * threads + Duration::from_millis(20));
+    }
 }
