@@ -2,7 +2,8 @@
 //! timer, automatic disabling, history and replay.
 //!
 //! **Records.** `evt:{id}` (type, body hash, matched subscriptions) and `evt:{id}:body` (the
-//! raw load). `dlv:{id}` is one delivery: one event to one subscription, with every attempt.
+//! raw load). `dlv:{id}` is one delivery: one event to one subscription, with every attempt
+//! (binary: [`Delivery::encode`]).
 //! Its id is derived from (event, subscription), so it is the same on every retry and replay,
 //! and a resumed fan-out finds the deliveries it already made.
 //!
@@ -15,6 +16,7 @@
 //! leaves a lease that expires and the attempt runs again (receivers dedupe by delivery id).
 
 use crate::applog::{AppendLog, Entry};
+use crate::codec::{Reader, Writer};
 use crate::env::Env;
 use crate::error::ApiError;
 use crate::events::{self, PublishError, PublishReceipt};
@@ -86,8 +88,9 @@ pub struct Attempt {
     pub succeeded: bool,
 }
 
-/// A delivery: one event to one subscription.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// A delivery: one event to one subscription. Stored binary ([`Delivery::encode`]); the
+/// JSON form (`Deserialize`) is how earlier versions stored it, still read.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
     /// `dlv_...`, fixed per (event, subscription).
@@ -116,7 +119,114 @@ pub struct Delivery {
     pub finished_at: Option<u64>,
 }
 
+/// First byte of a binary delivery record ([`Delivery::encode`]); records of earlier versions
+/// are JSON and start with `{`.
+const DELIVERY_V1: u8 = 0xD1;
+
+impl Status {
+    fn code(self) -> u8 {
+        match self {
+            Status::Pending => 0,
+            Status::Succeeded => 1,
+            Status::Failed => 2,
+            Status::Cancelled => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Self> {
+        [
+            Status::Pending,
+            Status::Succeeded,
+            Status::Failed,
+            Status::Cancelled,
+        ]
+        .get(usize::from(code))
+        .copied()
+    }
+}
+
 impl Delivery {
+    /// The stored record: [`DELIVERY_V1`], then every field in declaration order (see
+    /// [`crate::codec`]), each attempt's fields in theirs. A delivery is written three times
+    /// in its life at least (fan-out, claim, outcome), so it is copied rather than escaped.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(DELIVERY_V1, 160 + 48 * self.attempts.len());
+        w.str(&self.id)
+            .str(&self.event_id)
+            .str(&self.event_type)
+            .str(&self.subscription_id)
+            .u64(self.created_at)
+            .u8(self.status.code())
+            .u32(self.attempts.len() as u32);
+        for a in &self.attempts {
+            w.u32(a.run)
+                .u32(a.number)
+                .u64(a.due_at)
+                .u64(a.started_at)
+                .opt(a.status_code, Writer::u16)
+                .opt(a.error.as_deref(), Writer::str)
+                .u64(a.latency_ms)
+                .u8(u8::from(a.succeeded));
+        }
+        w.u32(self.run)
+            .opt(self.next_attempt_at, Writer::u64)
+            .opt(self.lease_until, Writer::u64)
+            .opt(self.lease_owner.as_deref(), Writer::str)
+            .opt(self.finished_at, Writer::u64);
+        w.finish()
+    }
+
+    /// Reads a stored record: binary ([`Delivery::encode`]), or the JSON of earlier
+    /// versions. A damaged record is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Delivery, KvError> {
+        if bytes.first() == Some(&b'{') {
+            return parse_json(bytes);
+        }
+        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt delivery record".into()))
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<Delivery> {
+        let mut r = Reader::new(bytes, DELIVERY_V1)?;
+        let (id, event_id, event_type, subscription_id) = (r.str()?, r.str()?, r.str()?, r.str()?);
+        let created_at = r.u64()?;
+        let status = Status::from_code(r.u8()?)?;
+        let count = r.u32()?;
+        // Bounded by what the record holds, not by what its count claims.
+        let mut attempts = Vec::with_capacity((count as usize).min(bytes.len() / 32));
+        for _ in 0..count {
+            attempts.push(Attempt {
+                run: r.u32()?,
+                number: r.u32()?,
+                due_at: r.u64()?,
+                started_at: r.u64()?,
+                status_code: r.opt(Reader::u16)?,
+                error: r.opt(Reader::str)?,
+                latency_ms: r.u64()?,
+                succeeded: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return None,
+                },
+            });
+        }
+        let d = Delivery {
+            id,
+            event_id,
+            event_type,
+            subscription_id,
+            created_at,
+            status,
+            attempts,
+            run: r.u32()?,
+            next_attempt_at: r.opt(Reader::u64)?,
+            lease_until: r.opt(Reader::u64)?,
+            lease_owner: r.opt(Reader::str)?,
+            finished_at: r.opt(Reader::u64)?,
+        };
+        r.end()?;
+        Some(d)
+    }
+
     fn attempts_in_run(&self) -> usize {
         self.attempts.iter().filter(|a| a.run == self.run).count()
     }
@@ -518,7 +628,7 @@ fn fan_out<K: Kv>(
             lease_owner: None,
             finished_at: None,
         };
-        let bytes = json_bytes(&record)?;
+        let bytes = record.encode();
         let wrote = match origin {
             Origin::Fresh => {
                 env.kv.set(&keys::delivery(dlv), &bytes)?;
@@ -555,7 +665,7 @@ pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Delivery>, ApiEr
     }
     match env.kv.get(&keys::delivery(id))? {
         None => Ok(None),
-        Some(b) => parse_json(&b).map(Some).map_err(ApiError::internal),
+        Some(b) => Delivery::decode(&b).map(Some).map_err(ApiError::internal),
     }
 }
 
@@ -863,7 +973,7 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
     // fan-out still in progress (look again shortly) unless the second is settled, when it
     // can only be left over from a publish that failed.
     for ((_, seq), record) in first_seq.iter().zip(records) {
-        let Some(d) = record.and_then(|r| parse_json::<Delivery>(&r).ok()) else {
+        let Some(d) = record.and_then(|r| Delivery::decode(&r).ok()) else {
             if !settled {
                 scan.hold(*seq, now + 1000);
             }
@@ -991,7 +1101,7 @@ fn run_batch<K: Kv>(
             // Unchanged since fan-out wrote it in this invocation: no need to parse it.
             let mut d: Delivery = match written.filter(|w| w.bytes == bytes) {
                 Some(w) => w.delivery.clone(),
-                None => parse_json(bytes)?,
+                None => Delivery::decode(bytes)?,
             };
             let due = match d.next_attempt_at {
                 Some(due) if d.status == Status::Pending && due <= now => due,
@@ -1002,7 +1112,7 @@ fn run_batch<K: Kv>(
             }
             d.lease_until = Some(lease_until);
             d.lease_owner = Some(tick_id.to_owned());
-            let bytes = json_bytes(&d)?;
+            let bytes = d.encode();
             Ok(Update::Write(
                 bytes.clone(),
                 Claim::Claimed(Box::new(Claimed {
@@ -1199,7 +1309,7 @@ fn record_outcomes<K: Kv>(
             // Unchanged since the claim wrote it (the rule): no need to parse it.
             let mut d: Delivery = match bytes == c.bytes.as_slice() {
                 true => c.delivery.clone(),
-                false => parse_json(bytes)?,
+                false => Delivery::decode(bytes)?,
             };
             if d.lease_owner.as_deref() != Some(tick_id) || d.status != Status::Pending {
                 return Ok(Update::Keep(false)); // lost the lease: the newer holder records
@@ -1217,7 +1327,7 @@ fn record_outcomes<K: Kv>(
                 d.next_attempt_at = None;
                 d.finished_at = Some(now);
             }
-            Ok(Update::Write(json_bytes(&d)?, true))
+            Ok(Update::Write(d.encode(), true))
         })
         .map_err(kv_from_update);
         // One record that cannot be written must not cost the others theirs: that attempt
@@ -1326,7 +1436,7 @@ pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiE
     let mut cancelled = 0;
     for (key, value) in keys.iter().zip(env.kv.get_many(&keys)?) {
         let pending = value
-            .and_then(|b| serde_json::from_slice::<Delivery>(&b).ok())
+            .and_then(|b| Delivery::decode(&b).ok())
             .is_some_and(|d| d.status == Status::Pending && d.lease_until.is_none_or(|u| u <= now));
         if !pending {
             continue;
@@ -1335,17 +1445,14 @@ pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiE
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(false));
             };
-            let mut d: Delivery = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+            let mut d: Delivery = Delivery::decode(bytes).map_err(ApiError::internal)?;
             if d.status != Status::Pending || d.lease_until.is_some_and(|u| u > now) {
                 return Ok(Update::Keep(false));
             }
             d.status = Status::Cancelled;
             d.next_attempt_at = None;
             d.finished_at = Some(now);
-            Ok(Update::Write(
-                serde_json::to_vec(&d).map_err(ApiError::internal)?,
-                true,
-            ))
+            Ok(Update::Write(d.encode(), true))
         })?;
         cancelled += u32::from(done);
     }
@@ -1376,7 +1483,7 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
         let Some(bytes) = cur else {
             return Err(ApiError::not_found("Delivery"));
         };
-        let mut d: Delivery = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+        let mut d: Delivery = Delivery::decode(bytes).map_err(ApiError::internal)?;
         if d.status == Status::Pending {
             return Err(ApiError::conflict(
                 "The delivery is already being replayed.",
@@ -1386,10 +1493,7 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
         d.run += 1;
         d.next_attempt_at = Some(now);
         d.finished_at = None;
-        Ok(Update::Write(
-            serde_json::to_vec(&d).map_err(ApiError::internal)?,
-            d,
-        ))
+        Ok(Update::Write(d.encode(), d))
     })?;
     Ok(replayed)
 }
@@ -1407,7 +1511,7 @@ pub fn history<K: Kv>(
     let keys: Vec<String> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
     let mut out: Vec<(u64, Delivery)> = Vec::new();
     for (e, v) in entries.iter().zip(env.kv.get_many(&keys)?) {
-        if let Some(d) = v.and_then(|b| serde_json::from_slice::<Delivery>(&b).ok()) {
+        if let Some(d) = v.and_then(|b| Delivery::decode(&b).ok()) {
             // A fan-out retried after a failure may have listed a delivery twice.
             if !out.iter().any(|(_, seen)| seen.id == d.id) {
                 out.push((e.seq, d));
@@ -1586,11 +1690,121 @@ mod tests {
             lease_owner: None,
             finished_at: None,
         };
-        let json = serde_json::to_vec(&d).expect("json");
-        kv.set(&keys::delivery(&id), &json).expect("set");
+        kv.set(&keys::delivery(&id), &d.encode()).expect("set");
         kv.set(&keys::event_body(event), br#"{"id":"L"}"#)
             .expect("set");
         id
+    }
+
+    /// A delivery with every kind of field set: answered and unanswered attempts of two
+    /// runs, a lease, no finish.
+    fn full_delivery() -> Delivery {
+        let attempt = |run, number, status_code, error: Option<&str>| Attempt {
+            run,
+            number,
+            due_at: 1_767_225_600_000 + u64::from(number),
+            started_at: 1_767_225_600_500,
+            status_code,
+            error: error.map(str::to_owned),
+            latency_ms: 12,
+            succeeded: status_code == Some(204),
+        };
+        Delivery {
+            id: delivery_id("evt_a", "sub_b"),
+            event_id: "evt_a".into(),
+            event_type: "load.status_changed".into(),
+            subscription_id: "sub_b".into(),
+            created_at: 1_767_225_600_000,
+            status: Status::Pending,
+            attempts: vec![
+                attempt(0, 1, None, Some("connection refused")),
+                attempt(0, 2, Some(503), None),
+                attempt(0, 3, Some(204), None),
+                attempt(1, 1, None, Some("timeout \"é\"")),
+            ],
+            run: 1,
+            next_attempt_at: Some(1_767_225_660_000),
+            lease_until: Some(1_767_225_675_000),
+            lease_owner: Some("tick_1".into()),
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn a_delivery_record_is_binary_and_reads_back_whole() {
+        for status in [
+            Status::Pending,
+            Status::Succeeded,
+            Status::Failed,
+            Status::Cancelled,
+        ] {
+            let mut d = full_delivery();
+            d.status = status;
+            let bytes = d.encode();
+            assert_eq!(bytes[0], DELIVERY_V1);
+            assert_eq!(Delivery::decode(&bytes), Ok(d));
+        }
+        let bare = Delivery {
+            attempts: Vec::new(),
+            next_attempt_at: None,
+            lease_until: None,
+            lease_owner: None,
+            finished_at: Some(5),
+            ..full_delivery()
+        };
+        assert_eq!(Delivery::decode(&bare.encode()), Ok(bare));
+    }
+
+    #[test]
+    fn a_damaged_delivery_record_is_an_error_not_a_panic_or_a_guess() {
+        let bytes = full_delivery().encode();
+        for cut in 0..bytes.len() {
+            assert!(Delivery::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Delivery::decode(&longer).is_err(), "trailing byte");
+        // An unknown status, and an attempt count far beyond what the record holds: the
+        // status byte follows the version, four strings (length + bytes) and `created_at`.
+        let d = full_delivery();
+        let strings = [&d.id, &d.event_id, &d.event_type, &d.subscription_id];
+        let status_at = 1 + strings.iter().map(|s| 4 + s.len()).sum::<usize>() + 8;
+        assert_eq!(bytes[status_at], Status::Pending.code());
+        assert_eq!(bytes[status_at + 1], 4, "four attempts");
+        let mut bad = bytes.clone();
+        bad[status_at] = 9;
+        assert!(Delivery::decode(&bad).is_err(), "status 9");
+        let mut many = bytes.clone();
+        many[status_at + 1..status_at + 5].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Delivery::decode(&many).is_err(), "u32::MAX attempts");
+        assert!(Delivery::decode(b"{\"id\":").is_err(), "broken JSON");
+    }
+
+    #[test]
+    fn a_json_delivery_record_of_an_earlier_version_is_read_and_its_next_write_is_binary() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(9);
+        let now = 1_767_225_600_000;
+        let env = env_at(&kv, &settings, &entropy, now);
+        let sub = active_subscription(&kv);
+        let id = queued(&kv, &sub, &["evt_old"], now).remove(0);
+        // What the previous version wrote for a delivery whose attempt 1 timed out.
+        let json = format!(
+            r#"{{"id":"{id}","eventId":"evt_old","eventType":"load.created","subscriptionId":"{sub}","createdAt":{c},"status":"pending","attempts":[{{"run":0,"number":1,"dueAt":{c},"startedAt":{c},"statusCode":null,"error":"timeout","latencyMs":10000,"succeeded":false}}],"run":0,"nextAttemptAt":{now},"leaseUntil":null,"leaseOwner":null,"finishedAt":null}}"#,
+            c = now - 70_000,
+        );
+        kv.set(&keys::delivery(&id), json.as_bytes()).expect("set");
+        let before = load(&env, &id).expect("load").expect("read from JSON");
+        assert_eq!(before.attempts.len(), 1);
+        assert_eq!(before.attempts[0].error.as_deref(), Some("timeout"));
+        assert_eq!(tick(&env, &Counting(Cell::new(0))).succeeded, 1);
+        let stored = kv.get(&keys::delivery(&id)).expect("get").expect("record");
+        assert_eq!(stored[0], DELIVERY_V1, "rewritten binary");
+        let after = Delivery::decode(&stored).expect("binary");
+        assert_eq!(after.status, Status::Succeeded);
+        assert_eq!(after.attempts[0], before.attempts[0], "history kept");
+        assert_eq!(after.attempts.len(), 2);
     }
 
     #[test]
@@ -1637,10 +1851,16 @@ mod tests {
         assert!(!again && prepared.is_some(), "no key: a second, new event");
     }
 
-    /// The record stored under `key`, parsed.
-    fn stored<T: serde::de::DeserializeOwned>(kv: &MemoryKv, key: &str) -> T {
+    /// The event record stored under `key`, parsed.
+    fn stored_event(kv: &MemoryKv, key: &str) -> EventRecord {
         let bytes = kv.get(key).expect("store").expect("a record");
         parse_json(&bytes).expect("a whole record")
+    }
+
+    /// The delivery record stored under `key`, decoded.
+    fn stored_delivery(kv: &MemoryKv, key: &str) -> Delivery {
+        let bytes = kv.get(key).expect("store").expect("a record");
+        Delivery::decode(&bytes).expect("a whole record")
     }
 
     #[test]
@@ -1668,9 +1888,9 @@ mod tests {
         assert_eq!(sets.iter().filter(|k| **k == evt).count(), 1, "{sets:?}");
         assert!(sets.contains(&dlv), "the record is written: {sets:?}");
         // What it wrote is whole: the event says it is fanned out, the delivery is due.
-        let event: EventRecord = stored(&kv, &evt);
+        let event = stored_event(&kv, &evt);
         assert!(event.fanned_out && event.subscriptions == vec![sub]);
-        let d: Delivery = stored(&kv, &dlv);
+        let d = stored_delivery(&kv, &dlv);
         assert_eq!(d.status, Status::Pending);
     }
 
@@ -1712,7 +1932,7 @@ mod tests {
         );
         assert_eq!((report.attempted, sent.0.get()), (0, 1), "sent once");
         let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
-        let d: Delivery = stored(&kv, &dlv);
+        let d = stored_delivery(&kv, &dlv);
         assert_eq!(d.status, Status::Succeeded, "not reset to pending");
     }
 
@@ -1887,7 +2107,7 @@ mod tests {
                         .get(&keys::delivery(&id))
                         .ok()
                         .flatten()
-                        .and_then(|b| serde_json::from_slice::<Delivery>(&b).ok())
+                        .and_then(|b| Delivery::decode(&b).ok())
                         .and_then(|d| d.lease_until);
                     let ts = header("x-service-timestamp").parse().unwrap_or(0);
                     self.seen.borrow_mut().push((id, ts, lease));
@@ -1992,11 +2212,10 @@ mod tests {
         let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
         let hooked = HookKv::new(&kv, "dlv:", || {
             let bytes = kv.get(&keys::delivery(&id)).expect("get").expect("record");
-            let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
+            let mut d = Delivery::decode(&bytes).expect("record");
             d.lease_until = Some(now + 15_000);
             d.lease_owner = Some("another instance".into());
-            kv.set(&keys::delivery(&id), &serde_json::to_vec(&d).expect("json"))
-                .expect("set");
+            kv.set(&keys::delivery(&id), &d.encode()).expect("set");
         });
         let sent = Counting(Cell::new(0));
         let report = tick(
@@ -2085,7 +2304,7 @@ mod tests {
         // a and c timed out on attempt 1 (a minute ago) and are due for attempt 2.
         for id in [&ids[0], &ids[2]] {
             let bytes = kv.get(&keys::delivery(id)).expect("get").expect("record");
-            let mut d: Delivery = serde_json::from_slice(&bytes).expect("json");
+            let mut d = Delivery::decode(&bytes).expect("record");
             d.attempts.push(Attempt {
                 run: 0,
                 number: 1,
@@ -2096,8 +2315,7 @@ mod tests {
                 latency_ms: 10_000,
                 succeeded: false,
             });
-            kv.set(&keys::delivery(id), &serde_json::to_vec(&d).expect("json"))
-                .expect("set");
+            kv.set(&keys::delivery(id), &d.encode()).expect("set");
         }
         let batches = Batches::default();
         assert_eq!(tick(&env, &batches).attempted, 4);

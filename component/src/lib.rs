@@ -19,6 +19,7 @@
 
 pub mod applog;
 pub mod auth;
+pub mod codec;
 pub mod config;
 pub mod delivery;
 pub mod env;

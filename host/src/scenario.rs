@@ -5,6 +5,7 @@
 use crate::outbound::Reply;
 use crate::sim::Simulation;
 use anyhow::{Context as _, Result, bail, ensure};
+use edgehook_component::delivery::Delivery;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -207,7 +208,9 @@ fn audit(sim: &Simulation, wall: Duration) -> Result<Outcome> {
         if !key.starts_with("dlv:") {
             continue;
         }
-        let d: Value = serde_json::from_slice(&value)?;
+        let d: Value = Delivery::decode(&value)
+            .map_err(|e| anyhow::anyhow!("{key}: {e}"))?
+            .to_json();
         o.created += 1;
         match d["status"].as_str() {
             Some("succeeded") => o.succeeded += 1,

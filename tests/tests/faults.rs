@@ -227,7 +227,11 @@ fn audit(
             let sub = sub.as_str().unwrap_or("");
             let id =
                 edgehook_component::delivery::delivery_id(event["id"].as_str().unwrap_or(""), sub);
-            let Some(d) = json_of(&format!("dlv:{id}")) else {
+            let Some(d) = snapshot
+                .get(&format!("dlv:{id}"))
+                .and_then(|b| edgehook_component::delivery::Delivery::decode(b).ok())
+                .map(|d| d.to_json())
+            else {
                 return Err(format!(
                     "lost delivery {id} of event {} to {sub}",
                     event["id"]

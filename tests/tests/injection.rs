@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use edgehook_component::auth::sha256_hex;
+use edgehook_component::delivery::Delivery;
 use edgehook_component::keys;
 use edgehook_host::HttpResponse;
 use edgehook_host::outbound::Reply;
@@ -225,9 +226,16 @@ fn stored_delivery_fields_with_cr_lf_never_become_delivery_headers() {
         .to_owned();
     // Tamper the record before attempt 2: its event type now tries to add a header.
     let record_key = keys::delivery(&dlv);
-    let mut record = read_json(&sim, &record_key);
-    record["eventType"] = json!("load.created\r\nX-Injected: 1");
-    write_json(&sim, &record_key, &record);
+    let bytes = sim
+        .store()
+        .get(&record_key)
+        .expect("store")
+        .expect("record");
+    let mut record = Delivery::decode(&bytes).expect("delivery record");
+    record.event_type = "load.created\r\nX-Injected: 1".into();
+    sim.store()
+        .set(&record_key, &record.encode())
+        .expect("store");
     sim.advance(Duration::from_secs(120))
         .expect("attempt 2 runs");
     for r in sim.net().received() {
