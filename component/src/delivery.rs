@@ -146,7 +146,7 @@ impl Status {
 }
 
 impl Delivery {
-    /// The stored record: [`DELIVERY_V1`], then every field in declaration order (see
+    /// The stored record: `DELIVERY_V1` (0xD1), then every field in declaration order (see
     /// [`crate::codec`]), each attempt's fields in theirs. A delivery is written three times
     /// in its life at least (fan-out, claim, outcome), so it is copied rather than escaped.
     pub fn encode(&self) -> Vec<u8> {

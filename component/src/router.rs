@@ -125,7 +125,7 @@ pub struct Handled {
     /// Internal cause of a failure, for the log.
     pub log: Option<String>,
     /// Deliveries to run now that the response is out (an event was accepted or a
-    /// delivery replayed: their attempt is due at once); see [`delivery::run_now`].
+    /// delivery replayed: their attempt is due at once); see [`crate::delivery::run_now`].
     pub run_after: Option<RunNow>,
 }
 

@@ -655,7 +655,7 @@ struct ListItem<'a> {
 ///
 /// Reads the client's index only: a `Live` entry carries its list item ready-made, and the
 /// response is those items put together. Records are read just for the entries list cannot
-/// trust (see [`Listing`]).
+/// trust (see `Listing`).
 pub fn list<K: Kv>(
     env: &Env<'_, K>,
     req: &Request,
