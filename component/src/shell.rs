@@ -137,17 +137,27 @@ fn settings() -> Result<Settings, String> {
     Settings::from_pairs(pairs).map_err(|e| e.to_string())
 }
 
-/// Runs `f` with an [`Env`] built from the imports.
-fn with_env<T>(f: impl FnOnce(&Env<'_, WasiKv>) -> T) -> Result<T, String> {
+/// The settings and the bucket: what every call reads before it can do anything.
+fn open() -> Result<(Settings, WasiKv), String> {
     let settings = settings()?;
     let kv = WasiKv::open().map_err(|e| e.to_string())?;
-    let env = Env {
-        now_ms: now_ms(),
-        kv: &kv,
-        settings: &settings,
+    Ok((settings, kv))
+}
+
+/// An [`Env`] over what [`open`] returned, at `now_ms`.
+fn env_at<'a>(opened: &'a (Settings, WasiKv), now_ms: u64) -> Env<'a, WasiKv> {
+    Env {
+        now_ms,
+        kv: &opened.1,
+        settings: &opened.0,
         entropy: &WasiEntropy,
-    };
-    Ok(f(&env))
+    }
+}
+
+/// Runs `f` with an [`Env`] built from the imports.
+fn with_env<T>(f: impl FnOnce(&Env<'_, WasiKv>) -> T) -> Result<T, String> {
+    let opened = open()?;
+    Ok(f(&env_at(&opened, now_ms())))
 }
 
 fn method_name(m: &Method) -> String {
@@ -364,11 +374,10 @@ impl Sender for WasiSender {
 impl incoming_handler::Guest for Component {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
         let req = read_request(request);
-        let handled = match with_env(|env| router::handle(env, &req, &WasiSender)) {
-            Ok(h) => h,
-            Err(problem) => {
-                router::misconfigured(&IdKind::Request.generate(&WasiEntropy), &problem)
-            }
+        let opened = open();
+        let handled = match &opened {
+            Ok(opened) => router::handle(&env_at(opened, now_ms()), &req, &WasiSender),
+            Err(problem) => router::misconfigured(&IdKind::Request.generate(&WasiEntropy), problem),
         };
         if let Some(log) = &handled.log {
             eprintln!(
@@ -377,10 +386,11 @@ impl incoming_handler::Guest for Component {
             );
         }
         write_response(handled.response, response_out);
-        if let Some(work) = &handled.run_after {
+        if let (Some(work), Ok(opened)) = (&handled.run_after, &opened) {
             // The response is complete; run the attempts that just became due (attempt 1
-            // of a published event, a replay) in the same invocation.
-            let _ = with_env(|env| delivery::run_now(env, &WasiSender, work));
+            // of a published event, a replay) in the same invocation: the same settings and
+            // bucket, the clock read again.
+            let _ = delivery::run_now(&env_at(opened, now_ms()), &WasiSender, work);
         }
     }
 }
