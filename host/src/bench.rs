@@ -5,6 +5,8 @@
 //! - instantiate time against the empty component;
 //! - `edgehook serve` throughput over loopback against a plain hyper server;
 //! - delivery rate against the loopback receiver's own capacity;
+//! - CPU time per `serve` request and per delivery (steal and waiting excluded, so builds
+//!   compare on a shared machine) against the same figure for those baselines;
 //! - simulation speed, component size and cost growth against their targets or smallest size.
 
 use crate::net::{NetOptions, NetOutbound};
