@@ -22,6 +22,7 @@
 //! retention index (one list per day), and the subscription indexes (each client's list and
 //! each event type's fan-out list).
 
+use crate::codec::Reader;
 use crate::kv::{Kv, KvError, Update, UpdateError, update};
 use serde::Deserialize;
 
@@ -81,10 +82,7 @@ pub fn encode_page(entries: &[Entry<Vec<u8>>]) -> Vec<u8> {
 /// concurrent appenders can make differ from their numbers' order). `Err` if it is damaged.
 pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
     let damaged = || KvError("damaged append-log page".into());
-    let Some((&first, mut rest)) = page.split_first() else {
-        return Err(damaged());
-    };
-    if first != BINARY_PAGE {
+    let Some(mut r) = Reader::new(page, BINARY_PAGE) else {
         let entries: Vec<Entry<String>> = serde_json::from_slice(page).map_err(|_| damaged())?;
         return Ok(entries
             .into_iter()
@@ -93,18 +91,15 @@ pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
                 item: e.item.into_bytes(),
             })
             .collect());
-    }
+    };
     let mut out = Vec::new();
-    while !rest.is_empty() {
-        let (seq, tail) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
-        let (len, tail) = tail.split_first_chunk::<4>().ok_or_else(damaged)?;
-        let len = u32::from_le_bytes(*len) as usize;
-        let item = tail.get(..len).ok_or_else(damaged)?;
+    while !r.is_empty() {
+        let seq = r.u64().ok_or_else(damaged)?;
+        let item = r.bytes().ok_or_else(damaged)?;
         out.push(Entry {
-            seq: u64::from_le_bytes(*seq),
+            seq,
             item: item.to_vec(),
         });
-        rest = &tail[len..];
     }
     Ok(out)
 }

@@ -108,12 +108,22 @@ impl<'a> Reader<'a> {
         self.take().map(u64::from_le_bytes)
     }
 
-    /// A string (its length, then UTF-8).
-    pub fn str(&mut self) -> Option<String> {
+    /// Bytes written with their length (4 bytes, little-endian) first.
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
         let len = usize::try_from(self.u32()?).ok()?;
         let bytes = self.rest.get(..len)?;
         self.rest = &self.rest[len..];
-        String::from_utf8(bytes.to_vec()).ok()
+        Some(bytes)
+    }
+
+    /// A string (its length, then UTF-8).
+    pub fn str(&mut self) -> Option<String> {
+        String::from_utf8(self.bytes()?.to_vec()).ok()
+    }
+
+    /// Whether everything has been read.
+    pub fn is_empty(&self) -> bool {
+        self.rest.is_empty()
     }
 
     /// An optional value (0, or 1 then the value); `None` for any other tag.
@@ -127,7 +137,7 @@ impl<'a> Reader<'a> {
 
     /// `Some(())` if the whole record has been read (trailing bytes are damage too).
     pub fn end(self) -> Option<()> {
-        self.rest.is_empty().then_some(())
+        self.is_empty().then_some(())
     }
 }
 
