@@ -22,7 +22,7 @@ use crate::error::ApiError;
 use crate::events::{self, PublishError, PublishReceipt};
 use crate::ids::IdKind;
 use crate::keys;
-use crate::kv::{Kv, KvError, Update, update};
+use crate::kv::{Kv, KvError, Update, update, update_seldom};
 use crate::scheduler::TickReport;
 use crate::signing;
 use crate::subscriptions::{self, Status as SubStatus, Subscription};
@@ -350,7 +350,8 @@ fn parse_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, KvError> {
 
 /// Adds days to the retention directory (a sorted list of numbers).
 fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
-    update(kv, keys::RETENTION_DIRECTORY, |cur| {
+    // Every event of the day after the first finds its day there.
+    update_seldom(kv, keys::RETENTION_DIRECTORY, |cur| {
         let mut days: Vec<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
         if days.contains(&day) {
             return Ok(Update::Keep(()));
@@ -391,7 +392,8 @@ fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), 
     for (second, ids) in by_second {
         due_log(*second).append(kv, ids)?;
     }
-    update(kv, keys::DUE_DIRECTORY, |cur| {
+    // Every event of the second after the first finds its second there.
+    update_seldom(kv, keys::DUE_DIRECTORY, |cur| {
         let mut dir: Directory = cur.map(parse_json).transpose()?.unwrap_or_default();
         let before = dir.len();
         for second in by_second.keys() {
@@ -1563,12 +1565,12 @@ mod tests {
     use std::cell::{Cell, RefCell};
 
     /// An `Env` over a test store at `now`.
-    fn env_at<'a>(
-        kv: &'a MemoryKv,
+    fn env_at<'a, K: Kv>(
+        kv: &'a K,
         settings: &'a Settings,
         entropy: &'a SeededEntropy,
         now: u64,
-    ) -> Env<'a, MemoryKv> {
+    ) -> Env<'a, K> {
         Env {
             now_ms: now,
             kv,
@@ -1579,13 +1581,15 @@ mod tests {
 
     /// A store that runs `hook` once, just before the first compare-and-swap on a key with
     /// `prefix` (a way to put another instance's tick inside a publish), and records every
-    /// key read (get, get_many, compare-and-swap) and every key plainly written (set).
+    /// key read (get, get_many, compare-and-swap), every key plainly written (set) and every
+    /// key a compare-and-swap began on.
     struct HookKv<'a> {
         inner: &'a MemoryKv,
         prefix: &'static str,
         hook: RefCell<Option<Box<dyn FnOnce() + 'a>>>,
         reads: RefCell<Vec<String>>,
         sets: RefCell<Vec<String>>,
+        cas: RefCell<Vec<String>>,
     }
 
     impl<'a> HookKv<'a> {
@@ -1596,6 +1600,7 @@ mod tests {
                 hook: RefCell::new(Some(Box::new(hook))),
                 reads: RefCell::default(),
                 sets: RefCell::default(),
+                cas: RefCell::default(),
             }
         }
     }
@@ -1622,6 +1627,7 @@ mod tests {
         }
         fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
             self.reads.borrow_mut().push(key.to_owned());
+            self.cas.borrow_mut().push(key.to_owned());
             if key.starts_with(self.prefix) {
                 let hook = self.hook.borrow_mut().take();
                 if let Some(hook) = hook {
@@ -1956,6 +1962,56 @@ mod tests {
             (0, 0),
             "the store decides"
         );
+    }
+
+    #[test]
+    fn a_publish_into_a_second_and_day_already_queued_begins_no_compare_and_swap_on_their_directories()
+     {
+        // The due-queue and retention directories change only for an event that is the
+        // first of its second (day); every other event reads them once and writes nothing,
+        // without beginning a compare-and-swap (three host calls) on them.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(8);
+        let now = 1_767_225_600_000;
+        active_subscription(&kv);
+        let first = HookKv::new(&kv, "", || {});
+        publish(
+            &env_at(&first, &settings, &entropy, now),
+            "load.created",
+            br#"{"id":"L1"}"#,
+            None,
+        )
+        .expect("first publish");
+        let began = first.cas.borrow().clone();
+        for dir in [keys::DUE_DIRECTORY, keys::RETENTION_DIRECTORY] {
+            assert!(
+                began.iter().any(|k| k == dir),
+                "the first event adds its {dir} entry"
+            );
+        }
+        let second = HookKv::new(&kv, "", || {});
+        publish(
+            &env_at(&second, &settings, &entropy, now + 10),
+            "load.created",
+            br#"{"id":"L2"}"#,
+            None,
+        )
+        .expect("second publish");
+        let began = second.cas.borrow().clone();
+        for dir in [keys::DUE_DIRECTORY, keys::RETENTION_DIRECTORY] {
+            assert!(
+                !began.iter().any(|k| k == dir),
+                "{dir}: compare-and-swaps began on {began:?}"
+            );
+            assert!(
+                second.reads.borrow().iter().any(|k| k == dir),
+                "{dir} is still read"
+            );
+        }
+        let dir: Directory = parse_json(&kv.get(keys::DUE_DIRECTORY).ok().flatten().expect("dir"))
+            .expect("directory");
+        assert_eq!(dir.keys().copied().collect::<Vec<_>>(), vec![now / 1000]);
     }
 
     #[test]

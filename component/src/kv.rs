@@ -113,6 +113,25 @@ pub fn update<K: Kv, T, E>(
     }
 }
 
+/// [`update`] for a change that is seldom needed (adding a key that is nearly always already
+/// there): reads the value with one plain `get` and begins a compare-and-swap only when `f`
+/// wants to write, running `f` again on the value the compare-and-swap sees. A keep costs
+/// one store call instead of a compare-and-swap begun and dropped (three host calls over
+/// `wasi:keyvalue`); a write costs one `get` more than [`update`]. Keeping on a plain read
+/// is as safe as keeping inside a compare-and-swap: neither writes, so neither can lose a
+/// concurrent writer's change.
+pub fn update_seldom<K: Kv, T, E>(
+    kv: &K,
+    key: &str,
+    mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
+) -> Result<T, UpdateError<E>> {
+    match f(kv.get(key)?.as_deref()) {
+        Ok(Update::Keep(t)) => Ok(t),
+        Err(e) => Err(UpdateError::Rejected(e)),
+        Ok(Update::Write(..)) => update(kv, key, f),
+    }
+}
+
 /// Given the current value, the value to write (or `None`: stop without writing).
 type Decide<'a> = dyn FnMut(Option<&[u8]>) -> Option<Vec<u8>> + 'a;
 
@@ -144,6 +163,7 @@ pub struct MemoryKv {
 struct MemoryInner {
     map: BTreeMap<String, Vec<u8>>,
     ops: u64,
+    cas_begun: u64,
     fail_at: Option<u64>,
 }
 
@@ -162,6 +182,12 @@ impl MemoryKv {
     /// Number of operations performed so far.
     pub fn ops(&self) -> u64 {
         self.inner.borrow().ops
+    }
+
+    /// Number of compare-and-swaps begun so far (each is two or three host calls over
+    /// `wasi:keyvalue`, where a plain read is one).
+    pub fn cas_begun(&self) -> u64 {
+        self.inner.borrow().cas_begun
     }
 
     /// A copy of every key and value, for assertions.
@@ -221,7 +247,9 @@ impl Kv for MemoryKv {
     }
 
     fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
-        let seen = self.op()?.map.get(key).cloned();
+        let mut inner = self.op()?;
+        inner.cas_begun += 1;
+        let seen = inner.map.get(key).cloned();
         Ok(((key.to_owned(), seen.clone()), seen))
     }
 
@@ -265,6 +293,52 @@ mod tests {
             Ok(Update::Write(b"mine".to_vec(), "won"))
         });
         assert_eq!(out.ok(), Some("won"));
+    }
+
+    /// Adds `x` to the comma-separated set in the value, keeping it when already there.
+    fn add(x: &str) -> impl FnMut(Option<&[u8]>) -> Result<Update<bool>, ()> + '_ {
+        move |cur| {
+            let cur = std::str::from_utf8(cur.unwrap_or_default()).map_err(|_| ())?;
+            if cur.split(',').any(|s| s == x) {
+                return Ok(Update::Keep(false));
+            }
+            let next = if cur.is_empty() {
+                x.to_owned()
+            } else {
+                format!("{cur},{x}")
+            };
+            Ok(Update::Write(next.into_bytes(), true))
+        }
+    }
+
+    #[test]
+    fn update_seldom_keeps_without_a_compare_and_swap_and_writes_through_one() {
+        let kv = MemoryKv::new();
+        assert_eq!(update_seldom(&kv, "set", add("a")).ok(), Some(true));
+        assert_eq!(kv.cas_begun(), 1, "a write goes through compare-and-swap");
+        let ops = kv.ops();
+        assert_eq!(update_seldom(&kv, "set", add("a")).ok(), Some(false));
+        assert_eq!(kv.cas_begun(), 1, "a keep begins no compare-and-swap");
+        assert_eq!(kv.ops() - ops, 1, "a keep is one read");
+        assert_eq!(update_seldom(&kv, "set", add("b")).ok(), Some(true));
+        assert_eq!(kv.get("set").ok().flatten().as_deref(), Some(&b"a,b"[..]));
+    }
+
+    #[test]
+    fn update_seldom_decides_again_on_what_the_compare_and_swap_sees() {
+        // Between the plain read and the compare-and-swap another writer adds "b": the
+        // write must keep it, not overwrite it with what the first read saw.
+        let kv = MemoryKv::new();
+        let mut first = true;
+        let out = update_seldom(&kv, "set", |cur| {
+            if first {
+                first = false;
+                kv.set("set", b"b").map_err(|_| ())?;
+            }
+            add("a")(cur)
+        });
+        assert_eq!(out.ok(), Some(true));
+        assert_eq!(kv.get("set").ok().flatten().as_deref(), Some(&b"b,a"[..]));
     }
 
     #[test]
