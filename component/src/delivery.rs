@@ -1388,7 +1388,7 @@ fn record_streak<K: Kv>(env: &Env<'_, K>, sub_id: &str, success: bool) -> Result
         let Some(bytes) = cur else {
             return Ok(Update::Keep(false));
         };
-        let mut sub: Subscription = serde_json::from_slice(bytes).map_err(ApiError::internal)?;
+        let mut sub = Subscription::decode(bytes)?;
         if sub.status != SubStatus::Active {
             return Ok(Update::Keep(false));
         }
@@ -1401,10 +1401,7 @@ fn record_streak<K: Kv>(env: &Env<'_, K>, sub_id: &str, success: bool) -> Result
             sub.consecutive_failures += 1;
         }
         let reached = sub.consecutive_failures >= limit;
-        Ok(Update::Write(
-            serde_json::to_vec(&sub).map_err(ApiError::internal)?,
-            reached,
-        ))
+        Ok(Update::Write(sub.encode(), reached))
     })?;
     if reached {
         disable(env, sub_id, "repeated_failures")?;
@@ -1672,8 +1669,8 @@ mod tests {
             consecutive_failures: 0,
             fanout_seqs: vec![1],
         };
-        let json = serde_json::to_vec(&sub).expect("json");
-        kv.set(&keys::subscription(&sub.id), &json).expect("set");
+        kv.set(&keys::subscription(&sub.id), &sub.encode())
+            .expect("set");
         crate::applog::AppendLog::new(keys::fanout("load.created"))
             .append(kv, std::slice::from_ref(&sub.id))
             .expect("append");

@@ -5,7 +5,8 @@
 //! - `apikey:{sha256(key) hex}` — an API key record (client, key id, revoked?), found by
 //!   hashing the presented bearer token. Keys themselves are never stored.
 //! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
-//! - `sub:{id}` — a subscription record (the only place its signing secret is stored).
+//! - `sub:{id}` — a subscription record (the only place its signing secret is stored);
+//!   binary (`Subscription::encode`), JSON if an earlier version wrote it.
 //! - `client:{client id}:subs:...` — an [`AppendLog`](crate::applog::AppendLog) of the
 //!   client's subscriptions in creation order, each entry its listing state, id and list
 //!   item (see `subscriptions`); an entry's number is the subscription's `seq`, used by list
@@ -16,7 +17,8 @@
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record.
 //! - `evt:{id}` — an event record (type, body hash, matched subscriptions).
 //! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
-//! - `dlv:{id}` — a delivery record with every attempt.
+//! - `dlv:{id}` — a delivery record with every attempt; binary (`Delivery::encode`), JSON
+//!   if an earlier version wrote it.
 //! - `duedir` — the seconds that have queued attempts; `due:{second}:...` — an
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.

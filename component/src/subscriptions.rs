@@ -17,6 +17,7 @@
 //! recounts the client's live subscriptions and corrects it by compare-and-swap.
 
 use crate::applog::{AppendLog, Entry};
+use crate::codec::{Reader, Writer};
 use crate::env::Env;
 use crate::error::{ApiError, FieldError};
 use crate::http::{Request, Response};
@@ -70,8 +71,9 @@ pub enum Status {
     Disabled,
 }
 
-/// A stored subscription.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// A stored subscription. Stored binary ([`Subscription::encode`]); `Deserialize` reads the
+/// JSON records of earlier versions.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Subscription {
     /// `sub_...`.
@@ -130,8 +132,100 @@ impl Subscription {
         })
     }
 
-    fn to_bytes(&self) -> Result<Vec<u8>, ApiError> {
-        serde_json::to_vec(self).map_err(ApiError::internal)
+    /// The stored record: `SUBSCRIPTION_V1` (0xB1), then every field in declaration order
+    /// (see [`crate::codec`]; a list is its length, then its items). A record is written
+    /// twice by a create and read by every fan-out, so it is copied rather than escaped.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(
+            SUBSCRIPTION_V1,
+            128 + self.url.len() + 24 * self.event_types.len(),
+        );
+        w.str(&self.id)
+            .str(&self.client_id)
+            .str(&self.url)
+            .u32(self.event_types.len() as u32);
+        for t in &self.event_types {
+            w.str(t);
+        }
+        w.str(&self.signing_secret.0)
+            .u8(self.status.code())
+            .opt(self.disabled_reason.as_deref(), Writer::str)
+            .u64(self.created_at)
+            .opt(self.disabled_at, Writer::u64)
+            .u64(self.seq)
+            .u32(self.consecutive_failures)
+            .u32(self.fanout_seqs.len() as u32);
+        for n in &self.fanout_seqs {
+            w.u64(*n);
+        }
+        w.finish()
+    }
+
+    /// Reads a stored record: binary ([`Subscription::encode`]), or the JSON of earlier
+    /// versions (rewritten binary by its next change). A damaged record is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Subscription, ApiError> {
+        if bytes.first() == Some(&b'{') {
+            return serde_json::from_slice(bytes).map_err(ApiError::internal);
+        }
+        Self::decode_binary(bytes).ok_or_else(|| ApiError::internal("corrupt subscription record"))
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
+        let mut r = Reader::new(bytes, SUBSCRIPTION_V1)?;
+        let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
+        // Lists are bounded by what the record holds, not by what their counts claim.
+        let count = r.u32()? as usize;
+        let mut event_types = Vec::with_capacity(count.min(bytes.len() / 4));
+        for _ in 0..count {
+            event_types.push(r.str()?);
+        }
+        let signing_secret = Secret(r.str()?);
+        let status = Status::from_code(r.u8()?)?;
+        let disabled_reason = r.opt(Reader::str)?;
+        let created_at = r.u64()?;
+        let disabled_at = r.opt(Reader::u64)?;
+        let seq = r.u64()?;
+        let consecutive_failures = r.u32()?;
+        let count = r.u32()? as usize;
+        let mut fanout_seqs = Vec::with_capacity(count.min(bytes.len() / 8));
+        for _ in 0..count {
+            fanout_seqs.push(r.u64()?);
+        }
+        r.end()?;
+        Some(Subscription {
+            id,
+            client_id,
+            url,
+            event_types,
+            signing_secret,
+            status,
+            disabled_reason,
+            created_at,
+            disabled_at,
+            seq,
+            consecutive_failures,
+            fanout_seqs,
+        })
+    }
+}
+
+/// The first byte of a binary subscription record ([`Subscription::encode`]). Records written
+/// as JSON by earlier versions start with `{`.
+const SUBSCRIPTION_V1: u8 = 0xB1;
+
+impl Status {
+    fn code(self) -> u8 {
+        match self {
+            Status::Pending => 0,
+            Status::Active => 1,
+            Status::Disabled => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Self> {
+        [Status::Pending, Status::Active, Status::Disabled]
+            .get(usize::from(code))
+            .copied()
     }
 }
 
@@ -242,9 +336,9 @@ fn append_one<K: Kv>(env: &Env<'_, K>, index: &AppendLog, item: &[u8]) -> Result
 pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Subscription>, ApiError> {
     match env.kv.get(&keys::subscription(id))? {
         None => Ok(None),
-        Some(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| ApiError::internal(format!("corrupt subscription {id}: {e}"))),
+        Some(b) => Subscription::decode(&b).map(Some).map_err(|e| {
+            ApiError::internal(format!("subscription {id}: {}", e.log.unwrap_or(e.message)))
+        }),
     }
 }
 
@@ -258,7 +352,7 @@ pub fn load_many<K: Kv>(
         .kv
         .get_many(&keys)?
         .into_iter()
-        .map(|v| v.and_then(|b| serde_json::from_slice(&b).ok()))
+        .map(|v| v.and_then(|b| Subscription::decode(&b).ok()))
         .collect())
 }
 
@@ -412,7 +506,7 @@ fn create_fresh<K: Kv>(
         consecutive_failures: 0,
         fanout_seqs,
     };
-    let pending = sub.to_bytes()?;
+    let pending = sub.encode();
     env.kv.set(&keys::subscription(&id), &pending)?;
     if let Err(e) = take_slot(env, client_id, &id) {
         // Refused (cap) or unknown: undo what is visible to nobody anyway, best effort.
@@ -452,13 +546,13 @@ fn activate<K: Kv>(
             }
             Some(b) => match written.filter(|(_, w)| *w == b) {
                 Some((sub, _)) => sub.clone(),
-                None => serde_json::from_slice(b).map_err(ApiError::internal)?,
+                None => Subscription::decode(b)?,
             },
         };
         match sub.status {
             Status::Pending => {
                 sub.status = Status::Active;
-                Ok(Update::Write(sub.to_bytes()?, Some(sub)))
+                Ok(Update::Write(sub.encode(), Some(sub)))
             }
             Status::Active => Ok(Update::Keep(Some(sub))),
             Status::Disabled => Ok(Update::Keep(None)),
@@ -615,21 +709,9 @@ pub(crate) fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
     }
 }
 
-/// What list reads of a stored record: the partner-facing fields and what decides whether
-/// it is listed. The signing secret and the operator fields are skipped, not copied.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Listed {
-    id: String,
-    client_id: String,
-    url: String,
-    event_types: Vec<String>,
-    status: Status,
-    created_at: u64,
-}
-
-impl Listed {
-    fn item(&self) -> ListItem<'_> {
+impl Subscription {
+    /// Its item in a list response (an active subscription's).
+    fn list_item(&self) -> ListItem<'_> {
         ListItem {
             id: &self.id,
             url: &self.url,
@@ -697,9 +779,9 @@ pub fn list<K: Kv>(
                 Some(_) => records
                     .next()
                     .flatten()
-                    .and_then(|b| serde_json::from_slice::<Listed>(&b).ok())
+                    .and_then(|b| Subscription::decode(&b).ok())
                     .filter(|s| s.status == Status::Active && s.client_id == client_id)
-                    .and_then(|s| serde_json::to_vec(&s.item()).ok()),
+                    .and_then(|s| serde_json::to_vec(&s.list_item()).ok()),
             };
             if let Some(view) = view {
                 found.push((seq, view));
@@ -777,7 +859,7 @@ pub fn disable<K: Kv>(
         let Some(bytes) = current else {
             return Ok(None);
         };
-        let mut sub: Subscription = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+        let mut sub = Subscription::decode(&bytes)?;
         if sub.status != Status::Active || client_id.is_some_and(|c| c != sub.client_id) {
             return Ok(None);
         }
@@ -786,7 +868,7 @@ pub fn disable<K: Kv>(
         sub.status = Status::Disabled;
         sub.disabled_reason = Some(reason.to_owned());
         sub.disabled_at = Some(env.now_ms);
-        if env.kv.cas_swap(cas, &sub.to_bytes()?)? {
+        if env.kv.cas_swap(cas, &sub.encode())? {
             // Committed; index clean-up is best effort (readers skip disabled records), and
             // so is giving back the slot (a counter left high is corrected by the next
             // recount).
@@ -861,6 +943,95 @@ mod tests {
 }
 
 #[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    fn sample() -> Subscription {
+        Subscription {
+            id: "sub_000000000000000000000007".into(),
+            client_id: "acme".into(),
+            url: "https://hooks.example.com/in?x=\"é\"".into(),
+            event_types: vec!["load.created".into(), "load.status_changed".into()],
+            signing_secret: Secret("whsec_abc".into()),
+            status: Status::Disabled,
+            disabled_reason: Some("repeated_failures".into()),
+            created_at: 1_767_225_600_000,
+            disabled_at: Some(1_767_225_700_000),
+            seq: 42,
+            consecutive_failures: 5,
+            fanout_seqs: vec![3, 9],
+        }
+    }
+
+    #[test]
+    fn a_subscription_record_is_binary_and_reads_back_whole() {
+        let full = sample();
+        let empty = Subscription {
+            status: Status::Pending,
+            disabled_reason: None,
+            disabled_at: None,
+            event_types: Vec::new(),
+            fanout_seqs: Vec::new(),
+            consecutive_failures: 0,
+            ..sample()
+        };
+        let active = Subscription {
+            status: Status::Active,
+            ..empty.clone()
+        };
+        for sub in [full, empty, active] {
+            let bytes = sub.encode();
+            assert_eq!(bytes[0], SUBSCRIPTION_V1);
+            assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
+        }
+    }
+
+    #[test]
+    fn a_damaged_subscription_record_is_an_error_not_a_panic_or_a_guess() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            assert!(Subscription::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Subscription::decode(&longer).is_err(), "a trailing byte");
+        // Offsets: the version byte, then each string is 4 bytes of length and its bytes.
+        let sub = sample();
+        let str_len = |v: &str| 4 + v.len();
+        let types_at = 1 + str_len(&sub.id) + str_len(&sub.client_id) + str_len(&sub.url);
+        let status_at = types_at
+            + 4
+            + sub.event_types.iter().map(|t| str_len(t)).sum::<usize>()
+            + str_len(&sub.signing_secret.0);
+        assert_eq!(bytes[status_at], Status::Disabled.code());
+        let mut bad = bytes.clone();
+        bad[status_at] = 9;
+        assert!(Subscription::decode(&bad).is_err(), "an unknown status");
+        let mut huge = bytes.clone();
+        huge[types_at..types_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            Subscription::decode(&huge).is_err(),
+            "an absurd list length"
+        );
+        assert!(Subscription::decode(b"not json").is_err());
+    }
+
+    #[test]
+    fn a_json_subscription_record_of_an_earlier_version_still_reads() {
+        // As an earlier version wrote it (serde_json of the camelCase record), including
+        // one written before `consecutiveFailures` and `fanoutSeqs` existed.
+        let json = r#"{"id":"sub_000000000000000000000007","clientId":"acme","url":"https://hooks.example.com/in?x=\"é\"","eventTypes":["load.created","load.status_changed"],"signingSecret":"whsec_abc","status":"disabled","disabledReason":"repeated_failures","createdAt":1767225600000,"disabledAt":1767225700000,"seq":42,"consecutiveFailures":5,"fanoutSeqs":[3,9]}"#;
+        assert_eq!(
+            Subscription::decode(json.as_bytes()).expect("decode"),
+            sample()
+        );
+        let oldest = br#"{"id":"sub_1","clientId":"acme","url":"https://x.example","eventTypes":[],"signingSecret":"whsec_abc","status":"active","disabledReason":null,"createdAt":1,"disabledAt":null,"seq":1}"#;
+        let sub = Subscription::decode(oldest).expect("decode");
+        assert_eq!((sub.consecutive_failures, sub.fanout_seqs.len()), (0, 0));
+    }
+}
+
+#[cfg(test)]
 mod listing_tests {
     use super::*;
     use crate::config::Settings;
@@ -915,7 +1086,7 @@ mod listing_tests {
             .dump()
             .iter()
             .filter(|(k, _)| k.starts_with("sub:"))
-            .map(|(_, v)| serde_json::from_slice(v).expect("record"))
+            .map(|(_, v)| Subscription::decode(v).expect("record"))
             .filter(|s: &Subscription| s.status == Status::Active && s.client_id == "acme")
             .collect();
         subs.sort_by_key(|s| s.seq);
@@ -985,11 +1156,46 @@ mod listing_tests {
             status: Status::Disabled,
             ..sub.clone()
         };
-        kv.set(
-            &keys::subscription(&disabled.id),
-            &disabled.to_bytes().expect("json"),
-        )
-        .expect("flip");
+        kv.set(&keys::subscription(&disabled.id), &disabled.encode())
+            .expect("flip");
+    }
+
+    #[test]
+    fn a_json_subscription_record_of_an_earlier_version_is_deleted_and_rewritten_binary() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(5));
+        let env = env(&kv, &settings, &entropy);
+        let id = create_one(&env, 0).expect("create");
+        let sub = load(&env, &id).expect("load").expect("record");
+        // The record as an earlier version stored it.
+        let json = json!({
+            "id": sub.id, "clientId": sub.client_id, "url": sub.url,
+            "eventTypes": sub.event_types, "signingSecret": sub.signing_secret.0,
+            "status": "active", "disabledReason": null, "createdAt": sub.created_at,
+            "disabledAt": null, "seq": sub.seq, "consecutiveFailures": 0,
+            "fanoutSeqs": sub.fanout_seqs,
+        });
+        let json = serde_json::to_vec(&json).expect("json");
+        kv.set(&keys::subscription(&id), &json).expect("set");
+        assert_eq!(load(&env, &id).expect("load"), Some(sub.clone()));
+        let gone = disable(&env, &id, Some("acme"), "deleted").expect("delete");
+        assert_eq!(gone.map(|s| s.status), Some(Status::Disabled));
+        let stored = kv
+            .get(&keys::subscription(&id))
+            .ok()
+            .flatten()
+            .expect("kept");
+        assert_eq!(stored[0], SUBSCRIPTION_V1, "its next write is binary");
+        let stored = Subscription::decode(&stored).expect("decode");
+        assert_eq!(
+            (
+                stored.status,
+                stored.disabled_reason.as_deref(),
+                stored.signing_secret
+            ),
+            (Status::Disabled, Some("deleted"), sub.signing_secret)
+        );
+        assert!(list_ids(&env).is_empty());
     }
 
     #[test]
@@ -1002,7 +1208,7 @@ mod listing_tests {
             status: Status::Pending,
             ..load(&env, &id).expect("load").expect("record")
         };
-        let bytes = pending.to_bytes().expect("json");
+        let bytes = pending.encode();
         // Unchanged since written: activated from what the create holds.
         kv.set(&keys::subscription(&id), &bytes).expect("set");
         activate(&env, &id, Some((&pending, &bytes))).expect("activate");

@@ -6,6 +6,7 @@ use crate::outbound::Reply;
 use crate::sim::Simulation;
 use anyhow::{Context as _, Result, bail, ensure};
 use edgehook_component::delivery::Delivery;
+use edgehook_component::subscriptions::Subscription;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -202,8 +203,9 @@ fn audit(sim: &Simulation, wall: Duration) -> Result<Outcome> {
     };
     for (key, value) in sim.store().snapshot() {
         if key.starts_with("sub:") {
-            let sub: Value = serde_json::from_slice(&value)?;
-            o.disabled += usize::from(sub["disabledReason"] == "repeated_failures");
+            let sub = Subscription::decode(&value)
+                .map_err(|e| anyhow::anyhow!("{key}: {}", e.log.unwrap_or(e.message)))?;
+            o.disabled += usize::from(sub.disabled_reason.as_deref() == Some("repeated_failures"));
         }
         if !key.starts_with("dlv:") {
             continue;

@@ -140,25 +140,23 @@ fn audit(
     events: usize,
 ) -> Result<Summary, String> {
     let snapshot = sim.store().snapshot();
-    let json_of = |k: &str| {
-        snapshot
-            .get(k)
-            .and_then(|b| serde_json::from_slice::<Value>(b).ok())
-    };
     // No partial state: exactly the created subscriptions are listed and active, and each is
     // in the fan-out index of each of its types.
     let listed: BTreeSet<String> = list_ids(sim, key).into_iter().collect();
-    let active: BTreeSet<String> = snapshot
-        .iter()
-        .filter(|(k, _)| k.starts_with("sub:"))
-        .filter_map(|(_, v)| serde_json::from_slice::<Value>(v).ok())
+    let active: BTreeSet<String> = subscription_records(&snapshot)
+        .into_iter()
         .filter(|s| s["status"] == "active")
         .map(|s| s["id"].as_str().unwrap_or("").to_owned())
         .collect();
     let wanted: BTreeSet<String> = created.keys().cloned().collect();
     let disabled: BTreeSet<String> = wanted
         .iter()
-        .filter(|id| json_of(&format!("sub:{id}")).is_some_and(|s| s["status"] == "disabled"))
+        .filter(|id| {
+            snapshot
+                .get(&format!("sub:{id}"))
+                .and_then(|b| subscription_record(b))
+                .is_some_and(|s| s["status"] == "disabled")
+        })
         .cloned()
         .collect();
     if listed != active

@@ -165,8 +165,8 @@ fn delete_disables_and_keeps_the_record() {
         404,
         "not_found",
     );
-    let record: Value =
-        serde_json::from_slice(&sim.store().snapshot()[&format!("sub:{id}")]).expect("record kept");
+    let record =
+        subscription_record(&sim.store().snapshot()[&format!("sub:{id}")]).expect("record kept");
     assert_eq!(record["status"], "disabled");
     assert_eq!(record["disabledReason"], "deleted");
     let fanout = fanout_in(&sim.store().snapshot(), "load.created");
@@ -724,11 +724,8 @@ fn fanout(sim: &edgehook_host::sim::Simulation, event_type: &str) -> Vec<String>
 }
 
 fn active_subscriptions(sim: &edgehook_host::sim::Simulation) -> Vec<String> {
-    sim.store()
-        .snapshot()
-        .iter()
-        .filter(|(k, _)| k.starts_with("sub:"))
-        .filter_map(|(_, v)| serde_json::from_slice::<Value>(v).ok())
+    subscription_records(&sim.store().snapshot())
+        .into_iter()
         .filter(|r| r["status"] == "active")
         .map(|r| r["id"].as_str().unwrap_or("").to_owned())
         .collect()
@@ -796,8 +793,7 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
             for id in fanout(&sim, t) {
                 let rec = sim.store().snapshot().get(&format!("sub:{id}")).cloned();
                 let status = rec
-                    .and_then(|r| serde_json::from_slice::<Value>(&r).ok())
-                    .map(|r| r["status"].clone());
+                    .map(|r| subscription_record(&r).expect("a readable record")["status"].clone());
                 assert_ne!(status, Some(json!("active")), "fault at op {n}");
             }
         }

@@ -25,6 +25,24 @@ pub fn fanout_in(
         .collect()
 }
 
+/// Every stored subscription record of a store snapshot (`sub:{id}`), as its operator view
+/// (`id`, `status`, `disabledReason`, ...; never the secret). Decoded with the component's
+/// own reader: a record it cannot read fails the test.
+pub fn subscription_records(snapshot: &std::collections::BTreeMap<String, Vec<u8>>) -> Vec<Value> {
+    snapshot
+        .range("sub:".to_owned()..)
+        .take_while(|(k, _)| k.starts_with("sub:"))
+        .map(|(k, v)| subscription_record(v).unwrap_or_else(|| panic!("{k} does not decode")))
+        .collect()
+}
+
+/// One stored subscription record, as its operator view; `None` if it does not decode.
+pub fn subscription_record(bytes: &[u8]) -> Option<Value> {
+    edgehook_component::subscriptions::Subscription::decode(bytes)
+        .ok()
+        .map(|s| s.operator_json())
+}
+
 /// The operator token every test simulation is configured with.
 pub const ADMIN: &str = "test-admin-token";
 
