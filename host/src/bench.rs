@@ -316,6 +316,81 @@ pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The guest's own work per request, in fuel (wasmtime's count of the WebAssembly
+/// operators executed), beside the empty component's: healthz, create, list (50), delete,
+/// and one event published to one subscription (the ingest and its attempt 1, sent to a
+/// simulated endpoint answering 200). Fuel does not move with the machine's speed or load,
+/// so two builds compare exactly; it leaves out what the host does (host calls, hyper,
+/// instantiation), which the latency and CPU rows measure.
+pub async fn guest_fuel() -> Result<Vec<Row>> {
+    let rt = Runtime::metered(crate::runtime::COMPONENT_WASM)?;
+    let baseline = Baseline::metered()?;
+    let clock = crate::clock::VirtualClock::new(1_767_225_600_000);
+    let net = crate::outbound::SimNet::new(clock.clone());
+    let mut env = env(Arc::new(MemoryStore::new()));
+    env.outbound = Arc::new(net.clone());
+    let key = issue_key(&rt, &env, "bench").await?;
+    let lister = issue_key(&rt, &env, "lister").await?;
+    create_many(&rt, &env, &lister, "l", 50, "load.created").await?;
+    let hook = "https://hook.example.com/in";
+    net.endpoint(hook, []);
+    create(&rt, &env, &key, hook, "load.status_changed").await?;
+    let (_, empty) = baseline
+        .handle_metered(&env, req("GET", "/", "", ""))
+        .await?;
+    let fuel = |r: http::Request<Full<Bytes>>, want: u16| {
+        let (rt, env) = (&rt, &env);
+        async move {
+            let (resp, fuel) = rt.handle_metered(env, r).await?;
+            ensure!(resp.status == want, "wanted {want}, got {}", resp.status);
+            Ok::<_, anyhow::Error>((resp, fuel))
+        }
+    };
+    let (_, health) = fuel(req("GET", "/healthz", "", ""), 200).await?;
+    let body = r#"{"url":"https://f.example.com/x","eventTypes":["load.updated"]}"#;
+    let (created, create) = fuel(req("POST", "/v1/webhooks", &key, body), 201).await?;
+    let id = created.json()["data"]["id"]
+        .as_str()
+        .context("id")?
+        .to_owned();
+    let (_, list) = fuel(req("GET", "/v1/webhooks?limit=50", &lister, ""), 200).await?;
+    let delete_path = format!("/v1/webhooks/{id}");
+    let (_, delete) = fuel(req("DELETE", &delete_path, &key, ""), 200).await?;
+    let sent = net.received().len();
+    let mut event = req(
+        "POST",
+        "/internal/v1/events",
+        "bench",
+        r#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#,
+    );
+    event.headers_mut().insert(
+        "x-service-event",
+        http::HeaderValue::from_static("load.status_changed"),
+    );
+    let (_, publish) = fuel(event, 202).await?;
+    ensure!(
+        net.received().len() == sent + 1,
+        "the event's attempt 1 was not sent in its invocation"
+    );
+    Ok([
+        ("GET /healthz", health),
+        ("create", create),
+        ("list (50 subscriptions)", list),
+        ("delete", delete),
+        ("event, fan-out 1 (ingest + attempt 1)", publish),
+    ]
+    .into_iter()
+    .map(|(name, fuel)| Row {
+        name: format!("guest fuel per {name} (vs empty handler)"),
+        value: fuel as f64,
+        unit: "fuel",
+        baseline: Some(empty as f64),
+        target: "- (exact; compares builds)".into(),
+        met: None,
+    })
+    .collect())
+}
+
 /// Component size against the budget, the empty component as baseline.
 pub fn size() -> Vec<Row> {
     let size = crate::COMPONENT_WASM.len() as f64 / 1024.0;

@@ -163,7 +163,8 @@ pub use edgehook_component::scheduler::TickReport;
 
 /// An engine with the pooling allocator, the component compiled in it, and an
 /// `InstancePre` linked against every host import.
-fn link(wasm: &[u8]) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
+/// `metered`: the engine counts the guest's work in fuel ([`Runtime::handle_metered`]).
+fn link(wasm: &[u8], metered: bool) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(POOL_INSTANCES)
         .total_memories(POOL_INSTANCES)
@@ -175,7 +176,8 @@ fn link(wasm: &[u8]) -> Result<(Engine, wasmtime::component::InstancePre<State>)
     let mut config = Config::new();
     config
         .wasm_component_model(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .consume_fuel(metered);
     // `EDGEHOOK_PERFMAP=1` writes /tmp/perf-<pid>.map so `perf report` names guest functions.
     if std::env::var_os("EDGEHOOK_PERFMAP").is_some() {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
@@ -271,9 +273,37 @@ pub struct Baseline {
 impl Baseline {
     /// Compiles and links the baseline component.
     pub fn new() -> Result<Self> {
-        let (engine, pre) = link(EMPTY_WASM)?;
+        Self::build(false)
+    }
+
+    /// The baseline in an engine that counts fuel ([`Runtime::metered`]).
+    pub fn metered() -> Result<Self> {
+        Self::build(true)
+    }
+
+    fn build(metered: bool) -> Result<Self> {
+        let (engine, pre) = link(EMPTY_WASM, metered)?;
         let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
         Ok(Baseline { engine, pre })
+    }
+
+    /// One request through the metered baseline: the response and the fuel it used.
+    pub async fn handle_metered(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, u64)> {
+        let mut store = new_store(&self.engine, env);
+        let (req, out, receiver) = incoming(&mut store, req)?;
+        let proxy = self.pre.instantiate_async(&mut store).await?;
+        let call = tokio::spawn(async move {
+            let outcome = proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await;
+            (outcome, store)
+        });
+        metered_end(receiver, call).await
     }
 
     /// One request through the baseline, response collected.
@@ -301,6 +331,25 @@ impl Baseline {
         self.pre.instantiate_async(&mut store).await?;
         Ok(())
     }
+}
+
+/// The fuel a metered store starts with: far more than any call uses.
+const FUEL: u64 = 1 << 50;
+
+/// The end of a metered call: the response, read whole while the invocation runs in `call`,
+/// and the fuel the invocation used once it has ended.
+async fn metered_end(
+    receiver: ResponseReceiver,
+    call: tokio::task::JoinHandle<(wasmtime::Result<()>, Store<State>)>,
+) -> Result<(HttpResponse, u64)> {
+    let response = match receiver.await {
+        Ok(Ok(response)) => collect(response).await?,
+        Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
+        Err(_) => return Err(anyhow!("the component never set a response")),
+    };
+    let (outcome, store) = call.await?;
+    outcome.map_err(|e| anyhow::Error::from(e).context("the component trapped"))?;
+    Ok((response, FUEL - store.get_fuel()?))
 }
 
 /// A fresh store for one call, connected as `env` says.
@@ -335,7 +384,10 @@ fn new_store(engine: &Engine, env: &HostEnv) -> Store<State> {
         config: env.config.clone(),
         hooks: Hooks::new(env.outbound.clone()),
     };
-    Store::new(engine, state)
+    let mut store = Store::new(engine, state);
+    // Only a metered engine counts fuel; any other refuses it, and runs unmetered.
+    let _ = store.set_fuel(FUEL);
+    store
 }
 
 /// The compiled component, ready to instantiate.
@@ -347,11 +399,46 @@ pub struct Runtime {
 impl Runtime {
     /// Compiles `wasm` and links it against the host's imports.
     pub fn new(wasm: &[u8]) -> Result<Self> {
-        let (engine, pre) = link(wasm)?;
+        Self::build(wasm, false)
+    }
+
+    /// Compiles `wasm` in an engine that counts the guest's work in fuel (wasmtime's count
+    /// of the WebAssembly operators it executes), for [`Runtime::handle_metered`]. Metering
+    /// makes the guest slower: this is for measuring, never for serving.
+    pub fn metered(wasm: &[u8]) -> Result<Self> {
+        Self::build(wasm, true)
+    }
+
+    fn build(wasm: &[u8], metered: bool) -> Result<Self> {
+        let (engine, pre) = link(wasm, metered)?;
         Ok(Runtime {
             engine,
             pre: ServicePre::new(pre)?,
         })
+    }
+
+    /// One HTTP request through a [`Runtime::metered`] runtime, run to the end of its
+    /// invocation (attempts run after the response included): the response, and the fuel
+    /// the guest used. Fuel does not depend on the machine's speed or load: the same build
+    /// doing the same work uses the same fuel, so builds compare exactly (host calls are
+    /// not counted, only the guest's own code).
+    pub async fn handle_metered(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, u64)> {
+        let mut store = self.store(env);
+        let (req, out, receiver) = incoming(&mut store, req)?;
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        // The body is read while the guest writes it, so the invocation runs in a task.
+        let call = tokio::spawn(async move {
+            let outcome = instance
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await;
+            (outcome, store)
+        });
+        metered_end(receiver, call).await
     }
 
     /// Instantiates the component and drops it at once: the fixed cost every call pays.

@@ -2,7 +2,8 @@
 //! baseline measured in the same run. Build it in release:
 //! `cargo run --release -p edgehook-host --bin edgehook-bench`.
 //! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
-//! Section names (`size`, `api`, `serve`, `delivery`, `simulation`, `growth`) run only those.
+//! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`) run only
+//! those.
 
 use anyhow::{Result, bail};
 use edgehook_host::bench;
@@ -12,7 +13,15 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SECTIONS: [&str; 6] = ["size", "api", "serve", "delivery", "simulation", "growth"];
+const SECTIONS: [&str; 7] = [
+    "size",
+    "api",
+    "fuel",
+    "serve",
+    "delivery",
+    "simulation",
+    "growth",
+];
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +51,10 @@ fn main() -> Result<()> {
     if run("api") {
         eprintln!("api latency and instantiate ...");
         rows.extend(rt.block_on(bench::api_latency(n))?);
+    }
+    if run("fuel") {
+        eprintln!("guest fuel ...");
+        rows.extend(rt.block_on(bench::guest_fuel())?);
     }
     if run("serve") {
         eprintln!("serve throughput ...");
