@@ -748,6 +748,42 @@ pub async fn cost_growth() -> Result<Vec<Row>> {
 mod tests {
     use super::*;
 
+    /// Fuel counts the guest's work exactly: the same request uses the same fuel every time,
+    /// a request doing more work uses more, the empty component almost none, and a runtime
+    /// that does not meter says so rather than reporting a number.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fuel_counts_the_guests_work_exactly() {
+        let rt = Runtime::metered(crate::runtime::COMPONENT_WASM).expect("metered runtime");
+        let env = env(Arc::new(MemoryStore::new()));
+        let health = || req("GET", "/healthz", "", "");
+        let (resp, first) = rt.handle_metered(&env, health()).await.expect("healthz");
+        assert_eq!(resp.status, 200);
+        let (_, again) = rt.handle_metered(&env, health()).await.expect("healthz");
+        assert_eq!(first, again, "the same request, the same fuel");
+        let key = issue_key(&rt, &env, "fuel").await.expect("key");
+        let body = r#"{"url":"https://f.example.com/x","eventTypes":["load.updated"]}"#;
+        let (resp, create) = rt
+            .handle_metered(&env, req("POST", "/v1/webhooks", &key, body))
+            .await
+            .expect("create");
+        assert_eq!(resp.status, 201);
+        assert!(
+            create > first,
+            "a create ({create}) does more than healthz ({first})"
+        );
+        let (_, empty) = Baseline::metered()
+            .expect("metered baseline")
+            .handle_metered(&env, health())
+            .await
+            .expect("empty");
+        assert!(
+            0 < empty && empty * 10 < first,
+            "empty {empty}, healthz {first}"
+        );
+        let unmetered = Runtime::new(crate::runtime::COMPONENT_WASM).expect("runtime");
+        assert!(unmetered.handle_metered(&env, health()).await.is_err());
+    }
+
     /// `process_cpu` reads this process's own CPU time (not a constant field, not its
     /// children's): burning CPU on this thread moves it forward, by no more than the wall
     /// time that passed times the threads that could have run.
