@@ -141,6 +141,19 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// For tests of a record's reader: `reads` accepts `record`, and refuses every truncation of
+/// it (down to no bytes at all) and `record` with one byte more.
+#[cfg(test)]
+pub fn assert_only_whole_records_read(record: &[u8], reads: impl Fn(&[u8]) -> bool) {
+    assert!(reads(record), "the whole record");
+    for cut in 0..record.len() {
+        assert!(!reads(&record[..cut]), "cut at {cut}");
+    }
+    let mut longer = record.to_vec();
+    longer.push(0);
+    assert!(!reads(&longer), "a trailing byte");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,13 +202,7 @@ mod tests {
             r.opt(Reader::str)?;
             r.end()
         };
-        assert_eq!(read_all(&bytes), Some(()));
-        for cut in 1..bytes.len() {
-            assert_eq!(read_all(&bytes[..cut]), None, "cut at {cut}");
-        }
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert_eq!(read_all(&longer), None, "trailing byte");
+        assert_only_whole_records_read(&bytes, |b| read_all(b).is_some());
         // A bad option tag, a length past the end, bytes that are not UTF-8.
         let mut w = Writer::new(7, 0);
         w.u8(2);
