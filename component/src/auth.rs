@@ -34,7 +34,7 @@ pub struct ApiKeyRecord {
 
 /// Hex SHA-256 of a string.
 pub fn sha256_hex(s: &str) -> String {
-    hex::encode(Sha256::digest(s.as_bytes()))
+    crate::ids::hex(&Sha256::digest(s.as_bytes()))
 }
 
 /// Whether a presented secret equals the expected one, in constant time. Both are hashed

@@ -85,23 +85,21 @@ impl Settings {
     pub fn from_pairs<S: AsRef<str>>(
         pairs: impl IntoIterator<Item = (S, S)>,
     ) -> Result<Self, ConfigError> {
-        // A list, not a map: a handful of keys, and the component is size-budgeted.
-        let given: Vec<(String, String)> = pairs
-            .into_iter()
-            .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().trim().to_owned()))
-            .collect();
-        let value = |key: &str| -> Option<String> {
-            given
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone())
+        // One slot per known key, the last value given winning; nothing is copied but the
+        // admin token (every request parses the settings, so this stays allocation-free).
+        let mut given: [Option<S>; KEYS.len()] = std::array::from_fn(|_| None);
+        for (k, v) in pairs {
+            if let Some(i) = KEYS.iter().position(|(name, _)| *name == k.as_ref()) {
+                given[i] = Some(v);
+            }
+        }
+        let value = |key: &str| -> Option<&str> {
+            let i = KEYS.iter().position(|(name, _)| *name == key)?;
+            given[i]
+                .as_ref()
+                .map(|v| v.as_ref().trim())
                 .filter(|v| !v.is_empty())
-                .or_else(|| {
-                    KEYS.iter()
-                        .find(|(k, _)| *k == key)
-                        .and_then(|(_, d)| d.map(str::to_owned))
-                })
+                .or(KEYS[i].1)
         };
         let number = |key: &str, min: u64, max: u64| -> Result<u64, ConfigError> {
             let raw = value(key).unwrap_or_default();
@@ -114,7 +112,7 @@ impl Settings {
                 })
         };
         let flag = |key: &str| -> Result<bool, ConfigError> {
-            match value(key).as_deref() {
+            match value(key) {
                 Some("true") | Some("1") | Some("yes") => Ok(true),
                 Some("false") | Some("0") | Some("no") | None => Ok(false),
                 Some(other) => Err(ConfigError {
@@ -125,7 +123,7 @@ impl Settings {
         };
         let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Ok(Settings {
-            admin_token: value("admin_token"),
+            admin_token: value("admin_token").map(str::to_owned),
             attempt_timeout_ms: number("attempt_timeout_ms", 100, 120_000)?,
             max_concurrency: narrow(number("max_concurrency", 1, 256)?),
             disable_after_failures: narrow(number("disable_after_failures", 1, 1000)?),
@@ -165,6 +163,20 @@ mod tests {
         assert_eq!(s.attempt_timeout_ms, 2500);
         assert_eq!(s.admin_token.as_deref(), Some("t0k"));
         assert!(s.allow_private_targets);
+    }
+
+    #[test]
+    fn the_last_value_given_wins_trimmed_and_an_empty_one_is_the_default() {
+        let s = Settings::from_pairs([
+            ("retention_days", "7"),
+            ("retention_days", " 9 "),
+            ("subscription_limit", "  "),
+            ("admin_token", ""),
+        ])
+        .expect("valid");
+        assert_eq!(s.retention_days, 9);
+        assert_eq!(s.subscription_limit, 100);
+        assert_eq!(s.admin_token, None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub fn sign(secret: &str, timestamp: u64, body: &[u8]) -> String {
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    hex::encode(mac.finalize().into_bytes())
+    crate::ids::hex(&mac.finalize().into_bytes())
 }
 
 #[cfg(test)]

@@ -452,7 +452,7 @@ pub fn create<K: Kv>(
             let mut h = Sha256::new();
             h.update(b"POST /v1/webhooks\n");
             h.update(&req.body);
-            match idempotency::begin(env, client_id, key, &hex::encode(h.finalize()))? {
+            match idempotency::begin(env, client_id, key, &crate::ids::hex(&h.finalize()))? {
                 Start::Replay(stored) => return replay(env, stored, request_id),
                 Start::Fresh(claim) => Some(claim),
             }
