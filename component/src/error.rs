@@ -6,7 +6,7 @@
 
 use crate::http::Response;
 use crate::kv::{KvError, UpdateError};
-use serde_json::json;
+use serde::Serialize;
 
 /// One problem with one field of a request, reported in `error.details`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,15 +192,41 @@ impl ApiError {
 
     /// The JSON envelope response for this error.
     pub fn into_response(self, request_id: &str) -> Response {
-        let details: Vec<_> = self
-            .details
-            .iter()
-            .map(|d| json!({"field": d.field, "code": d.code, "message": d.message}))
-            .collect();
-        let body = json!({
-            "error": {"code": self.code, "message": self.message, "details": details},
-            "requestId": request_id,
-        });
+        // Keys sorted, as `serde_json::json!` writes them.
+        #[derive(Serialize)]
+        struct Detail<'a> {
+            code: &'a str,
+            field: &'a str,
+            message: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Error<'a> {
+            code: &'a str,
+            details: Vec<Detail<'a>>,
+            message: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Body<'a> {
+            error: Error<'a>,
+            #[serde(rename = "requestId")]
+            request_id: &'a str,
+        }
+        let body = Body {
+            error: Error {
+                code: self.code,
+                details: self
+                    .details
+                    .iter()
+                    .map(|d| Detail {
+                        code: d.code,
+                        field: &d.field,
+                        message: &d.message,
+                    })
+                    .collect(),
+                message: &self.message,
+            },
+            request_id,
+        };
         let mut resp = Response::json(self.status, &body);
         resp.headers.extend(self.headers);
         resp
@@ -239,6 +265,29 @@ mod tests {
         assert_eq!(body["error"]["code"], "validation_failed");
         assert_eq!(body["error"]["details"][0]["field"], "url");
         assert_eq!(body["requestId"], "req_1");
+    }
+
+    #[test]
+    fn the_envelope_is_written_in_sorted_key_order_byte_for_byte() {
+        // Written from structs, not built as a `Value`: the bytes are the ones `json!` (a
+        // sorted map) would give, so no client sees the order change.
+        let err = ApiError::validation(vec![
+            FieldError::new("url", "required", "url is required"),
+            FieldError::new("eventTypes[0]", "unknown", "say \"what\""),
+        ]);
+        let want = serde_json::json!({
+            "error": {
+                "code": "validation_failed",
+                "message": err.message.clone(),
+                "details": [
+                    {"field": "url", "code": "required", "message": "url is required"},
+                    {"field": "eventTypes[0]", "code": "unknown", "message": "say \"what\""},
+                ],
+            },
+            "requestId": "req_1",
+        });
+        let resp = err.into_response("req_1");
+        assert_eq!(resp.body, serde_json::to_vec(&want).expect("json"));
     }
 
     #[test]

@@ -132,13 +132,20 @@ pub fn ingest<K: Kv>(
     };
     match delivery::publish_prepared(env, event_type, &req.body, key) {
         Ok((receipt, prepared)) => {
-            let resp = Response::json(
-                202,
-                &json!({
-                    "data": {"eventId": receipt.event_id, "eventType": event_type, "deliveries": receipt.deliveries},
-                    "requestId": request_id,
-                }),
-            );
+            /// Keys sorted, as `serde_json::json!` writes them.
+            #[derive(serde::Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Accepted<'a> {
+                deliveries: u32,
+                event_id: &'a str,
+                event_type: &'a str,
+            }
+            let accepted = Accepted {
+                deliveries: receipt.deliveries,
+                event_id: &receipt.event_id,
+                event_type,
+            };
+            let resp = Response::data(202, accepted, request_id);
             let resp = if receipt.replayed {
                 resp.with_header("idempotent-replayed", "true")
             } else {
@@ -196,10 +203,7 @@ pub fn subscription<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = subscription_any(env, id)?;
-    Ok(Response::json(
-        200,
-        &json!({"data": sub.operator_json(), "requestId": request_id}),
-    ))
+    Ok(Response::data(200, sub.operator_json(), request_id))
 }
 
 /// `POST /internal/v1/subscriptions/{id}/disable`: disables it (reason `operator`) and
@@ -211,10 +215,7 @@ pub fn disable_subscription<K: Kv>(
 ) -> Result<Response, ApiError> {
     subscription_any(env, id)?;
     match delivery::disable(env, id, "operator")? {
-        Some(sub) => Ok(Response::json(
-            200,
-            &json!({"data": sub.operator_json(), "requestId": request_id}),
-        )),
+        Some(sub) => Ok(Response::data(200, sub.operator_json(), request_id)),
         None => Err(ApiError::conflict("The subscription is already disabled.")),
     }
 }
@@ -245,19 +246,13 @@ pub fn subscription_deliveries<K: Kv>(
 /// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
 pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
     let d = delivery::load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
-    Ok(Response::json(
-        200,
-        &json!({"data": d.to_json(), "requestId": request_id}),
-    ))
+    Ok(Response::data(200, d.to_json(), request_id))
 }
 
 /// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again.
 pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
     let d = delivery::replay(env, id)?;
-    Ok(Response::json(
-        202,
-        &json!({"data": d.to_json(), "requestId": request_id}),
-    ))
+    Ok(Response::data(202, d.to_json(), request_id))
 }
 
 #[cfg(test)]

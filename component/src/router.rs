@@ -8,7 +8,6 @@ use crate::http::{Request, Response};
 use crate::ids::IdKind;
 use crate::kv::Kv;
 use crate::{auth, keys, operator, subscriptions};
-use serde_json::json;
 
 /// Largest body the partner and operator APIs accept.
 pub const API_BODY_LIMIT: usize = 64 * 1024;
@@ -225,10 +224,22 @@ fn dispatch<K: Kv>(
 /// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.
 /// Reports the component's view of the time, which makes the clock seam observable.
 fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiError> {
+    /// The body (keys sorted, as the envelope's).
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Health<'a> {
+        request_id: &'a str,
+        server_time_ms: u64,
+        status: &'static str,
+    }
     env.kv.get(keys::HEALTH_PROBE)?;
     Ok(Response::json(
         200,
-        &json!({"status": "ok", "serverTimeMs": env.now_ms, "requestId": request_id}),
+        &Health {
+            request_id,
+            server_time_ms: env.now_ms,
+            status: "ok",
+        },
     ))
 }
 
@@ -256,6 +267,7 @@ mod tests {
         let h = run(&MemoryKv::new(), Request::new("GET", "/healthz"));
         assert_eq!(h.response.status, 200);
         let body = h.response.json_body();
+        assert_eq!(body["status"], "ok");
         assert_eq!(body["serverTimeMs"], 1_700_000_000_000u64);
         assert_eq!(body["requestId"], h.request_id.as_str());
         assert_eq!(

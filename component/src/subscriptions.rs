@@ -585,10 +585,7 @@ fn replay<K: Kv>(
 }
 
 fn created_response(stored: StoredResponse, request_id: &str, replayed: bool) -> Response {
-    let mut resp = Response::json(
-        stored.status,
-        &json!({"data": stored.data, "requestId": request_id}),
-    );
+    let mut resp = Response::data(stored.status, stored.data, request_id);
     if let Some(location) = stored.location {
         resp = resp.with_header("location", location);
     }
@@ -836,10 +833,7 @@ pub fn get<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = own_active(env, id, client_id)?;
-    Ok(Response::json(
-        200,
-        &json!({"data": sub.public_json(), "requestId": request_id}),
-    ))
+    Ok(Response::data(200, sub.list_item(), request_id))
 }
 
 /// Disables subscription `id` (the caller's own, if `client_id` is given) with `reason`.
@@ -904,10 +898,16 @@ pub fn delete<K: Kv>(
         Some(sub) => {
             // Committed; deliveries this misses are cancelled when they come due.
             let _ = crate::delivery::cancel_pending(env, &sub.id);
-            Ok(Response::json(
-                200,
-                &json!({"data": {"id": sub.id, "status": "disabled"}, "requestId": request_id}),
-            ))
+            #[derive(Serialize)]
+            struct Deleted<'a> {
+                id: &'a str,
+                status: &'static str,
+            }
+            let deleted = Deleted {
+                id: &sub.id,
+                status: "disabled",
+            };
+            Ok(Response::data(200, deleted, request_id))
         }
         None => Err(ApiError::not_found("Subscription")),
     }
