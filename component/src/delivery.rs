@@ -17,6 +17,7 @@
 
 use crate::applog::{AppendLog, Entry};
 use crate::codec::{Reader, Writer};
+use crate::directory::{self, Directory};
 use crate::env::Env;
 use crate::error::ApiError;
 use crate::events::{self, PublishError, PublishReceipt};
@@ -354,17 +355,18 @@ fn parse_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, KvError> {
     serde_json::from_slice(b).map_err(|e| KvError(format!("corrupt record: {e}")))
 }
 
-/// Adds days to the retention directory (a sorted list of numbers).
+/// Adds a day to the retention directory (its days, each with the value 0).
 fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
     // Every event of the day after the first finds its day there.
     update_seldom(kv, keys::RETENTION_DIRECTORY, |cur| {
-        let mut days: Vec<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
-        if days.contains(&day) {
+        if let Some(cur) = cur
+            && directory::contains(cur, day)?
+        {
             return Ok(Update::Keep(()));
         }
-        days.push(day);
-        days.sort_unstable();
-        Ok(Update::Write(json_bytes(&days)?, ()))
+        let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
+        days.insert(day, 0);
+        Ok(Update::Write(directory::encode(&days), ()))
     })
     .map_err(kv_from_update)
 }
@@ -372,13 +374,11 @@ fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
 /// Removes a day from the retention directory.
 fn days_remove<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
     update(kv, keys::RETENTION_DIRECTORY, |cur| {
-        let mut days: Vec<u64> = cur.map(parse_json).transpose()?.unwrap_or_default();
-        let before = days.len();
-        days.retain(|d| *d != day);
-        if days.len() == before {
+        let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
+        if days.remove(&day).is_none() {
             return Ok(Update::Keep(()));
         }
-        Ok(Update::Write(json_bytes(&days)?, ()))
+        Ok(Update::Write(directory::encode(&days), ()))
     })
     .map_err(kv_from_update)
 }
@@ -398,17 +398,23 @@ fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), 
     for (second, ids) in by_second {
         due_log(*second).append(kv, ids)?;
     }
-    // Every event of the second after the first finds its second there.
+    // Every event of the second after the first finds its second there, by a search of
+    // the record (nothing decoded: the directory lists every second of the last minute).
     update_seldom(kv, keys::DUE_DIRECTORY, |cur| {
-        let mut dir: Directory = cur.map(parse_json).transpose()?.unwrap_or_default();
-        let before = dir.len();
+        if let Some(cur) = cur {
+            let mut listed = true;
+            for second in by_second.keys() {
+                listed &= directory::contains(cur, *second)?;
+            }
+            if listed {
+                return Ok(Update::Keep(()));
+            }
+        }
+        let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
         for second in by_second.keys() {
             dir.entry(*second).or_insert(0);
         }
-        if dir.len() == before {
-            return Ok(Update::Keep(()));
-        }
-        Ok(Update::Write(json_bytes(&dir)?, ()))
+        Ok(Update::Write(directory::encode(&dir), ()))
     })
     .map_err(kv_from_update)
 }
@@ -722,11 +728,9 @@ impl TickClock {
 
 /// The due-queue directory: each second with a queue, and how many of its entries a tick has
 /// already seen through (a watermark on entry numbers), so finished seconds cost one read.
-type Directory = BTreeMap<u64, u64>;
-
 fn read_directory<K: Kv>(kv: &K) -> Result<Directory, KvError> {
     kv.get(keys::DUE_DIRECTORY)?
-        .map(|b| parse_json(&b))
+        .map(|b| directory::decode(&b))
         .transpose()
         .map(Option::unwrap_or_default)
 }
@@ -878,7 +882,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     }
     // Record the watermarks and drop expired seconds; a concurrent enqueue only ever adds.
     let _ = update(env.kv, keys::DUE_DIRECTORY, |cur| {
-        let mut dir: Directory = cur.map(parse_json).transpose()?.unwrap_or_default();
+        let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
         for (second, seen) in &seen_now {
             if let Some(entry) = dir.get_mut(second) {
                 *entry = (*entry).max(*seen);
@@ -892,7 +896,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         if seen_now.is_empty() && expired.is_empty() {
             return Ok(Update::Keep(()));
         }
-        Ok::<_, KvError>(Update::Write(json_bytes(&dir)?, ()))
+        Ok::<_, KvError>(Update::Write(directory::encode(&dir), ()))
     });
     let _ = purge_expired(env);
     // Read the directory again: this tick queued retries into later seconds.
@@ -1537,13 +1541,13 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         .now_ms
         .saturating_sub(u64::from(env.settings.retention_days) * DAY_MS)
         / DAY_MS;
-    let days: Vec<u64> = env
+    let days = env
         .kv
         .get(keys::RETENTION_DIRECTORY)?
-        .map(|b| parse_json(&b))
+        .map(|b| directory::decode(&b))
         .transpose()?
         .unwrap_or_default();
-    for day in days.into_iter().filter(|d| *d < keep_from_day) {
+    for day in days.into_keys().filter(|d| *d < keep_from_day) {
         let log = retention_log(day);
         let events: Vec<Entry<String>> = log.read(env.kv, 0, usize::MAX)?;
         for event_id in events.iter().map(|e| &e.item) {
@@ -2037,7 +2041,7 @@ mod tests {
                 "{dir} is still read"
             );
         }
-        let dir: Directory = parse_json(&kv.get(keys::DUE_DIRECTORY).ok().flatten().expect("dir"))
+        let dir = directory::decode(&kv.get(keys::DUE_DIRECTORY).ok().flatten().expect("dir"))
             .expect("directory");
         assert_eq!(dir.keys().copied().collect::<Vec<_>>(), vec![now / 1000]);
     }

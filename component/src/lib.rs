@@ -22,6 +22,7 @@ pub mod auth;
 pub mod codec;
 pub mod config;
 pub mod delivery;
+pub mod directory;
 pub mod env;
 pub mod error;
 pub mod events;

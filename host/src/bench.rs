@@ -784,6 +784,61 @@ mod tests {
         assert!(unmetered.handle_metered(&env, health()).await.is_err());
     }
 
+    /// Under steady load the due directory lists every second of the last minute and more
+    /// (retries add seconds ahead). A publish into a second it already lists must cost the
+    /// same however many it lists: the component searches the record, it does not parse it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_publish_costs_the_same_whatever_the_due_directory_lists() {
+        use edgehook_component::{directory, keys::DUE_DIRECTORY};
+        let rt = Runtime::metered(crate::runtime::COMPONENT_WASM).expect("metered runtime");
+        let clock = crate::clock::VirtualClock::new(1_767_225_600_000);
+        let net = crate::outbound::SimNet::new(clock.clone());
+        let mut env = env(Arc::new(MemoryStore::new()));
+        env.clock = Some(clock.clone());
+        env.outbound = Arc::new(net.clone());
+        let key = issue_key(&rt, &env, "dir").await.expect("key");
+        let hook = "https://hook.example.com/in";
+        net.endpoint(hook, []);
+        create(&rt, &env, &key, hook, "load.updated")
+            .await
+            .expect("subscription");
+        let publish = || {
+            let mut r = req(
+                "POST",
+                "/internal/v1/events",
+                "bench",
+                r#"{"id":"L-1","status":"ASSIGNED"}"#,
+            );
+            r.headers_mut().insert(
+                "x-service-event",
+                http::HeaderValue::from_static("load.updated"),
+            );
+            rt.handle_metered(&env, r)
+        };
+        let (resp, _) = publish().await.expect("first event lists its second");
+        assert_eq!(resp.status, 202);
+        let (_, one_listed) = publish().await.expect("second event");
+        let mut dir = directory::decode(
+            &env.kv
+                .get(DUE_DIRECTORY)
+                .expect("store")
+                .expect("the directory"),
+        )
+        .expect("readable");
+        assert_eq!(dir.len(), 1, "{dir:?}");
+        dir.extend((0..2000).map(|s| (1_767_000_000 + 3 * s, 5)));
+        env.kv
+            .set(DUE_DIRECTORY, &directory::encode(&dir))
+            .expect("store");
+        let (resp, many_listed) = publish().await.expect("third event");
+        assert_eq!(resp.status, 202);
+        assert!(
+            many_listed.abs_diff(one_listed) * 100 < one_listed,
+            "1 second listed: {one_listed} fuel; 2,001: {many_listed}"
+        );
+        assert_eq!(net.received().len(), 3, "each event's attempt 1 was sent");
+    }
+
     /// `process_cpu` reads this process's own CPU time (not a constant field, not its
     /// children's): burning CPU on this thread moves it forward, by no more than the wall
     /// time that passed times the threads that could have run.
