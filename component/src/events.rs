@@ -53,16 +53,55 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
             LOAD_LIMIT / 1024
         )));
     }
-    let value: serde_json::Value = serde_json::from_slice(load)
-        .map_err(|e| PublishError::InvalidLoad(format!("the load is not valid JSON: {e}")))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| PublishError::InvalidLoad("the load must be a JSON object".into()))?;
-    match object.get("id") {
-        Some(serde_json::Value::String(id)) if !id.is_empty() => Ok(()),
-        _ => Err(PublishError::InvalidLoad(
+    match serde_json::from_slice::<LoadShape>(load) {
+        Ok(LoadShape { has_id: true }) => Ok(()),
+        Ok(LoadShape { has_id: false }) => Err(PublishError::InvalidLoad(
             "the load must have a non-empty string \"id\"".into(),
         )),
+        Err(e) if e.classify() == serde_json::error::Category::Data => Err(
+            PublishError::InvalidLoad("the load must be a JSON object".into()),
+        ),
+        Err(e) => Err(PublishError::InvalidLoad(format!(
+            "the load is not valid JSON: {e}"
+        ))),
+    }
+}
+
+/// What validation needs of a load: that it is one JSON object (the whole text checked),
+/// and whether its `id` (the last one, as in any JSON reader) is a non-empty string. Every
+/// other value is skipped as it is read, never built: a load of many kilobytes costs a walk
+/// over its bytes, not a tree of maps and strings.
+struct LoadShape {
+    has_id: bool,
+}
+
+impl<'de> serde::Deserialize<'de> for LoadShape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = LoadShape;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LoadShape, A::Error> {
+                let mut has_id = false;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "id" {
+                        let id: serde_json::Value = map.next_value()?;
+                        has_id = id.as_str().is_some_and(|s| !s.is_empty());
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(LoadShape { has_id })
+            }
+        }
+        d.deserialize_map(Visitor)
     }
 }
 
@@ -101,6 +140,26 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+        // Not an object, whatever it is; broken text; an id that is there and then replaced.
+        for (bad, says) in [
+            (&b"[1,2]"[..], "JSON object"),
+            (b"\"L1\"", "JSON object"),
+            (br#"{"id":"L1""#, "not valid JSON"),
+            (br#"{"id":"L1"} x"#, "not valid JSON"),
+            (br#"{"id":"L1","id":null}"#, "non-empty string"),
+        ] {
+            match validate("load.updated", bad) {
+                Err(PublishError::InvalidLoad(m)) => assert!(m.contains(says), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            validate(
+                "load.created",
+                br#"{"stops":[{"a":{"b":[1,2.5,null,true]}}],"id":"L\u0031","x":"\n"}"#
+            ),
+            Ok(())
+        );
         let big = format!(r#"{{"id":"x","pad":"{}"}}"#, "a".repeat(LOAD_LIMIT));
         assert!(matches!(
             validate("load.updated", big.as_bytes()),
