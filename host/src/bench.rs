@@ -372,15 +372,29 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         net.received().len() == sent + 1,
         "the event's attempt 1 was not sent in its invocation"
     );
+    // A load the size of a real one (forty stops), for a type nobody listens to now (the one
+    // subscription to it was deleted above): validating, hashing and storing it.
+    let load = large_load();
+    let mut big = req("POST", "/internal/v1/events", "bench", &load);
+    big.headers_mut().insert(
+        "x-service-event",
+        http::HeaderValue::from_static("load.updated"),
+    );
+    let (_, ingest_large) = fuel(big, 202).await?;
+    let large_name = format!(
+        "ingest, {:.1} KiB load, no listener",
+        load.len() as f64 / 1024.0
+    );
     Ok([
         ("GET /healthz", health),
         ("create", create),
         ("list (50 subscriptions)", list),
         ("delete", delete),
         ("event, fan-out 1 (ingest + attempt 1)", publish),
+        (&large_name, ingest_large),
     ]
     .into_iter()
-    .map(|(name, fuel)| Row {
+    .map(|(name, fuel): (&str, u64)| Row {
         name: format!("guest fuel per {name} (vs empty handler)"),
         value: fuel as f64,
         unit: "fuel",
@@ -389,6 +403,21 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         met: None,
     })
     .collect())
+}
+
+/// A load of a realistic size: a load with forty stops, about 5.7 KiB of JSON.
+fn large_load() -> String {
+    let stops: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                r#"{{"seq":{i},"city":"Springfield {i}","lat":41.{i}5,"lon":-87.6{i},"window":{{"from":"2026-11-22T08:00:00Z","to":"2026-11-22T10:00:00Z"}},"done":false}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true,"stops":[{}]}}"#,
+        stops.join(",")
+    )
 }
 
 /// Component size against the budget, the empty component as baseline.
