@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 /// Key to value (second to watermark; day to 0).
 pub type Directory = BTreeMap<u64, u64>;
 
-/// The first byte of a binary directory (no JSON text starts with it).
-pub const DIRECTORY_V1: u8 = 0xE1;
+/// The first byte of a binary directory: no JSON text starts with it (0xC1 is never a byte
+/// of UTF-8), nor does any other record of the store (pages are 0xE1).
+pub const DIRECTORY_V1: u8 = 0xC1;
 
 /// Bytes of one entry.
 const ENTRY: usize = 16;

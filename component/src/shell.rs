@@ -185,7 +185,11 @@ fn read_request(req: IncomingRequest) -> Request {
         .headers()
         .entries()
         .into_iter()
-        .map(|(n, v)| (n.to_ascii_lowercase(), v))
+        .map(|(mut n, v)| {
+            // In place: hosts hand names over lower-cased already, so nothing is copied.
+            n.make_ascii_lowercase();
+            (n, v)
+        })
         .collect();
     if let Ok(body) = req.consume()
         && let Ok(stream) = body.stream()
