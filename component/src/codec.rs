@@ -23,6 +23,11 @@ impl Writer {
         self
     }
 
+    /// A flag: 0 or 1.
+    pub fn bool(&mut self, v: bool) -> &mut Self {
+        self.u8(u8::from(v))
+    }
+
     /// A `u16`.
     pub fn u16(&mut self, v: u16) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
@@ -93,6 +98,15 @@ impl<'a> Reader<'a> {
         self.take::<1>().map(|[b]| b)
     }
 
+    /// A flag; `None` for a byte other than 0 or 1.
+    pub fn bool(&mut self) -> Option<bool> {
+        match self.u8()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+
     /// A `u16`.
     pub fn u16(&mut self) -> Option<u16> {
         self.take().map(u16::from_le_bytes)
@@ -161,6 +175,7 @@ mod tests {
     fn sample() -> Vec<u8> {
         let mut w = Writer::new(7, 0);
         w.u8(3)
+            .bool(true)
             .u16(503)
             .u32(70_000)
             .u64(u64::MAX - 1)
@@ -175,6 +190,7 @@ mod tests {
         let bytes = sample();
         let mut r = Reader::new(&bytes, 7).expect("version");
         assert_eq!(r.u8(), Some(3));
+        assert_eq!(r.bool(), Some(true));
         assert_eq!(r.u16(), Some(503));
         assert_eq!(r.u32(), Some(70_000));
         assert_eq!(r.u64(), Some(u64::MAX - 1));
@@ -194,6 +210,7 @@ mod tests {
         let read_all = |b: &[u8]| -> Option<()> {
             let mut r = Reader::new(b, 7)?;
             r.u8()?;
+            r.bool()?;
             r.u16()?;
             r.u32()?;
             r.u64()?;
@@ -203,7 +220,9 @@ mod tests {
             r.end()
         };
         assert_only_whole_records_read(&bytes, |b| read_all(b).is_some());
-        // A bad option tag, a length past the end, bytes that are not UTF-8.
+        // A flag that is neither 0 nor 1, a bad option tag, a length past the end, bytes that
+        // are not UTF-8.
+        assert_eq!(Reader::new(&[7, 2], 7).expect("version").bool(), None);
         let mut w = Writer::new(7, 0);
         w.u8(2);
         assert_eq!(

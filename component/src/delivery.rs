@@ -167,7 +167,7 @@ impl Delivery {
                 .opt(a.status_code, Writer::u16)
                 .opt(a.error.as_deref(), Writer::str)
                 .u64(a.latency_ms)
-                .u8(u8::from(a.succeeded));
+                .bool(a.succeeded);
         }
         w.u32(self.run)
             .opt(self.next_attempt_at, Writer::u64)
@@ -203,11 +203,7 @@ impl Delivery {
                 status_code: r.opt(Reader::u16)?,
                 error: r.opt(Reader::str)?,
                 latency_ms: r.u64()?,
-                succeeded: match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return None,
-                },
+                succeeded: r.bool()?,
             });
         }
         let d = Delivery {
@@ -249,16 +245,73 @@ impl Delivery {
     }
 }
 
-/// A published event.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// A published event, as stored (`evt:{id}`; its body is stored beside it).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-struct EventRecord {
-    id: String,
-    event_type: String,
-    created_at: u64,
-    body_sha256: String,
-    subscriptions: Vec<String>,
-    fanned_out: bool,
+pub struct EventRecord {
+    /// `evt_...`.
+    pub id: String,
+    /// One of [`events::EVENT_TYPES`].
+    pub event_type: String,
+    /// When it was accepted (ms since the epoch).
+    pub created_at: u64,
+    /// Hex SHA-256 of the load: a retry under the same idempotency key must carry the same.
+    pub body_sha256: String,
+    /// The subscriptions it is delivered to (one delivery each).
+    pub subscriptions: Vec<String>,
+    /// Whether every delivery has been created.
+    pub fanned_out: bool,
+}
+
+/// First byte of a binary event record ([`EventRecord::encode`]); records of earlier
+/// versions are JSON and start with `{`.
+const EVENT_V1: u8 = 0xE5;
+
+impl EventRecord {
+    /// The stored record: `EVENT_V1`, then every field in declaration order (see
+    /// [`crate::codec`]). Every publish writes one.
+    fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(EVENT_V1, 128 + 32 * self.subscriptions.len());
+        w.str(&self.id)
+            .str(&self.event_type)
+            .u64(self.created_at)
+            .str(&self.body_sha256)
+            .u32(self.subscriptions.len() as u32);
+        for s in &self.subscriptions {
+            w.str(s);
+        }
+        w.bool(self.fanned_out);
+        w.finish()
+    }
+
+    /// Reads a stored record, binary or the JSON of earlier versions. Damage is an error.
+    pub fn decode(bytes: &[u8]) -> Result<EventRecord, KvError> {
+        if bytes.first() == Some(&b'{') {
+            return parse_json(bytes);
+        }
+        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt event record".into()))
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
+        let mut r = Reader::new(bytes, EVENT_V1)?;
+        let (id, event_type, created_at, body_sha256) = (r.str()?, r.str()?, r.u64()?, r.str()?);
+        let count = r.u32()?;
+        // Bounded by what the record holds, not by what its count claims.
+        let mut subscriptions = Vec::with_capacity((count as usize).min(bytes.len() / 4));
+        for _ in 0..count {
+            subscriptions.push(r.str()?);
+        }
+        let event = EventRecord {
+            id,
+            event_type,
+            created_at,
+            body_sha256,
+            subscriptions,
+            fanned_out: r.bool()?,
+        };
+        r.end()?;
+        Some(event)
+    }
 }
 
 /// An HTTP request to send for one attempt.
@@ -346,10 +399,6 @@ fn retention_log(day: u64) -> AppendLog {
 }
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-
-fn json_bytes<T: Serialize>(v: &T) -> Result<Vec<u8>, KvError> {
-    serde_json::to_vec(v).map_err(|e| KvError(e.to_string()))
-}
 
 fn parse_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, KvError> {
     serde_json::from_slice(b).map_err(|e| KvError(format!("corrupt record: {e}")))
@@ -478,7 +527,7 @@ fn publish_inner<K: Kv>(
     let mut listeners = Vec::new();
     let event = match existing {
         Some(existing) => {
-            let existing: EventRecord = parse_json(&existing).map_err(store)?;
+            let existing = EventRecord::decode(&existing).map_err(store)?;
             if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
                 return Err(PublishError::Conflict(
                     "This Idempotency-Key was already used for a different event. Use a new key for a new event.".into(),
@@ -504,7 +553,7 @@ fn publish_inner<K: Kv>(
             // when its fan-out is done.
             if idempotency_key.is_some() {
                 env.kv
-                    .set(&keys::event(&event_id), &json_bytes(&event).map_err(store)?)
+                    .set(&keys::event(&event_id), &event.encode())
                     .map_err(store)?;
             }
             event
@@ -673,7 +722,7 @@ fn fan_out<K: Kv>(
     days_add(env.kv, day)?;
     let mut done = event.clone();
     done.fanned_out = true;
-    env.kv.set(&keys::event(&event.id), &json_bytes(&done)?)?;
+    env.kv.set(&keys::event(&event.id), &done.encode())?;
     Ok(written)
 }
 
@@ -746,7 +795,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
         RunNow::Delivery(id) => vec![id.clone()],
         RunNow::Prepared(p) => p.items.iter().map(|(w, _)| w.delivery.id.clone()).collect(),
         RunNow::Event(event_id) => match env.kv.get(&keys::event(event_id)) {
-            Ok(Some(b)) => match parse_json::<EventRecord>(&b) {
+            Ok(Some(b)) => match EventRecord::decode(&b) {
                 Ok(event) => event
                     .subscriptions
                     .iter()
@@ -1552,7 +1601,7 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         let events: Vec<Entry<String>> = log.read(env.kv, 0, usize::MAX)?;
         for event_id in events.iter().map(|e| &e.item) {
             if let Some(bytes) = env.kv.get(&keys::event(event_id))? {
-                let event: EventRecord = parse_json(&bytes)?;
+                let event = EventRecord::decode(&bytes)?;
                 for sub in &event.subscriptions {
                     env.kv
                         .delete(&keys::delivery(&delivery_id(event_id, sub)))?;
@@ -1793,6 +1842,48 @@ mod tests {
         assert!(Delivery::decode(b"{\"id\":").is_err(), "broken JSON");
     }
 
+    fn sample_event() -> EventRecord {
+        EventRecord {
+            id: "evt_0123456789abcdef01234567".into(),
+            event_type: "load.status_changed".into(),
+            created_at: 1_767_225_600_123,
+            body_sha256: "ab".repeat(32),
+            subscriptions: vec!["sub_a".into(), "sub_é".into(), String::new()],
+            fanned_out: true,
+        }
+    }
+
+    #[test]
+    fn an_event_record_reads_back_and_damage_is_an_error() {
+        let event = sample_event();
+        let bytes = event.encode();
+        assert_eq!(bytes[0], EVENT_V1);
+        assert_eq!(EventRecord::decode(&bytes), Ok(event.clone()));
+        crate::codec::assert_only_whole_records_read(&bytes, |b| EventRecord::decode(b).is_ok());
+        // The flag is the last byte; a count of subscriptions beyond what the record holds.
+        let mut bad = bytes.clone();
+        *bad.last_mut().expect("flag") = 2;
+        assert!(EventRecord::decode(&bad).is_err(), "flag 2");
+        let count_at = 1 + (4 + event.id.len()) + (4 + event.event_type.len()) + 8 + (4 + 64);
+        assert_eq!(bytes[count_at], 3);
+        let mut many = bytes.clone();
+        many[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            EventRecord::decode(&many).is_err(),
+            "u32::MAX subscriptions"
+        );
+    }
+
+    #[test]
+    fn a_json_event_record_of_an_earlier_version_still_reads() {
+        let json = format!(
+            r#"{{"id":"evt_0123456789abcdef01234567","eventType":"load.status_changed","createdAt":1767225600123,"bodySha256":"{}","subscriptions":["sub_a","sub_é",""],"fannedOut":true}}"#,
+            "ab".repeat(32)
+        );
+        assert_eq!(EventRecord::decode(json.as_bytes()), Ok(sample_event()));
+        assert!(EventRecord::decode(b"{\"id\":").is_err(), "broken JSON");
+    }
+
     #[test]
     fn a_json_delivery_record_of_an_earlier_version_is_read_and_its_next_write_is_binary() {
         let kv = MemoryKv::new();
@@ -1867,7 +1958,12 @@ mod tests {
     /// The event record stored under `key`, parsed.
     fn stored_event(kv: &MemoryKv, key: &str) -> EventRecord {
         let bytes = kv.get(key).expect("store").expect("a record");
-        parse_json(&bytes).expect("a whole record")
+        assert_eq!(
+            bytes.first(),
+            Some(&EVENT_V1),
+            "event records are written binary"
+        );
+        EventRecord::decode(&bytes).expect("a whole record")
     }
 
     /// The delivery record stored under `key`, decoded.

@@ -69,10 +69,66 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
 
 /// What validation needs of a load: that it is one JSON object (the whole text checked),
 /// and whether its `id` (the last one, as in any JSON reader) is a non-empty string. Every
-/// other value is skipped as it is read, never built: a load of many kilobytes costs a walk
-/// over its bytes, not a tree of maps and strings.
+/// other value is read and dropped ([`Skip`]), never built: a load of many kilobytes costs a
+/// walk over its bytes, not a tree of maps and strings.
 struct LoadShape {
     has_id: bool,
+}
+
+/// Any JSON value, read exactly as a `serde_json::Value` would be (every number in range,
+/// every string and escape valid, the same depth limit) and dropped. `IgnoredAny` is not
+/// enough: it skips numbers without reading them, so it accepts `1e400`, which a `Value`
+/// (and so every receiver parsing into doubles) refuses.
+struct Skip;
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Skip;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            fn visit_unit<E>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_key::<Skip>()?.is_some() {
+                    map.next_value::<Skip>()?;
+                }
+                Ok(Skip)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl<'de> serde::Deserialize<'de> for LoadShape {
@@ -95,7 +151,7 @@ impl<'de> serde::Deserialize<'de> for LoadShape {
                         let id: serde_json::Value = map.next_value()?;
                         has_id = id.as_str().is_some_and(|s| !s.is_empty());
                     } else {
-                        map.next_value::<serde::de::IgnoredAny>()?;
+                        map.next_value::<Skip>()?;
                     }
                 }
                 Ok(LoadShape { has_id })
@@ -147,6 +203,9 @@ mod tests {
             (br#"{"id":"L1""#, "not valid JSON"),
             (br#"{"id":"L1"} x"#, "not valid JSON"),
             (br#"{"id":"L1","id":null}"#, "non-empty string"),
+            // What a `Value` refuses is refused: a number out of range, a lone surrogate.
+            (br#"{"id":"L1","f":1e400}"#, "not valid JSON"),
+            (br#"{"id":"L1","s":["\ud800"]}"#, "not valid JSON"),
         ] {
             match validate("load.updated", bad) {
                 Err(PublishError::InvalidLoad(m)) => assert!(m.contains(says), "{m}"),

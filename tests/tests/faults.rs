@@ -9,10 +9,11 @@
 mod common;
 
 use common::*;
+use edgehook_component::delivery::EventRecord;
 use edgehook_host::outbound::Reply;
 use edgehook_host::sim::Simulation;
 use edgehook_host::store::Faults;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -186,11 +187,11 @@ fn audit(
             .entry(r.header("x-service-delivery-id").unwrap_or("").to_owned())
             .or_default() += 1;
     }
-    let event_records: Vec<Value> = snapshot
+    let event_records: Vec<EventRecord> = snapshot
         .iter()
         .filter(|(k, _)| k.starts_with("evt:") && !k.ends_with(":body"))
-        .filter_map(|(_, v)| serde_json::from_slice(v).ok())
-        .collect();
+        .map(|(k, v)| EventRecord::decode(v).map_err(|e| format!("{k}: {e:?}")))
+        .collect::<Result<_, _>>()?;
     if event_records.len() != events {
         return Err(format!(
             "{} event records for {events} accepted events",
@@ -218,22 +219,17 @@ fn audit(
         }
     }
     for event in &event_records {
-        if event["fannedOut"] != true {
-            return Err(format!("event {} was never fanned out", event["id"]));
+        if !event.fanned_out {
+            return Err(format!("event {} was never fanned out", event.id));
         }
-        for sub in event["subscriptions"].as_array().ok_or("subscriptions")? {
-            let sub = sub.as_str().unwrap_or("");
-            let id =
-                edgehook_component::delivery::delivery_id(event["id"].as_str().unwrap_or(""), sub);
+        for sub in &event.subscriptions {
+            let id = edgehook_component::delivery::delivery_id(&event.id, sub);
             let Some(d) = snapshot
                 .get(&format!("dlv:{id}"))
                 .and_then(|b| edgehook_component::delivery::Delivery::decode(b).ok())
                 .map(|d| d.to_json())
             else {
-                return Err(format!(
-                    "lost delivery {id} of event {} to {sub}",
-                    event["id"]
-                ));
+                return Err(format!("lost delivery {id} of event {} to {sub}", event.id));
             };
             let status = d["status"].as_str().unwrap_or("?").to_owned();
             if !["succeeded", "failed", "cancelled"].contains(&status.as_str()) {
