@@ -15,14 +15,17 @@
 //!   against the subscription cap.
 //! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record.
-//! - `evt:{id}` — an event record (type, body hash, matched subscriptions).
+//! - `evt:{id}` — an event record (type, body hash, matched subscriptions); binary
+//!   (`EventRecord::encode`), JSON if an earlier version wrote it.
 //! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
 //! - `dlv:{id}` — a delivery record with every attempt; binary (`Delivery::encode`), JSON
 //!   if an earlier version wrote it.
-//! - `duedir` — the seconds that have queued attempts; `due:{second}:...` — an
+//! - `duedir` — the seconds that have queued attempts, each with a watermark; binary and
+//!   sorted (`directory`), JSON if an earlier version wrote it; `due:{second}:...` — an
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
-//! - `retdir` — the days that have events; `ret:{day}:...` — an append log of event ids.
+//! - `retdir` — the days that have events (binary, as `duedir`); `ret:{day}:...` — an
+//!   append log of event ids.
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`).
 
