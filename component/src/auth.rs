@@ -1,6 +1,7 @@
 //! API keys: issued by the operator for a client id, shown once, stored only as SHA-256
 //! hashes, revocable. Partner requests authenticate with `Authorization: Bearer <key>`.
 
+use crate::codec::{Reader, Writer};
 use crate::env::Env;
 use crate::error::ApiError;
 use crate::http::Request;
@@ -9,7 +10,7 @@ use crate::keys;
 use crate::kv::{Kv, Update, update};
 use crate::operator::bearer;
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -17,7 +18,7 @@ use subtle::ConstantTimeEq;
 pub const KEY_PREFIX: &str = "ehk_";
 
 /// The stored record of an API key (the key itself is never stored).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiKeyRecord {
     /// The key's id (`key_...`), safe to show and log.
@@ -30,6 +31,41 @@ pub struct ApiKeyRecord {
     pub created_at: u64,
     /// When it was revoked, if it was.
     pub revoked_at: Option<u64>,
+}
+
+/// First byte of a binary API key record ([`ApiKeyRecord::encode`]); records of earlier
+/// versions are JSON and start with `{`.
+const API_KEY_V1: u8 = 0xA1;
+
+impl ApiKeyRecord {
+    /// The stored record: `API_KEY_V1`, then every field in declaration order (see
+    /// [`crate::codec`]). Every partner request reads one.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(API_KEY_V1, 128);
+        w.str(&self.id)
+            .str(&self.client_id)
+            .str(&self.hash)
+            .u64(self.created_at)
+            .opt(self.revoked_at, Writer::u64);
+        w.finish()
+    }
+
+    /// Reads a stored record, binary or the JSON of earlier versions; `None` if damaged.
+    pub fn decode(bytes: &[u8]) -> Option<ApiKeyRecord> {
+        if bytes.first() == Some(&b'{') {
+            return serde_json::from_slice(bytes).ok();
+        }
+        let mut r = Reader::new(bytes, API_KEY_V1)?;
+        let record = ApiKeyRecord {
+            id: r.str()?,
+            client_id: r.str()?,
+            hash: r.str()?,
+            created_at: r.u64()?,
+            revoked_at: r.opt(Reader::u64)?,
+        };
+        r.end()?;
+        Some(record)
+    }
 }
 
 /// Hex SHA-256 of a string.
@@ -72,8 +108,7 @@ pub fn issue<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(ApiKeyRecord, 
     // pointer to a missing record revokes nothing.
     env.kv
         .set(&keys::api_key_id(&record.id), record.hash.as_bytes())?;
-    let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
-    env.kv.set(&keys::api_key(&record.hash), &json)?;
+    env.kv.set(&keys::api_key(&record.hash), &record.encode())?;
     Ok((record, key))
 }
 
@@ -94,15 +129,14 @@ pub fn revoke<K: Kv>(
     let hash = String::from_utf8(hash).map_err(ApiError::internal)?;
     let now = env.now_ms;
     let record = update(env.kv, &keys::api_key(&hash), |current| {
-        let mut record: ApiKeyRecord = current
-            .and_then(|b| serde_json::from_slice(b).ok())
+        let mut record = current
+            .and_then(ApiKeyRecord::decode)
             .ok_or_else(not_found)?;
         if record.client_id != client_id || record.revoked_at.is_some() {
             return Err(not_found());
         }
         record.revoked_at = Some(now);
-        let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
-        Ok(Update::Write(json, record))
+        Ok(Update::Write(record.encode(), record))
     })?;
     Ok(record)
 }
@@ -118,7 +152,8 @@ pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<String, Ap
     let Some(bytes) = env.kv.get(&keys::api_key(&hash))? else {
         return Err(ApiError::unauthorized());
     };
-    let record: ApiKeyRecord = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+    let record =
+        ApiKeyRecord::decode(&bytes).ok_or_else(|| ApiError::internal("corrupt API key record"))?;
     if !secret_eq(&hash, &record.hash) || record.revoked_at.is_some() {
         return Err(ApiError::unauthorized());
     }
@@ -128,6 +163,75 @@ pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<String, Ap
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample() -> ApiKeyRecord {
+        ApiKeyRecord {
+            id: "key_0123456789abcdef01234567".into(),
+            client_id: "acme.eu-1".into(),
+            hash: "cd".repeat(32),
+            created_at: 1_767_225_600_000,
+            revoked_at: Some(1_767_225_700_000),
+        }
+    }
+
+    #[test]
+    fn a_key_record_reads_back_and_damage_is_refused() {
+        let record = sample();
+        let bytes = record.encode();
+        assert_eq!(bytes[0], API_KEY_V1);
+        assert_eq!(ApiKeyRecord::decode(&bytes), Some(record.clone()));
+        crate::codec::assert_only_whole_records_read(&bytes, |b| ApiKeyRecord::decode(b).is_some());
+        let live = ApiKeyRecord {
+            revoked_at: None,
+            ..record
+        };
+        assert_eq!(ApiKeyRecord::decode(&live.encode()), Some(live));
+    }
+
+    #[test]
+    fn a_json_key_record_of_an_earlier_version_still_reads() {
+        let json = format!(
+            r#"{{"id":"key_0123456789abcdef01234567","clientId":"acme.eu-1","hash":"{}","createdAt":1767225600000,"revokedAt":1767225700000}}"#,
+            "cd".repeat(32)
+        );
+        assert_eq!(ApiKeyRecord::decode(json.as_bytes()), Some(sample()));
+        assert_eq!(ApiKeyRecord::decode(b"{\"id\":"), None);
+    }
+
+    /// A key issued by an earlier version (its record JSON) still authenticates, and is
+    /// revoked by this one (the record rewritten binary, and refused from then on).
+    #[test]
+    fn a_key_stored_by_an_earlier_version_authenticates_and_revokes() {
+        use crate::config::Settings;
+        use crate::env::SeededEntropy;
+        use crate::kv::MemoryKv;
+        let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(3));
+        let env = Env {
+            now_ms: 1_767_225_600_000,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let key = "ehk_earlier-version-key";
+        let hash = sha256_hex(key);
+        let json = format!(
+            r#"{{"id":"key_0123456789abcdef01234567","clientId":"acme","hash":"{hash}","createdAt":1,"revokedAt":null}}"#
+        );
+        kv.set(&keys::api_key(&hash), json.as_bytes()).expect("set");
+        kv.set(
+            &keys::api_key_id("key_0123456789abcdef01234567"),
+            hash.as_bytes(),
+        )
+        .expect("set");
+        let req =
+            Request::new("GET", "/v1/webhooks").header("authorization", &format!("Bearer {key}"));
+        assert_eq!(authenticate(&env, &req), Ok("acme".to_owned()));
+        let revoked = revoke(&env, "acme", "key_0123456789abcdef01234567").expect("revoked");
+        assert!(revoked.revoked_at.is_some());
+        let stored = kv.get(&keys::api_key(&hash)).expect("get").expect("record");
+        assert_eq!(stored[0], API_KEY_V1, "rewritten binary");
+        assert_eq!(authenticate(&env, &req).map_err(|e| e.status), Err(401));
+    }
 
     #[test]
     fn secret_eq_compares_whole_values_of_any_length() {
