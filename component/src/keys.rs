@@ -2,7 +2,8 @@
 //!
 //! Layout (values are JSON unless noted):
 //! - `health` — never written; read by `/healthz` to probe the store.
-//! - `apikey:{sha256(key) hex}` — an API key record (client, key id, revoked?), found by
+//! - `apikey:{sha256(key) hex}` — an API key record (client, key id, revoked?; binary,
+//!   `ApiKeyRecord::encode`, JSON if an earlier version wrote it), found by
 //!   hashing the presented bearer token. Keys themselves are never stored.
 //! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
 //! - `sub:{id}` — a subscription record (the only place its signing secret is stored);
