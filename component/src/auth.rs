@@ -52,9 +52,10 @@ impl ApiKeyRecord {
 
     /// Reads a stored record, binary or the JSON of earlier versions; `None` if damaged.
     pub fn decode(bytes: &[u8]) -> Option<ApiKeyRecord> {
-        if bytes.first() == Some(&b'{') {
-            return serde_json::from_slice(bytes).ok();
-        }
+        crate::codec::read_record(bytes, Self::decode_binary)
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<ApiKeyRecord> {
         let mut r = Reader::new(bytes, API_KEY_V1)?;
         let record = ApiKeyRecord {
             id: r.str()?,

@@ -155,6 +155,20 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads a stored record: with `binary` (which returns `None` for damage), or, when it starts
+/// with `{`, as the JSON an earlier version wrote. `None` if it is damaged either way. Every
+/// record that moved from JSON to binary reads through here, so old records stay readable.
+pub fn read_record<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    binary: impl FnOnce(&[u8]) -> Option<T>,
+) -> Option<T> {
+    if bytes.first() == Some(&b'{') {
+        serde_json::from_slice(bytes).ok()
+    } else {
+        binary(bytes)
+    }
+}
+
 /// For tests of a record's reader: `reads` accepts `record`, and refuses every truncation of
 /// it (down to no bytes at all) and `record` with one byte more.
 #[cfg(test)]

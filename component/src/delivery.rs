@@ -16,7 +16,7 @@
 //! leaves a lease that expires and the attempt runs again (receivers dedupe by delivery id).
 
 use crate::applog::{AppendLog, Entry};
-use crate::codec::{Reader, Writer};
+use crate::codec::{self, Reader, Writer};
 use crate::directory::{self, Directory};
 use crate::env::Env;
 use crate::error::ApiError;
@@ -180,10 +180,8 @@ impl Delivery {
     /// Reads a stored record: binary ([`Delivery::encode`]), or the JSON of earlier
     /// versions. A damaged record is an error.
     pub fn decode(bytes: &[u8]) -> Result<Delivery, KvError> {
-        if bytes.first() == Some(&b'{') {
-            return parse_json(bytes);
-        }
-        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt delivery record".into()))
+        codec::read_record(bytes, Self::decode_binary)
+            .ok_or_else(|| KvError("corrupt delivery record".into()))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Delivery> {
@@ -286,10 +284,8 @@ impl EventRecord {
 
     /// Reads a stored record, binary or the JSON of earlier versions. Damage is an error.
     pub fn decode(bytes: &[u8]) -> Result<EventRecord, KvError> {
-        if bytes.first() == Some(&b'{') {
-            return parse_json(bytes);
-        }
-        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt event record".into()))
+        codec::read_record(bytes, Self::decode_binary)
+            .ok_or_else(|| KvError("corrupt event record".into()))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
@@ -399,10 +395,6 @@ fn retention_log(day: u64) -> AppendLog {
 }
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-
-fn parse_json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, KvError> {
-    serde_json::from_slice(b).map_err(|e| KvError(format!("corrupt record: {e}")))
-}
 
 /// Adds a day to the retention directory (its days, each with the value 0).
 fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {

@@ -164,10 +164,8 @@ impl Subscription {
     /// Reads a stored record: binary ([`Subscription::encode`]), or the JSON of earlier
     /// versions (rewritten binary by its next change). A damaged record is an error.
     pub fn decode(bytes: &[u8]) -> Result<Subscription, ApiError> {
-        if bytes.first() == Some(&b'{') {
-            return serde_json::from_slice(bytes).map_err(ApiError::internal);
-        }
-        Self::decode_binary(bytes).ok_or_else(|| ApiError::internal("corrupt subscription record"))
+        crate::codec::read_record(bytes, Self::decode_binary)
+            .ok_or_else(|| ApiError::internal("corrupt subscription record"))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
