@@ -741,7 +741,9 @@ pub fn list<K: Kv>(
 ) -> Result<Response, ApiError> {
     let (limit, mut after) = list_params(req)?;
     let index = client_index(client_id);
-    let mut found: Vec<(u64, Vec<u8>)> = Vec::with_capacity(limit + 1);
+    // Each item found: its number, and its list item as the bytes from an offset on (a
+    // `Live` entry's item is kept whole, not copied: its list item is its tail).
+    let mut found: Vec<(u64, Vec<u8>, usize)> = Vec::with_capacity(limit + 1);
     // Deleted subscriptions leave the index, so one round is the rule; more only when
     // entries point at records that are not active (a create or delete cut short).
     while found.len() <= limit {
@@ -751,15 +753,21 @@ pub fn list<K: Kv>(
         };
         after = last.seq;
         // Each entry decoded once; the ones list cannot trust are checked against their record.
-        let decoded: Vec<_> = entries
+        enum Seen {
+            Live(usize),
+            Unsure,
+            Unreadable,
+        }
+        let mut unsure: Vec<String> = Vec::new();
+        let seen: Vec<Seen> = entries
             .iter()
-            .map(|e| (e.seq, decode_index_item(&e.item)))
-            .collect();
-        let unsure: Vec<String> = decoded
-            .iter()
-            .filter_map(|(_, d)| match d {
-                Some((Some(Listing::Live), ..)) | None => None,
-                Some((_, id, _)) => Some(keys::subscription(id)),
+            .map(|e| match decode_index_item(&e.item) {
+                None => Seen::Unreadable,
+                Some((Some(Listing::Live), _, view)) => Seen::Live(e.item.len() - view.len()),
+                Some((_, id, _)) => {
+                    unsure.push(keys::subscription(id));
+                    Seen::Unsure
+                }
             })
             .collect();
         let mut records = match unsure.is_empty() {
@@ -767,28 +775,30 @@ pub fn list<K: Kv>(
             false => env.kv.get_many(&unsure)?,
         }
         .into_iter();
-        for (seq, d) in decoded {
-            let view = match d {
-                None => None,
-                Some((Some(Listing::Live), _, view)) => Some(view.to_vec()),
-                Some(_) => records
+        for (entry, seen) in entries.into_iter().zip(seen) {
+            let view = match seen {
+                Seen::Unreadable => None,
+                Seen::Live(at) => Some((entry.item, at)),
+                Seen::Unsure => records
                     .next()
                     .flatten()
                     .and_then(|b| Subscription::decode(&b).ok())
                     .filter(|s| s.status == Status::Active && s.client_id == client_id)
-                    .and_then(|s| serde_json::to_vec(&s.list_item()).ok()),
+                    .and_then(|s| serde_json::to_vec(&s.list_item()).ok())
+                    .map(|view| (view, 0)),
             };
-            if let Some(view) = view {
-                found.push((seq, view));
+            if let Some((bytes, at)) = view {
+                found.push((entry.seq, bytes, at));
             }
         }
     }
     let has_more = found.len() > limit;
     found.truncate(limit);
     // `{"data": [...], "hasMore", "nextCursor", "requestId"}`, the items as stored.
-    let mut body = Vec::with_capacity(64 + found.iter().map(|(_, v)| v.len() + 1).sum::<usize>());
+    let items = found.iter().map(|(_, bytes, at)| &bytes[*at..]);
+    let mut body = Vec::with_capacity(64 + items.clone().map(|v| v.len() + 1).sum::<usize>());
     body.extend_from_slice(b"{\"data\":[");
-    for (i, (_, view)) in found.iter().enumerate() {
+    for (i, view) in items.enumerate() {
         if i > 0 {
             body.push(b',');
         }
@@ -798,7 +808,9 @@ pub fn list<K: Kv>(
     body.extend_from_slice(if has_more { b"true" } else { b"false" });
     body.extend_from_slice(b",\"nextCursor\":");
     match found.last() {
-        Some((seq, _)) if has_more => body.extend_from_slice(format!("\"cur_{seq:x}\"").as_bytes()),
+        Some((seq, ..)) if has_more => {
+            body.extend_from_slice(format!("\"cur_{seq:x}\"").as_bytes())
+        }
         _ => body.extend_from_slice(b"null"),
     }
     body.extend_from_slice(b",\"requestId\":");
