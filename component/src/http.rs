@@ -138,6 +138,18 @@ impl Response {
         Self::json(status, &Envelope { data, request_id })
     }
 
+    /// The envelope of a successful response around `data`, already written as JSON.
+    pub fn data_json(status: u16, data: &[u8], request_id: &str) -> Self {
+        let mut body = Vec::with_capacity(data.len() + request_id.len() + 24);
+        body.extend_from_slice(b"{\"data\":");
+        body.extend_from_slice(data);
+        body.extend_from_slice(b",\"requestId\":");
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut body, request_id);
+        body.push(b'}');
+        Self::json_bytes(status, body)
+    }
+
     /// A JSON response whose body is already serialized.
     pub fn json_bytes(status: u16, body: Vec<u8>) -> Self {
         Response {
@@ -177,6 +189,9 @@ mod tests {
         let resp = Response::data(201, &data, "req_9");
         let want = serde_json::json!({"data": data, "requestId": "req_9"});
         assert_eq!(resp.body, serde_json::to_vec(&want).expect("json"));
+        let written = serde_json::to_vec(&data).expect("json");
+        let raw = Response::data_json(201, &written, "req_9");
+        assert_eq!(raw, resp, "the same response from data already written");
         assert_eq!(
             (resp.status, resp.header("content-type")),
             (201, Some("application/json"))

@@ -121,17 +121,6 @@ impl Subscription {
         })
     }
 
-    /// The partner-facing view (never includes the secret).
-    pub fn public_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "url": self.url,
-            "eventTypes": self.event_types,
-            "status": match self.status { Status::Disabled => "disabled", _ => "active" },
-            "createdAt": self.created_at,
-        })
-    }
-
     /// The stored record: `SUBSCRIPTION_V1` (0xB1), then every field in declaration order
     /// (see [`crate::codec`]; a list is its length, then its items). A record is written
     /// twice by a create and read by every fan-out, so it is copied rather than escaped.
@@ -458,7 +447,13 @@ pub fn create<K: Kv>(
     };
     let result = create_fresh(env, input, client_id, claim.as_ref());
     match result {
-        Ok(stored) => Ok(created_response(stored, request_id, false)),
+        Ok((data, id)) => Ok(created_response(
+            201,
+            &data,
+            Some(location(&id)),
+            request_id,
+            false,
+        )),
         Err(e) => {
             if let Some(claim) = &claim {
                 idempotency::release(env, claim);
@@ -468,12 +463,26 @@ pub fn create<K: Kv>(
     }
 }
 
+/// The `data` of a create's 201: the partner view and, this once, the signing secret. Keys
+/// sorted, as a `serde_json::Value` of the same would write them (what a replay answers).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Created<'a> {
+    created_at: u64,
+    event_types: &'a [String],
+    id: &'a str,
+    signing_secret: &'a str,
+    status: &'static str,
+    url: &'a str,
+}
+
+/// Creates the subscription; returns the `data` of its 201, written, and its id.
 fn create_fresh<K: Kv>(
     env: &Env<'_, K>,
     input: CreateIn,
     client_id: &str,
     claim: Option<&idempotency::Claim>,
-) -> Result<StoredResponse, ApiError> {
+) -> Result<(Vec<u8>, String), ApiError> {
     let id = IdKind::Subscription.generate(env.entropy);
     let secret = Secret::generate(env.random_bytes::<32>());
     let mut fanout_seqs = Vec::with_capacity(input.event_types.len());
@@ -512,19 +521,31 @@ fn create_fresh<K: Kv>(
         let _ = env.kv.delete(&keys::subscription(&id));
         return Err(e);
     }
-    let mut data = sub.public_json();
-    data["signingSecret"] = json!(sub.signing_secret.0);
-    let stored = StoredResponse {
-        status: 201,
-        data,
-        location: Some(format!("/v1/webhooks/{id}")),
-        subscription_id: id.clone(),
+    let created = Created {
+        created_at: sub.created_at,
+        event_types: &sub.event_types,
+        id: &id,
+        signing_secret: &sub.signing_secret.0,
+        status: "active",
+        url: &sub.url,
     };
+    let data = serde_json::to_vec(&created).map_err(ApiError::internal)?;
     if let Some(claim) = claim {
-        idempotency::finish(env, claim, stored.clone())?;
+        let stored = StoredResponse {
+            status: 201,
+            data: serde_json::to_value(&created).map_err(ApiError::internal)?,
+            location: Some(location(&id)),
+            subscription_id: id.clone(),
+        };
+        idempotency::finish(env, claim, stored)?;
     }
     activate(env, &id, Some((&sub, &pending)))?;
-    Ok(stored)
+    Ok((data, id))
+}
+
+/// The `Location` of a subscription.
+fn location(id: &str) -> String {
+    format!("/v1/webhooks/{id}")
 }
 
 /// Flips a pending record to active (the commit point of a create), then lets list trust
@@ -579,12 +600,26 @@ fn replay<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     activate(env, &stored.subscription_id, None)?;
-    Ok(created_response(stored, request_id, true))
+    let data = serde_json::to_vec(&stored.data).map_err(ApiError::internal)?;
+    // The stored response as it was, its `Location` included.
+    Ok(created_response(
+        stored.status,
+        &data,
+        stored.location,
+        request_id,
+        true,
+    ))
 }
 
-fn created_response(stored: StoredResponse, request_id: &str, replayed: bool) -> Response {
-    let mut resp = Response::data(stored.status, stored.data, request_id);
-    if let Some(location) = stored.location {
+fn created_response(
+    status: u16,
+    data: &[u8],
+    location: Option<String>,
+    request_id: &str,
+    replayed: bool,
+) -> Response {
+    let mut resp = Response::data_json(status, data, request_id);
+    if let Some(location) = location {
         resp = resp.with_header("location", location);
     }
     if replayed {
@@ -717,7 +752,8 @@ impl Subscription {
     }
 }
 
-/// One item of a list response (the same fields as [`Subscription::public_json`]).
+/// One item of a list response, and the body of a read: the partner view of a subscription
+/// (never the secret).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ListItem<'a> {
