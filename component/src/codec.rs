@@ -54,6 +54,20 @@ impl Writer {
         self
     }
 
+    /// A list: its length (`u32`), then each item as `put` writes it.
+    pub fn list<T>(
+        &mut self,
+        items: &[T],
+        put: impl for<'w> Fn(&'w mut Self, &T) -> &'w mut Self,
+    ) -> &mut Self {
+        // Lists in records are ids, types, attempts: far below 4 billion.
+        self.u32(items.len() as u32);
+        for item in items {
+            put(self, item);
+        }
+        self
+    }
+
     /// An optional value: 0, or 1 then the value.
     pub fn opt<T>(
         &mut self,
@@ -140,6 +154,22 @@ impl<'a> Reader<'a> {
         self.rest.is_empty()
     }
 
+    /// A list written by [`Writer::list`], each item read by `get`. Room is made for what the
+    /// record can hold (each item is at least `min_item` bytes), not for what its count
+    /// claims, so a damaged count cannot make a reader allocate gigabytes.
+    pub fn list<T>(
+        &mut self,
+        min_item: usize,
+        mut get: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        let count = self.u32()? as usize;
+        let mut items = Vec::with_capacity(count.min(self.rest.len() / min_item.max(1)));
+        for _ in 0..count {
+            items.push(get(self)?);
+        }
+        Some(items)
+    }
+
     /// An optional value (0, or 1 then the value); `None` for any other tag.
     pub fn opt<T>(&mut self, get: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
         match self.u8()? {
@@ -195,7 +225,8 @@ mod tests {
             .u64(u64::MAX - 1)
             .str("dlv_é")
             .opt(None::<u64>, Writer::u64)
-            .opt(Some("x"), Writer::str);
+            .opt(Some("x"), Writer::str)
+            .list(&[7u64, 8], |w, n| w.u64(*n));
         w.finish()
     }
 
@@ -211,6 +242,7 @@ mod tests {
         assert_eq!(r.str().as_deref(), Some("dlv_é"));
         assert_eq!(r.opt(Reader::u64), Some(None));
         assert_eq!(r.opt(Reader::str), Some(Some("x".to_owned())));
+        assert_eq!(r.list(8, Reader::u64), Some(vec![7, 8]));
         assert_eq!(r.end(), Some(()));
     }
 
@@ -231,6 +263,7 @@ mod tests {
             r.str()?;
             r.opt(Reader::u64)?;
             r.opt(Reader::str)?;
+            r.list(8, Reader::u64)?;
             r.end()
         };
         assert_only_whole_records_read(&bytes, |b| read_all(b).is_some());

@@ -158,18 +158,17 @@ impl Delivery {
             .str(&self.subscription_id)
             .u64(self.created_at)
             .u8(self.status.code())
-            .u32(self.attempts.len() as u32);
-        for a in &self.attempts {
-            w.u32(a.run)
-                .u32(a.number)
-                .u64(a.due_at)
-                .u64(a.started_at)
-                .opt(a.status_code, Writer::u16)
-                .opt(a.error.as_deref(), Writer::str)
-                .u64(a.latency_ms)
-                .bool(a.succeeded);
-        }
-        w.u32(self.run)
+            .list(&self.attempts, |w, a| {
+                w.u32(a.run)
+                    .u32(a.number)
+                    .u64(a.due_at)
+                    .u64(a.started_at)
+                    .opt(a.status_code, Writer::u16)
+                    .opt(a.error.as_deref(), Writer::str)
+                    .u64(a.latency_ms)
+                    .bool(a.succeeded)
+            })
+            .u32(self.run)
             .opt(self.next_attempt_at, Writer::u64)
             .opt(self.lease_until, Writer::u64)
             .opt(self.lease_owner.as_deref(), Writer::str)
@@ -189,11 +188,8 @@ impl Delivery {
         let (id, event_id, event_type, subscription_id) = (r.str()?, r.str()?, r.str()?, r.str()?);
         let created_at = r.u64()?;
         let status = Status::from_code(r.u8()?)?;
-        let count = r.u32()?;
-        // Bounded by what the record holds, not by what its count claims.
-        let mut attempts = Vec::with_capacity((count as usize).min(bytes.len() / 32));
-        for _ in 0..count {
-            attempts.push(Attempt {
+        let attempts = r.list(32, |r| {
+            Some(Attempt {
                 run: r.u32()?,
                 number: r.u32()?,
                 due_at: r.u64()?,
@@ -202,8 +198,8 @@ impl Delivery {
                 error: r.opt(Reader::str)?,
                 latency_ms: r.u64()?,
                 succeeded: r.bool()?,
-            });
-        }
+            })
+        })?;
         let d = Delivery {
             id,
             event_id,
@@ -274,11 +270,8 @@ impl EventRecord {
             .str(&self.event_type)
             .u64(self.created_at)
             .str(&self.body_sha256)
-            .u32(self.subscriptions.len() as u32);
-        for s in &self.subscriptions {
-            w.str(s);
-        }
-        w.bool(self.fanned_out);
+            .list(&self.subscriptions, |w, s| w.str(s))
+            .bool(self.fanned_out);
         w.finish()
     }
 
@@ -291,12 +284,7 @@ impl EventRecord {
     fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
         let mut r = Reader::new(bytes, EVENT_V1)?;
         let (id, event_type, created_at, body_sha256) = (r.str()?, r.str()?, r.u64()?, r.str()?);
-        let count = r.u32()?;
-        // Bounded by what the record holds, not by what its count claims.
-        let mut subscriptions = Vec::with_capacity((count as usize).min(bytes.len() / 4));
-        for _ in 0..count {
-            subscriptions.push(r.str()?);
-        }
+        let subscriptions = r.list(4, Reader::str)?;
         let event = EventRecord {
             id,
             event_type,

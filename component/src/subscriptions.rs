@@ -132,21 +132,15 @@ impl Subscription {
         w.str(&self.id)
             .str(&self.client_id)
             .str(&self.url)
-            .u32(self.event_types.len() as u32);
-        for t in &self.event_types {
-            w.str(t);
-        }
-        w.str(&self.signing_secret.0)
+            .list(&self.event_types, |w, t| w.str(t))
+            .str(&self.signing_secret.0)
             .u8(self.status.code())
             .opt(self.disabled_reason.as_deref(), Writer::str)
             .u64(self.created_at)
             .opt(self.disabled_at, Writer::u64)
             .u64(self.seq)
             .u32(self.consecutive_failures)
-            .u32(self.fanout_seqs.len() as u32);
-        for n in &self.fanout_seqs {
-            w.u64(*n);
-        }
+            .list(&self.fanout_seqs, |w, n| w.u64(*n));
         w.finish()
     }
 
@@ -160,12 +154,7 @@ impl Subscription {
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
         let mut r = Reader::new(bytes, SUBSCRIPTION_V1)?;
         let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
-        // Lists are bounded by what the record holds, not by what their counts claim.
-        let count = r.u32()? as usize;
-        let mut event_types = Vec::with_capacity(count.min(bytes.len() / 4));
-        for _ in 0..count {
-            event_types.push(r.str()?);
-        }
+        let event_types = r.list(4, Reader::str)?;
         let signing_secret = Secret(r.str()?);
         let status = Status::from_code(r.u8()?)?;
         let disabled_reason = r.opt(Reader::str)?;
@@ -173,11 +162,7 @@ impl Subscription {
         let disabled_at = r.opt(Reader::u64)?;
         let seq = r.u64()?;
         let consecutive_failures = r.u32()?;
-        let count = r.u32()? as usize;
-        let mut fanout_seqs = Vec::with_capacity(count.min(bytes.len() / 8));
-        for _ in 0..count {
-            fanout_seqs.push(r.u64()?);
-        }
+        let fanout_seqs = r.list(8, Reader::u64)?;
         r.end()?;
         Some(Subscription {
             id,
