@@ -1,7 +1,7 @@
 //! The delivery engine through the real component: fan-out, signed deliveries, the retry
 //! schedule on virtual time, disabling, history, replay and concurrent ticks.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_host::outbound::{Received, Reply};

@@ -4,9 +4,9 @@
 //! schedule runs. Afterwards: no partial state, no lost delivery, no 4th attempt, complete
 //! history. A failing seed is printed; the same seed replays exactly.
 //!
-//! More seeds: `EDGEHOOK_FAULT_SEEDS=1-50 cargo test -p edgehook-tests --test faults`.
+//! More seeds: `EDGEHOOK_FAULT_SEEDS=1-50 cargo test -p edgehook-tests --test blackbox faults::`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_component::delivery::EventRecord;
@@ -296,7 +296,7 @@ fn a_seeded_fault_campaign_loses_nothing() {
                 s.subscriptions, s.events, s.deliveries, s.attempts, s.sent_but_unrecorded
             ),
             Err(problem) => panic!(
-                "seed {seed} failed: {problem}\nreplay: EDGEHOOK_FAULT_SEEDS={seed} cargo test -p edgehook-tests --test faults"
+                "seed {seed} failed: {problem}\nreplay: EDGEHOOK_FAULT_SEEDS={seed} cargo test -p edgehook-tests --test blackbox faults::"
             ),
         }
     }

@@ -3,7 +3,7 @@
 //! ids and parameters in the path) or sits in stored data (a tampered record). Bad input
 //! gets the JSON error envelope with a code and the requestId, never a 500 or a panic.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_component::auth::sha256_hex;

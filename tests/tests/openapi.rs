@@ -12,7 +12,7 @@
 //!   `Location` on create, `Allow` on 405, `Retry-After` on 503, `WWW-Authenticate` on 401) is
 //!   on the actual response, and the outbound delivery matches the `webhooks` entry.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_component::router::Route;

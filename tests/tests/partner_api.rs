@@ -1,7 +1,7 @@
 //! The partner API through the real component: create, list, read, delete; auth; validation;
 //! idempotency; tenant isolation; storage under injected faults.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_host::HttpResponse;

@@ -4,7 +4,7 @@
 //! component logs are scanned. Also here: every comparison of a secret is constant-time, and
 //! every route that takes a body has a limit.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_host::HttpResponse;

@@ -4,7 +4,7 @@
 //! even when the component is configured to let it through. Names resolve through a static
 //! table (the sender's resolver seam): no test queries DNS.
 
-mod common;
+use crate::common;
 
 use common::*;
 use edgehook_host::net::{NetOptions, NetOutbound, StaticResolver};

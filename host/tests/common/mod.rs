@@ -1,11 +1,6 @@
 //! The harness shared by the process-level tests: the real `edgehook` binary as a child
 //! process with its output lines, temporary directories, a runtime, and a loopback receiver.
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
-
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;

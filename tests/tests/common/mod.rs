@@ -1,10 +1,5 @@
 //! Helpers shared by the black-box tests: one place that knows how to talk to the API.
 
-#![allow(
-    dead_code,
-    reason = "each test binary uses a different subset of the helpers"
-)]
-
 use edgehook_component::applog::decode_page;
 use edgehook_host::HttpResponse;
 use edgehook_host::sim::{SimBuilder, Simulation};

@@ -1,0 +1,19 @@
+//! The black-box tests: the real edgehook `.wasm` driven through the host. One test binary
+//! with a module per area (`cargo test -p edgehook-tests --test blackbox <module>::`), so
+//! wasmtime is linked once rather than once per file and each run compiles the component
+//! once (see ARCHITECTURE.md, "Building and testing").
+
+mod common;
+
+mod component;
+mod delivery;
+mod faults;
+mod injection;
+mod openapi;
+mod partner_api;
+mod scenario;
+mod seams;
+mod secrets;
+mod spin_manifest;
+mod ssrf;
+mod verifiers;
