@@ -29,6 +29,9 @@ use serde::Deserialize;
 /// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
 pub const PAGE: u64 = 128;
 
+/// At most this many pages are read with a list's counter, before its length is known.
+pub const FIRST_BATCH: u64 = 3;
+
 /// The first byte of a binary page. A page written as JSON by an earlier version starts with
 /// `[`.
 const BINARY_PAGE: u8 = 0xE1;
@@ -132,9 +135,13 @@ impl AppendLog {
 
     /// Number of entries ever appended (numbers handed out).
     pub fn len<K: Kv>(&self, kv: &K) -> Result<u64, KvError> {
-        match kv.get(&self.counter_key())? {
+        self.parse_len(kv.get(&self.counter_key())?.as_deref())
+    }
+
+    fn parse_len(&self, counter: Option<&[u8]>) -> Result<u64, KvError> {
+        match counter {
             None => Ok(0),
-            Some(b) => std::str::from_utf8(&b)
+            Some(b) => std::str::from_utf8(b)
                 .ok()
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| KvError(format!("{} does not hold a counter", self.counter_key()))),
@@ -197,31 +204,69 @@ impl AppendLog {
     }
 
     /// Entries numbered after `after`, in order, at most `limit` of them.
+    ///
+    /// The counter and the pages the read may need are read in one batch: from the page
+    /// holding entry `after + 1`, as many as `limit` may take (at most [`FIRST_BATCH`]; one
+    /// for a read of everything, as most lists fit a page). So a read those pages answer (a
+    /// fan-out list, a page of a client's subscriptions, a second's due queue) is one store
+    /// operation; any further pages follow in one more batch. Fewer than `limit` entries
+    /// means the list was read to its end.
     pub fn read_bytes<K: Kv>(
         &self,
         kv: &K,
         after: u64,
         limit: usize,
     ) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
-        let len = self.len(kv)?;
         let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
         let mut page = after / self.page;
-        let last_page = len.saturating_sub(1) / self.page;
-        while after < len && page <= last_page && out.len() < limit {
+        let guess = match limit {
+            usize::MAX => 1,
+            _ => (limit as u64)
+                .div_ceil(self.page)
+                .saturating_add(1)
+                .min(FIRST_BATCH),
+        };
+        let mut keys = vec![self.counter_key()];
+        keys.extend((page..page + guess).map(|p| self.page_key(p)));
+        let mut first = kv.get_many(&keys)?.into_iter();
+        let len = self.parse_len(first.next().flatten().as_deref())?;
+        if after >= len {
+            return Ok(out);
+        }
+        let last_page = (len - 1) / self.page;
+        for value in first.take((last_page + 1 - page) as usize).flatten() {
+            self.take_page(&value, after, &mut out)?;
+        }
+        page += guess;
+        while page <= last_page && out.len() < limit {
             // Read as many pages as the limit may need, in one batch.
-            let want = ((limit - out.len()) as u64).div_ceil(self.page) + 1;
+            let want = ((limit - out.len()) as u64).div_ceil(self.page);
             let pages: Vec<u64> = (page..=last_page.min(page + want - 1)).collect();
             let keys: Vec<String> = pages.iter().map(|p| self.page_key(*p)).collect();
             for value in kv.get_many(&keys)?.into_iter().flatten() {
-                let mut entries = decode_page(&value)
-                    .map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
-                entries.sort_unstable_by_key(|e| e.seq);
-                out.extend(entries.into_iter().filter(|e| e.seq > after));
+                self.take_page(&value, after, &mut out)?;
             }
             page = pages.last().map_or(last_page + 1, |p| p + 1);
         }
         out.truncate(limit);
         Ok(out)
+    }
+
+    /// Adds a page's entries numbered after `after` to `out`, in order.
+    fn take_page(
+        &self,
+        value: &[u8],
+        after: u64,
+        out: &mut Vec<Entry<Vec<u8>>>,
+    ) -> Result<(), KvError> {
+        let mut entries =
+            decode_page(value).map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
+        entries.sort_unstable_by_key(|e| e.seq);
+        out.extend(entries.into_iter().filter(|e| e.seq > after));
+        Ok(())
     }
 
     /// Rewrites entry `seq` by compare-and-swap of its page: `f` sees the entry's item and
@@ -313,6 +358,49 @@ mod tests {
         );
         log.delete_all(&kv).expect("delete");
         assert!(kv.dump().is_empty());
+    }
+
+    /// The counter comes with the pages the limit may need (up to three): a read those pages
+    /// answer is one store operation (a publish reads its fan-out list, list a client's
+    /// index, a tick each second's queue); a longer read adds one batch for the rest.
+    #[test]
+    fn a_read_one_page_answers_is_one_store_operation() {
+        let kv = MemoryKv::new();
+        let log = AppendLog::new("t");
+        let cost = |after: u64, limit: usize| {
+            let before = kv.ops();
+            let entries = log.read(&kv, after, limit).expect("read");
+            (kv.ops() - before, entries.len())
+        };
+        assert_eq!(cost(0, usize::MAX), (1, 0), "an empty list");
+        let items: Vec<String> = (0..600).map(|i| format!("x{i}")).collect();
+        log.append(&kv, &items[..100]).expect("append");
+        assert_eq!(cost(0, usize::MAX), (1, 100));
+        assert_eq!(
+            cost(60, 51),
+            (1, 40),
+            "a page from the middle of the first page"
+        );
+        assert_eq!(cost(100, 10), (1, 0), "nothing after the last entry");
+        log.append(&kv, &items[100..]).expect("append");
+        assert_eq!(cost(120, 5), (1, 5));
+        assert_eq!(
+            cost(120, 51),
+            (1, 51),
+            "across a page boundary, read with the first"
+        );
+        assert_eq!(
+            cost(0, 300),
+            (1, 300),
+            "three pages, the most read with the counter"
+        );
+        assert_eq!(cost(0, 500), (2, 500), "the fourth page in a second batch");
+        assert_eq!(
+            cost(0, usize::MAX),
+            (2, 600),
+            "five pages: the first, then four at once"
+        );
+        assert_eq!(cost(0, 0), (0, 0));
     }
 
     #[test]

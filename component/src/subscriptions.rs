@@ -768,7 +768,10 @@ pub fn list<K: Kv>(
     // Deleted subscriptions leave the index, so one round is the rule; more only when
     // entries point at records that are not active (a create or delete cut short).
     while found.len() <= limit {
-        let entries = index.read_bytes(env.kv, after, limit + 1 - found.len())?;
+        let asked = limit + 1 - found.len();
+        let entries = index.read_bytes(env.kv, after, asked)?;
+        // Fewer than asked: the index was read to its end, and this is the last round.
+        let exhausted = entries.len() < asked;
         let Some(last) = entries.last() else {
             break;
         };
@@ -811,6 +814,9 @@ pub fn list<K: Kv>(
             if let Some((bytes, at)) = view {
                 found.push((entry.seq, bytes, at));
             }
+        }
+        if exhausted {
+            break;
         }
     }
     let has_more = found.len() > limit;

@@ -328,7 +328,8 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     let baseline = Baseline::metered()?;
     let clock = crate::clock::VirtualClock::new(1_767_225_600_000);
     let net = crate::outbound::SimNet::new(clock.clone());
-    let mut env = env(Arc::new(MemoryStore::new()));
+    let store = Arc::new(MemoryStore::new());
+    let mut env = env(store.clone());
     env.outbound = Arc::new(net.clone());
     // Virtual time: every event falls in the same second, so the rows are exact.
     env.clock = Some(clock.clone());
@@ -341,12 +342,15 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     let (_, empty) = baseline
         .handle_metered(&env, req("GET", "/", "", ""))
         .await?;
+    // Each request's fuel, and its store operations (each a host call; with `--kv redis` a
+    // round trip).
     let fuel = |r: http::Request<Full<Bytes>>, want: u16| {
-        let (rt, env) = (&rt, &env);
+        let (rt, env, store) = (&rt, &env, &store);
         async move {
+            let ops = store.ops();
             let (resp, fuel) = rt.handle_metered(env, r).await?;
             ensure!(resp.status == want, "wanted {want}, got {}", resp.status);
-            Ok::<_, anyhow::Error>((resp, fuel))
+            Ok::<_, anyhow::Error>((resp, (fuel, store.ops() - ops)))
         }
     };
     let (_, health) = fuel(req("GET", "/healthz", "", ""), 200).await?;
@@ -402,7 +406,7 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         "ingest, {:.1} KiB load, no listener",
         load.len() as f64 / 1024.0
     );
-    Ok([
+    let requests = [
         ("GET /healthz", health),
         ("create", create),
         ("list (50 subscriptions)", list),
@@ -411,17 +415,24 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         ("next event of its second, fan-out 1", publish_again),
         ("next event, 360 more seconds queued", publish_queued),
         (&large_name, ingest_large),
-    ]
-    .into_iter()
-    .map(|(name, fuel): (&str, u64)| Row {
+    ];
+    let fuel_rows = requests.iter().map(|(name, (fuel, _))| Row {
         name: format!("guest fuel per {name} (vs empty handler)"),
-        value: fuel as f64,
+        value: *fuel as f64,
         unit: "fuel",
         baseline: Some(empty as f64),
         target: "- (exact; compares builds)".into(),
         met: None,
-    })
-    .collect())
+    });
+    let ops_rows = requests.iter().map(|(name, (_, ops))| Row {
+        name: format!("store operations per {name}"),
+        value: *ops as f64,
+        unit: "ops",
+        baseline: None,
+        target: "- (exact; compares builds)".into(),
+        met: None,
+    });
+    Ok(fuel_rows.chain(ops_rows).collect())
 }
 
 /// A load of a realistic size: a load with forty stops, about 5.7 KiB of JSON.

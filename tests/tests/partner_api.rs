@@ -720,6 +720,42 @@ fn tenants_cannot_see_or_touch_each_other() {
     assert_eq!(unknown["error"]["message"], foreign["error"]["message"]);
 }
 
+/// A page of the list costs the API key's lookup and one read of the client's index (its
+/// counter with the pages the limit may need, in one batch), wherever the page falls: all of
+/// a short list, a first page, a page from a cursor, and a last page across an index page
+/// boundary (the index holds 32 entries a page). No second read to learn there is no more.
+#[test]
+fn a_list_page_is_one_read_of_the_clients_index() {
+    let mut sim = builder(9)
+        .config("rate_limit_per_minute", "0")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    for _ in 0..40 {
+        create(&mut sim, &key, URL, &["load.created"]);
+    }
+    let list = |sim: &mut Simulation, query: &str| {
+        let mut page = Value::Null;
+        let ops = ops_of(sim, |s| {
+            page = call(s, "GET", &format!("/v1/webhooks?{query}"), &key).json();
+        });
+        let items = page["data"].as_array().map_or(0, Vec::len);
+        (ops, items, page["nextCursor"].as_str().map(str::to_owned))
+    };
+    assert_eq!(list(&mut sim, "limit=50"), (2, 40, None));
+    let (ops, items, first) = list(&mut sim, "limit=10");
+    assert_eq!((ops, items), (2, 10));
+    let first = first.expect("a first page of 10 has a next cursor");
+    let (ops, items, second) = list(&mut sim, &format!("limit=10&cursor={first}"));
+    assert_eq!((ops, items), (2, 10));
+    let second = second.expect("a second page of 10 has a next cursor");
+    assert_eq!(
+        list(&mut sim, &format!("limit=25&cursor={second}")),
+        (2, 20, None),
+        "the last 20, across the index's first page boundary"
+    );
+}
+
 /// Store operations one successful call of `f` performs.
 fn ops_of(
     sim: &mut edgehook_host::sim::Simulation,
