@@ -23,7 +23,7 @@ use crate::error::ApiError;
 use crate::events::{self, PublishError, PublishReceipt};
 use crate::ids::IdKind;
 use crate::keys;
-use crate::kv::{Kv, KvError, Update, update, update_seldom};
+use crate::kv::{Kv, KvError, Update, update, update_seen, update_seldom};
 use crate::scheduler::TickReport;
 use crate::signing;
 use crate::subscriptions::{self, Status as SubStatus, Subscription};
@@ -384,10 +384,20 @@ fn retention_log(day: u64) -> AppendLog {
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
-/// Adds a day to the retention directory (its days, each with the value 0).
-fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
+/// The due and retention directories as publish read them, in one batch with its listeners'
+/// records: fan-out writes either only when its second or day is missing. (A directory
+/// drops a second or a day only long after anyone could still add to it, so a keep decided
+/// on this read is as good as one decided on a fresh one.)
+struct SeenDirectories {
+    due: Option<Vec<u8>>,
+    retention: Option<Vec<u8>>,
+}
+
+/// Adds a day to the retention directory (its days, each with the value 0); `seen`: the
+/// directory as read already, if it was.
+fn days_add<K: Kv>(kv: &K, day: u64, seen: Option<Option<&[u8]>>) -> Result<(), KvError> {
     // Every event of the day after the first finds its day there.
-    update_seldom(kv, keys::RETENTION_DIRECTORY, |cur| {
+    let add = |cur: Option<&[u8]>| {
         if let Some(cur) = cur
             && directory::contains(cur, day)?
         {
@@ -396,7 +406,11 @@ fn days_add<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
         let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
         days.insert(day, 0);
         Ok(Update::Write(directory::encode(&days), ()))
-    })
+    };
+    match seen {
+        Some(seen) => update_seen(kv, keys::RETENTION_DIRECTORY, seen, add),
+        None => update_seldom(kv, keys::RETENTION_DIRECTORY, add),
+    }
     .map_err(kv_from_update)
 }
 
@@ -419,9 +433,19 @@ fn kv_from_update(e: crate::kv::UpdateError<KvError>) -> KvError {
     }
 }
 
-/// Queues delivery ids in the seconds they are due: the entries first, then the directory.
-fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), KvError> {
-    if by_second.is_empty() {
+/// Queues delivery ids in the seconds they are due: the entries first, then the directory
+/// (`seen`: as read already, if it was). A second with no ids is neither queued nor listed.
+fn enqueue<K: Kv>(
+    kv: &K,
+    by_second: &BTreeMap<u64, Vec<String>>,
+    seen: Option<Option<&[u8]>>,
+) -> Result<(), KvError> {
+    let seconds: Vec<u64> = by_second
+        .iter()
+        .filter(|(_, ids)| !ids.is_empty())
+        .map(|(second, _)| *second)
+        .collect();
+    if seconds.is_empty() {
         return Ok(());
     }
     for (second, ids) in by_second {
@@ -429,10 +453,10 @@ fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), 
     }
     // Every event of the second after the first finds its second there, by a search of
     // the record (nothing decoded: the directory lists every second of the last minute).
-    update_seldom(kv, keys::DUE_DIRECTORY, |cur| {
+    let add = |cur: Option<&[u8]>| {
         if let Some(cur) = cur {
             let mut listed = true;
-            for second in by_second.keys() {
+            for second in &seconds {
                 listed &= directory::contains(cur, *second)?;
             }
             if listed {
@@ -440,11 +464,15 @@ fn enqueue<K: Kv>(kv: &K, by_second: &BTreeMap<u64, Vec<String>>) -> Result<(), 
             }
         }
         let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
-        for second in by_second.keys() {
+        for second in &seconds {
             dir.entry(*second).or_insert(0);
         }
         Ok(Update::Write(directory::encode(&dir), ()))
-    })
+    };
+    match seen {
+        Some(seen) => update_seen(kv, keys::DUE_DIRECTORY, seen, add),
+        None => update_seldom(kv, keys::DUE_DIRECTORY, add),
+    }
     .map_err(kv_from_update)
 }
 
@@ -505,6 +533,7 @@ fn publish_inner<K: Kv>(
     };
     let replayed = existing.is_some();
     let mut listeners = Vec::new();
+    let mut seen = None;
     let event = match existing {
         Some(existing) => {
             let existing = EventRecord::decode(&existing).map_err(store)?;
@@ -516,7 +545,8 @@ fn publish_inner<K: Kv>(
             existing
         }
         None => {
-            listeners = active_listeners(env, event_type).map_err(store)?;
+            let (found, directories) = active_listeners(env, event_type).map_err(store)?;
+            (listeners, seen) = (found, Some(directories));
             let event = EventRecord {
                 id: event_id.clone(),
                 event_type: event_type.to_owned(),
@@ -547,7 +577,7 @@ fn publish_inner<K: Kv>(
     let written = if event.fanned_out {
         Vec::new()
     } else {
-        fan_out(env, &event, origin).map_err(store)?
+        fan_out(env, &event, origin, seen.as_ref()).map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
     let prepared = (prepare && !replayed).then(|| Prepared {
@@ -591,18 +621,28 @@ pub struct Prepared {
     items: Vec<(Written, Subscription)>,
 }
 
-/// The active subscriptions listening to `event_type`.
+/// The active subscriptions listening to `event_type`, and the due and retention
+/// directories, read in the same batch as their records.
 fn active_listeners<K: Kv>(
     env: &Env<'_, K>,
     event_type: &str,
-) -> Result<Vec<Subscription>, KvError> {
+) -> Result<(Vec<Subscription>, SeenDirectories), KvError> {
     let ids = subscriptions::fanout_ids(env, event_type).map_err(api_to_kv)?;
-    let subs = subscriptions::load_many(env, &ids).map_err(api_to_kv)?;
-    Ok(subs
+    let mut batch: Vec<String> = ids.iter().map(|id| keys::subscription(id)).collect();
+    batch.push(keys::DUE_DIRECTORY.to_owned());
+    batch.push(keys::RETENTION_DIRECTORY.to_owned());
+    let mut values = env.kv.get_many(&batch)?;
+    let seen = SeenDirectories {
+        retention: values.pop().flatten(),
+        due: values.pop().flatten(),
+    };
+    let listeners = values
         .into_iter()
         .flatten()
+        .filter_map(|b| Subscription::decode(&b).ok())
         .filter(|s| s.status == SubStatus::Active && s.event_types.iter().any(|t| t == event_type))
-        .collect())
+        .collect();
+    Ok((listeners, seen))
 }
 
 fn api_to_kv(e: ApiError) -> KvError {
@@ -631,6 +671,7 @@ fn fan_out<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
     origin: Origin,
+    seen: Option<&SeenDirectories>,
 ) -> Result<Vec<Written>, KvError> {
     let all: Vec<(String, String)> = event
         .subscriptions
@@ -656,7 +697,7 @@ fn fan_out<K: Kv>(
         second_of(event.created_at),
         todo.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
     );
-    enqueue(env.kv, &queue)?;
+    enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
     // Then one delivery at a time (history entry, then the record that makes it real), so a
     // failure part-way keeps every delivery finished before it.
     let mut written = Vec::with_capacity(todo.len());
@@ -699,7 +740,7 @@ fn fan_out<K: Kv>(
     }
     let day = event.created_at / DAY_MS;
     retention_log(day).append(env.kv, std::slice::from_ref(&event.id))?;
-    days_add(env.kv, day)?;
+    days_add(env.kv, day, seen.map(|s| s.retention.as_deref()))?;
     let mut done = event.clone();
     done.fanned_out = true;
     env.kv.set(&keys::event(&event.id), &done.encode())?;
@@ -1325,7 +1366,7 @@ fn record_outcomes<K: Kv>(
     // A store hiccup gets two more tries; if the queue still cannot be written, the retries
     // are not recorded (their attempts run again when the lease expires) but every other
     // outcome is.
-    let queued = (0..3).any(|_| enqueue(env.kv, &retries).is_ok());
+    let queued = (0..3).any(|_| enqueue(env.kv, &retries, None).is_ok());
     let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
     // (subscription, any success) per subscription touched by this batch.
     let mut streaks: Vec<(String, bool)> = Vec::new();
@@ -1521,7 +1562,7 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
     let now = env.now_ms;
     let mut queue = BTreeMap::new();
     queue.insert(second_of(now), vec![id.to_owned()]);
-    enqueue(env.kv, &queue)?;
+    enqueue(env.kv, &queue, None)?;
     let replayed = update(env.kv, &keys::delivery(id), |cur| {
         let Some(bytes) = cur else {
             return Err(ApiError::not_found("Delivery"));
@@ -2122,6 +2163,41 @@ mod tests {
         assert_eq!(dir.keys().copied().collect::<Vec<_>>(), vec![now / 1000]);
     }
 
+    /// A publish reads the due and retention directories in the batch that reads its
+    /// listeners' records, and writes neither when its second and day are listed: 14 store
+    /// operations for one listener (the fan-out list; the records and directories; the body;
+    /// three appends of three; the delivery record; the event record), not 16.
+    #[test]
+    fn a_publish_reads_the_directories_with_its_listeners_records() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(5);
+        let env = env_at(&kv, &settings, &entropy, 1_767_225_600_000);
+        active_subscription(&kv);
+        publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("lists second and day");
+        let before = kv.ops();
+        let receipt = publish(&env, "load.created", br#"{"id":"L2"}"#, None).expect("publish");
+        assert_eq!(receipt.deliveries, 1);
+        assert_eq!(kv.ops() - before, 14);
+    }
+
+    /// An event nobody listens to queues nothing: its second is not listed in the due
+    /// directory (a tick would only visit an empty queue there).
+    #[test]
+    fn an_event_nobody_listens_to_lists_no_due_second() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(5);
+        let env = env_at(&kv, &settings, &entropy, 1_767_225_600_000);
+        let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        assert_eq!(receipt.deliveries, 0);
+        assert_eq!(kv.get(keys::DUE_DIRECTORY).expect("get"), None);
+        assert!(
+            kv.get(keys::RETENTION_DIRECTORY).expect("get").is_some(),
+            "the event itself is kept for its retention"
+        );
+    }
+
     #[test]
     fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
         let kv = MemoryKv::new();
@@ -2136,7 +2212,7 @@ mod tests {
             let others: Vec<String> = (0..queued)
                 .map(|i| pending_delivery(&kv, "sub_other", &format!("evt_o{queued}_{i}"), now))
                 .collect();
-            enqueue(&kv, &BTreeMap::from([(second, others)])).expect("enqueue");
+            enqueue(&kv, &BTreeMap::from([(second, others)]), None).expect("enqueue");
             let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
             let sent = Counting(Cell::new(0));
             let before = kv.ops();
@@ -2179,7 +2255,7 @@ mod tests {
         kv.increment(&due_log(second).counter_key(), 1)
             .expect("reserve");
         let b = pending_delivery(&kv, &sub, "evt_b", now);
-        enqueue(&kv, &BTreeMap::from([(second, vec![b])])).expect("enqueue");
+        enqueue(&kv, &BTreeMap::from([(second, vec![b])]), None).expect("enqueue");
         let sent = Counting(Cell::new(0));
         assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
         // A finishes writing number 1; the next tick must still look at it.
@@ -2289,7 +2365,7 @@ mod tests {
             .iter()
             .map(|e| pending_delivery(kv, sub, e, now))
             .collect();
-        enqueue(kv, &BTreeMap::from([(now / 1000, ids.clone())])).expect("enqueue");
+        enqueue(kv, &BTreeMap::from([(now / 1000, ids.clone())]), None).expect("enqueue");
         ids
     }
 

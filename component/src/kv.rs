@@ -123,9 +123,22 @@ pub fn update<K: Kv, T, E>(
 pub fn update_seldom<K: Kv, T, E>(
     kv: &K,
     key: &str,
+    f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
+) -> Result<T, UpdateError<E>> {
+    let seen = kv.get(key)?;
+    update_seen(kv, key, seen.as_deref(), f)
+}
+
+/// [`update_seldom`] on a value the caller already read, in a batch with other keys: a keep
+/// costs no store call. Only for a value whose keep cannot go stale in between, such as a
+/// directory that drops an entry long after anyone could still add to it.
+pub fn update_seen<K: Kv, T, E>(
+    kv: &K,
+    key: &str,
+    seen: Option<&[u8]>,
     mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
 ) -> Result<T, UpdateError<E>> {
-    match f(kv.get(key)?.as_deref()) {
+    match f(seen) {
         Ok(Update::Keep(t)) => Ok(t),
         Err(e) => Err(UpdateError::Rejected(e)),
         Ok(Update::Write(..)) => update(kv, key, f),

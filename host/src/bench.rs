@@ -435,6 +435,116 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     Ok(fuel_rows.chain(ops_rows).collect())
 }
 
+/// The API and publish over Redis (`--kv redis://...`, as a deployment sharing one store
+/// runs), where every store operation is a network round trip: create, list (50) and a
+/// fan-out-1 publish (to its 202; its attempt 1, to a simulated endpoint, finishes before
+/// the next publish, untimed), p50, each against one round trip (a `GET` of one key through the same store)
+/// measured in the same run. Needs a Redis: `EDGEHOOK_BENCH_REDIS=redis://127.0.0.1:6379`;
+/// the keys go under a prefix of their own, removed afterwards.
+pub async fn redis_latency(url: &str, n: usize) -> Result<Vec<Row>> {
+    let prefix = format!("edgehook-bench-{}:", std::process::id());
+    let store = Arc::new(
+        crate::redisstore::RedisStore::open_with(
+            url,
+            crate::redisstore::RedisOptions {
+                prefix: prefix.clone(),
+                ..Default::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{}", e.0))?,
+    );
+    let rt = Runtime::embedded()?;
+    let net = crate::outbound::SimNet::new(crate::clock::VirtualClock::new(0));
+    let hook = "https://hook.example.com/in";
+    net.endpoint(hook, []);
+    let mut env = env(store.clone());
+    env.outbound = Arc::new(net);
+    let key = issue_key(rt, &env, "bench").await?;
+    let lister = issue_key(rt, &env, "lister").await?;
+    create_many(rt, &env, &lister, "l", 50, "load.created").await?;
+    create(rt, &env, &key, hook, "load.status_changed").await?;
+    let rtt = timed(n, |_| async {
+        store
+            .get("rtt")
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("{}", e.0))
+    })
+    .await?;
+    let body = r#"{"url":"https://f.example.com/x","eventTypes":["load.updated"]}"#;
+    let create = timed(n, |_| async {
+        let resp = rt
+            .handle(&env, req("POST", "/v1/webhooks", &key, body))
+            .await?;
+        ensure!(resp.status == 201, "create: {}", resp.status);
+        Ok(())
+    })
+    .await?;
+    let list = timed(n, |_| async {
+        let resp = rt
+            .handle(&env, req("GET", "/v1/webhooks?limit=50", &lister, ""))
+            .await?;
+        ensure!(resp.status == 200, "list: {}", resp.status);
+        Ok(())
+    })
+    .await?;
+    // To the 202; attempt 1 then finishes before the next publish, outside the timing.
+    let mut publish = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut event = req(
+            "POST",
+            "/internal/v1/events",
+            "bench",
+            r#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#,
+        );
+        event.headers_mut().insert(
+            "x-service-event",
+            http::HeaderValue::from_static("load.status_changed"),
+        );
+        let t = Instant::now();
+        let (resp, rest) = rt.handle_detached(&env, event).await?;
+        publish.push(t.elapsed());
+        ensure!(resp.status == 202, "publish: {}", resp.status);
+        rest.finish().await?;
+    }
+    publish.sort_unstable();
+    // Leave the server as it was found.
+    loop {
+        let keys = store
+            .list_keys(None, 1000)
+            .map_err(|e| anyhow::anyhow!("{}", e.0))?;
+        if keys.is_empty() {
+            break;
+        }
+        for k in keys {
+            store.delete(&k).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+        }
+    }
+    let rtt = percentile(&rtt, 0.5);
+    let mut rows = vec![Row {
+        name: "redis: one store round trip (GET), p50".into(),
+        value: rtt,
+        unit: "us",
+        baseline: None,
+        target: "-".into(),
+        met: None,
+    }];
+    for (name, times) in [
+        ("create", create),
+        ("list (50 subscriptions)", list),
+        ("publish, fan-out 1 (to the 202)", publish),
+    ] {
+        rows.push(Row {
+            name: format!("redis: {name}, p50 (vs one round trip)"),
+            value: percentile(&times, 0.5),
+            unit: "us",
+            baseline: Some(rtt),
+            target: "- (round trips per call)".into(),
+            met: None,
+        });
+    }
+    Ok(rows)
+}
+
 /// A load of a realistic size: a load with forty stops, about 5.7 KiB of JSON.
 fn large_load() -> String {
     let stops: Vec<String> = (0..40)

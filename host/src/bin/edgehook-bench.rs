@@ -2,8 +2,9 @@
 //! baseline measured in the same run. Build it in release:
 //! `cargo run --release -p edgehook-host --bin edgehook-bench`.
 //! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
-//! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`) run only
-//! those.
+//! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`,
+//! `redis`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a server
+//! (`redis://127.0.0.1:6379`); the whole suite skips it otherwise, and says so.
 
 use anyhow::{Result, bail};
 use edgehook_host::bench;
@@ -13,7 +14,7 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "size",
     "api",
     "fuel",
@@ -21,6 +22,7 @@ const SECTIONS: [&str; 7] = [
     "delivery",
     "simulation",
     "growth",
+    "redis",
 ];
 
 fn main() -> Result<()> {
@@ -71,6 +73,15 @@ fn main() -> Result<()> {
     if run("growth") {
         eprintln!("cost growth ...");
         rows.extend(rt.block_on(bench::cost_growth())?);
+    }
+    if run("redis") {
+        match std::env::var("EDGEHOOK_BENCH_REDIS") {
+            Ok(url) => {
+                eprintln!("redis latency ...");
+                rows.extend(rt.block_on(bench::redis_latency(&url, n / 2))?);
+            }
+            Err(_) => eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)"),
+        }
     }
     // The servers' log lines first, then the table.
     edgehook_host::log::flush();
