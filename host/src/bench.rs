@@ -207,6 +207,37 @@ where
     Ok(out)
 }
 
+/// Times `n` calls of the request `make` builds; each must answer `want`.
+async fn timed_request(
+    rt: &Runtime,
+    env: &HostEnv,
+    n: usize,
+    want: u16,
+    make: impl Fn() -> http::Request<Full<Bytes>>,
+) -> Result<Vec<Duration>> {
+    timed(n, |_| async {
+        let resp = rt.handle(env, make()).await?;
+        ensure!(resp.status == want, "wanted {want}, got {}", resp.status);
+        Ok(())
+    })
+    .await
+}
+
+/// A fan-out-1 event as the benchmarks publish it: a small load, `load.status_changed`.
+fn event_request() -> http::Request<Full<Bytes>> {
+    let mut event = req(
+        "POST",
+        "/internal/v1/events",
+        "bench",
+        r#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#,
+    );
+    event.headers_mut().insert(
+        "x-service-event",
+        http::HeaderValue::from_static("load.status_changed"),
+    );
+    event
+}
+
 /// In-process API latency (p50, p99) of create, list (50 subscriptions) and delete, beside
 /// the empty component; and instantiate time of both.
 pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
@@ -231,12 +262,7 @@ pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
     // The floor of this component: its smallest request (settings, the bucket, one store
     // read, a JSON answer) through the same path. What a create or list costs above it is
     // the work of the operation itself.
-    let health = timed(n, |_| async {
-        let resp = rt.handle(&env, req("GET", "/healthz", "", "")).await?;
-        ensure!(resp.status == 200, "healthz: {}", resp.status);
-        Ok(())
-    })
-    .await?;
+    let health = timed_request(rt, &env, n, 200, || req("GET", "/healthz", "", "")).await?;
     let created: std::cell::RefCell<Vec<String>> = std::cell::RefCell::default();
     let create_t = timed(n, |i| {
         let (env, key, created) = (&env, &key, &created);
@@ -254,12 +280,8 @@ pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
         }
     })
     .await?;
-    let list_t = timed(n, |_| async {
-        let resp = rt
-            .handle(&env, req("GET", "/v1/webhooks?limit=50", &lister, ""))
-            .await?;
-        ensure!(resp.status == 200, "list: {}", resp.status);
-        Ok(())
+    let list_t = timed_request(rt, &env, n, 200, || {
+        req("GET", "/v1/webhooks?limit=50", &lister, "")
     })
     .await?;
     let ids = created.into_inner();
@@ -364,20 +386,7 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     let delete_path = format!("/v1/webhooks/{id}");
     let (_, delete) = fuel(req("DELETE", &delete_path, &key, ""), 200).await?;
     let sent = net.received().len();
-    let event = || {
-        let mut event = req(
-            "POST",
-            "/internal/v1/events",
-            "bench",
-            r#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#,
-        );
-        event.headers_mut().insert(
-            "x-service-event",
-            http::HeaderValue::from_static("load.status_changed"),
-        );
-        event
-    };
-    let (_, publish) = fuel(event(), 202).await?;
+    let (_, publish) = fuel(event_request(), 202).await?;
     ensure!(
         net.received().len() == sent + 1,
         "the event's attempt 1 was not sent in its invocation"
@@ -386,13 +395,13 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     // under load), then one more with 360 other seconds listed in the due directory, as under
     // steady load (a second stays for its minute of grace; retries add seconds ahead): the
     // two must cost the same, the directory searched rather than parsed.
-    let (_, publish_again) = fuel(event(), 202).await?;
+    let (_, publish_again) = fuel(event_request(), 202).await?;
     let listed = env.kv.get(DUE_DIRECTORY)?.context("the due directory")?;
     let mut dir = directory::decode(&listed)?;
     let second = clock.now_ms() / 1000;
     dir.extend((1..=360).map(|s| (second - 400 + s, 0)));
     env.kv.set(DUE_DIRECTORY, &directory::encode(&dir))?;
-    let (_, publish_queued) = fuel(event(), 202).await?;
+    let (_, publish_queued) = fuel(event_request(), 202).await?;
     // A load the size of a real one (forty stops), for a type nobody listens to now (the one
     // subscription to it was deleted above): validating, hashing and storing it.
     let load = large_load();
@@ -471,37 +480,17 @@ pub async fn redis_latency(url: &str, n: usize) -> Result<Vec<Row>> {
     })
     .await?;
     let body = r#"{"url":"https://f.example.com/x","eventTypes":["load.updated"]}"#;
-    let create = timed(n, |_| async {
-        let resp = rt
-            .handle(&env, req("POST", "/v1/webhooks", &key, body))
-            .await?;
-        ensure!(resp.status == 201, "create: {}", resp.status);
-        Ok(())
-    })
-    .await?;
-    let list = timed(n, |_| async {
-        let resp = rt
-            .handle(&env, req("GET", "/v1/webhooks?limit=50", &lister, ""))
-            .await?;
-        ensure!(resp.status == 200, "list: {}", resp.status);
-        Ok(())
+    let create =
+        timed_request(rt, &env, n, 201, || req("POST", "/v1/webhooks", &key, body)).await?;
+    let list = timed_request(rt, &env, n, 200, || {
+        req("GET", "/v1/webhooks?limit=50", &lister, "")
     })
     .await?;
     // To the 202; attempt 1 then finishes before the next publish, outside the timing.
     let mut publish = Vec::with_capacity(n);
     for _ in 0..n {
-        let mut event = req(
-            "POST",
-            "/internal/v1/events",
-            "bench",
-            r#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#,
-        );
-        event.headers_mut().insert(
-            "x-service-event",
-            http::HeaderValue::from_static("load.status_changed"),
-        );
         let t = Instant::now();
-        let (resp, rest) = rt.handle_detached(&env, event).await?;
+        let (resp, rest) = rt.handle_detached(&env, event_request()).await?;
         publish.push(t.elapsed());
         ensure!(resp.status == 202, "publish: {}", resp.status);
         rest.finish().await?;
