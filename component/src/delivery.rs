@@ -371,15 +371,15 @@ fn second_of(ms: u64) -> u64 {
 }
 
 fn due_log(second: u64) -> AppendLog {
-    AppendLog::new(format!("due:{second}"))
+    AppendLog::new(keys::due(second))
 }
 
 fn history_log(subscription_id: &str) -> AppendLog {
-    AppendLog::new(format!("subdlv:{subscription_id}"))
+    AppendLog::new(keys::subscription_deliveries(subscription_id))
 }
 
 fn retention_log(day: u64) -> AppendLog {
-    AppendLog::new(format!("ret:{day}"))
+    AppendLog::new(keys::retention(day))
 }
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
@@ -391,6 +391,20 @@ const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 struct SeenDirectories {
     due: Option<Vec<u8>>,
     retention: Option<Vec<u8>>,
+}
+
+/// Puts `item` (an event id, or the store key of an idempotency record) in the retention log
+/// of the day of `at_ms`, so the tick purges it once that day is past the retention period.
+/// `seen`: the retention directory as read already, if it was.
+pub(crate) fn retain<K: Kv>(
+    kv: &K,
+    at_ms: u64,
+    item: &str,
+    seen: Option<Option<&[u8]>>,
+) -> Result<(), KvError> {
+    let day = at_ms / DAY_MS;
+    retention_log(day).append(kv, &[item])?;
+    days_add(kv, day, seen)
 }
 
 /// Adds a day to the retention directory (its days, each with the value 0); `seen`: the
@@ -738,9 +752,12 @@ fn fan_out<K: Kv>(
             });
         }
     }
-    let day = event.created_at / DAY_MS;
-    retention_log(day).append(env.kv, std::slice::from_ref(&event.id))?;
-    days_add(env.kv, day, seen.map(|s| s.retention.as_deref()))?;
+    retain(
+        env.kv,
+        event.created_at,
+        &event.id,
+        seen.map(|s| s.retention.as_deref()),
+    )?;
     let mut done = event.clone();
     done.fanned_out = true;
     env.kv.set(&keys::event(&event.id), &done.encode())?;
@@ -1605,7 +1622,8 @@ pub fn history<K: Kv>(
     Ok((out, has_more))
 }
 
-/// Deletes events and deliveries older than the retention period (whole days at a time).
+/// Deletes events and deliveries older than the retention period (whole days at a time), and
+/// the idempotency records listed with them that have expired.
 fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
     let keep_from_day = env
         .now_ms
@@ -1621,6 +1639,10 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         let log = retention_log(day);
         let events: Vec<Entry<String>> = log.read(env.kv, 0, usize::MAX)?;
         for event_id in events.iter().map(|e| &e.item) {
+            if event_id.starts_with(keys::IDEMPOTENCY_PREFIX) {
+                crate::idempotency::purge(env, event_id)?;
+                continue;
+            }
             if let Some(bytes) = env.kv.get(&keys::event(event_id))? {
                 let event = EventRecord::decode(&bytes)?;
                 for sub in &event.subscriptions {

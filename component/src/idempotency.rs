@@ -2,15 +2,22 @@
 //! response again (same id, same secret); the same key with another body is a 409; two
 //! concurrent requests with one key never both create.
 //!
-//! Records are per client, keyed by the SHA-256 of the key, and kept for 24 hours. A claim
-//! (`pending`) is taken by compare-and-swap before anything is created; a claim left behind
-//! by a failed request can be taken over after [`STALE_CLAIM_MS`].
+//! Records are per client, keyed by the SHA-256 of the key, and answered for 24 hours. A
+//! claim (`pending`) is taken by compare-and-swap before anything is created; a claim left
+//! behind by a failed request can be taken over after [`STALE_CLAIM_MS`].
+//!
+//! A record never holds the signing secret: it keeps the response's status, `Location` and
+//! subscription id, and a replay writes the body from the subscription record, the one
+//! place the secret is stored. Every claimed
+//! record is listed in the retention log of its day, and the tick deletes it with that day's
+//! events once it has expired ([`purge`]), so records do not pile up.
 
 use crate::auth::sha256_hex;
+use crate::delivery;
 use crate::env::Env;
 use crate::error::{ApiError, FieldError};
 use crate::keys;
-use crate::kv::{Kv, Update, update};
+use crate::kv::{Kv, KvError, Update, update};
 use serde::{Deserialize, Serialize};
 
 /// How long a completed request's response is kept for replays.
@@ -44,14 +51,13 @@ pub enum State {
     Done,
 }
 
-/// A response kept for replays.
+/// A response kept for replays. Its body is not kept: a replay writes it again from the
+/// subscription record (records of earlier versions also hold a `data` copy, ignored).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredResponse {
     /// Status code.
     pub status: u16,
-    /// The `data` object of the body.
-    pub data: serde_json::Value,
     /// The `Location` header, if any.
     pub location: Option<String>,
     /// The resource the request created (to finish it on replay if needed).
@@ -108,7 +114,7 @@ pub fn begin<K: Kv>(
         created_at: now,
         response: None,
     };
-    update(env.kv, &store_key, |current| {
+    let start = update(env.kv, &store_key, |current| {
         let existing: Option<Record> = current.and_then(|b| serde_json::from_slice(b).ok());
         let reusable = match &existing {
             None => true,
@@ -139,7 +145,16 @@ pub fn begin<K: Kv>(
             )),
         }
     })
-    .map_err(ApiError::from)
+    .map_err(ApiError::from)?;
+    if let Start::Fresh(claim) = &start {
+        // Listed for the purge before anything is created; a claim that cannot be listed is
+        // given up, so the retry is not blocked by it.
+        if let Err(e) = delivery::retain(env.kv, now, &store_key, None) {
+            release(env, claim);
+            return Err(e.into());
+        }
+    }
+    Ok(start)
 }
 
 /// Stores the response of a claimed request so retries replay it.
@@ -169,4 +184,40 @@ pub fn finish<K: Kv>(
 /// Best effort: if this fails too, the claim goes stale after [`STALE_CLAIM_MS`].
 pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
     let _ = env.kv.delete(&claim.key);
+}
+
+/// Deletes the idempotency record at `store_key` if it has expired (the retention purge lists
+/// it on the day it was claimed; a key used again since then has a newer record, which stays
+/// until its own day is purged). A record that cannot be read is deleted: it is unusable.
+pub fn purge<K: Kv>(env: &Env<'_, K>, store_key: &str) -> Result<(), KvError> {
+    let Some(bytes) = env.kv.get(store_key)? else {
+        return Ok(());
+    };
+    let expired = serde_json::from_slice::<Record>(&bytes)
+        .map_or(true, |r| env.now_ms >= r.created_at + TTL_MS);
+    if expired {
+        env.kv.delete(store_key)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_of_an_earlier_version_with_a_copy_of_the_body_still_reads() {
+        // Earlier versions kept the 201's `data` (the signing secret included); it is
+        // ignored now, and the replay writes its body from the subscription record.
+        let old = br#"{"state":"done","fingerprint":"f","createdAt":1,"response":{"status":201,
+            "data":{"id":"sub_1","signingSecret":"whsec_x"},"location":"/v1/webhooks/sub_1",
+            "subscriptionId":"sub_1"}}"#;
+        let record: Record = serde_json::from_slice(old).expect("reads");
+        assert_eq!(record.state, State::Done);
+        let response = record.response.expect("response");
+        assert_eq!(
+            (response.status, response.subscription_id.as_str()),
+            (201, "sub_1")
+        );
+    }
 }

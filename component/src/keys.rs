@@ -15,7 +15,9 @@
 //! - `client:{client id}:live` — a counter of the client's live subscriptions, checked
 //!   against the subscription cap.
 //! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
-//! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record.
+//! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record: the request's
+//!   fingerprint and the response to replay, without the signing secret (a replay reads it
+//!   from `sub:{id}`). Listed in the retention log of the day it was claimed.
 //! - `evt:{id}` — an event record (type, body hash, matched subscriptions); binary
 //!   (`EventRecord::encode`), JSON if an earlier version wrote it.
 //! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
@@ -25,8 +27,8 @@
 //!   sorted (`directory`), JSON if an earlier version wrote it; `due:{second}:...` — an
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
-//! - `retdir` — the days that have events (binary, as `duedir`); `ret:{day}:...` — an
-//!   append log of event ids.
+//! - `retdir` — the days that have events or idempotency records (binary, as `duedir`);
+//!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`).
 
@@ -63,9 +65,12 @@ pub fn fanout(event_type: &str) -> String {
     format!("fanout:{event_type}")
 }
 
+/// What every idempotency record's key begins with (no event id does: those are `evt_...`).
+pub const IDEMPOTENCY_PREFIX: &str = "idem:";
+
 /// An idempotency record.
 pub fn idempotency(client_id: &str, key_hash_hex: &str) -> String {
-    format!("idem:{client_id}:{key_hash_hex}")
+    format!("{IDEMPOTENCY_PREFIX}{client_id}:{key_hash_hex}")
 }
 
 /// The raw bytes of a published load.
@@ -85,6 +90,21 @@ pub fn delivery(delivery_id: &str) -> String {
 
 /// The set of seconds with queued attempts.
 pub const DUE_DIRECTORY: &str = "duedir";
+
+/// Prefix of the due queue of one second (an append log of delivery ids).
+pub fn due(second: u64) -> String {
+    format!("due:{second}")
+}
+
+/// Prefix of a subscription's delivery history (an append log of delivery ids).
+pub fn subscription_deliveries(subscription_id: &str) -> String {
+    format!("subdlv:{subscription_id}")
+}
+
+/// Prefix of one day's retention log (an append log of event ids and idempotency keys).
+pub fn retention(day: u64) -> String {
+    format!("ret:{day}")
+}
 
 /// The counter of a client's partner API requests in one clock minute (`window` = minutes
 /// since the epoch).

@@ -448,8 +448,8 @@ pub fn create<K: Kv>(
     }
 }
 
-/// The `data` of a create's 201: the partner view and, this once, the signing secret. Keys
-/// sorted, as a `serde_json::Value` of the same would write them (what a replay answers).
+/// The `data` of a create's 201: the partner view and, this once, the signing secret. A
+/// replay writes the same from the subscription record.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Created<'a> {
@@ -506,19 +506,12 @@ fn create_fresh<K: Kv>(
         let _ = env.kv.delete(&keys::subscription(&id));
         return Err(e);
     }
-    let created = Created {
-        created_at: sub.created_at,
-        event_types: &sub.event_types,
-        id: &id,
-        signing_secret: &sub.signing_secret.0,
-        status: "active",
-        url: &sub.url,
-    };
-    let data = serde_json::to_vec(&created).map_err(ApiError::internal)?;
+    let data = created_data(&sub)?;
     if let Some(claim) = claim {
+        // The replay writes its data from the subscription record: the record is the only
+        // place the secret is stored, and the idempotency record keeps none of it.
         let stored = StoredResponse {
             status: 201,
-            data: serde_json::to_value(&created).map_err(ApiError::internal)?,
             location: Some(location(&id)),
             subscription_id: id.clone(),
         };
@@ -528,6 +521,19 @@ fn create_fresh<K: Kv>(
     Ok((data, id))
 }
 
+/// The `data` of the 201 that created `sub`, written (its status as it was then: active).
+fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(&Created {
+        created_at: sub.created_at,
+        event_types: &sub.event_types,
+        id: &sub.id,
+        signing_secret: &sub.signing_secret.0,
+        status: "active",
+        url: &sub.url,
+    })
+    .map_err(ApiError::internal)
+}
+
 /// The `Location` of a subscription.
 fn location(id: &str) -> String {
     format!("/v1/webhooks/{id}")
@@ -535,13 +541,14 @@ fn location(id: &str) -> String {
 
 /// Flips a pending record to active (the commit point of a create), then lets list trust
 /// its client-index entry. Idempotent. `written` is the record this call wrote and its
-/// exact bytes: a record still holding those bytes needs not be parsed.
+/// exact bytes: a record still holding those bytes needs not be parsed. Returns the record
+/// as it now is (active, or disabled if a delete came first).
 fn activate<K: Kv>(
     env: &Env<'_, K>,
     id: &str,
     written: Option<(&Subscription, &[u8])>,
-) -> Result<(), ApiError> {
-    let active = update(env.kv, &keys::subscription(id), |current| {
+) -> Result<Subscription, ApiError> {
+    let (active, now) = update(env.kv, &keys::subscription(id), |current| {
         let mut sub: Subscription = match current {
             None => {
                 return Err(ApiError::internal(format!(
@@ -556,18 +563,18 @@ fn activate<K: Kv>(
         match sub.status {
             Status::Pending => {
                 sub.status = Status::Active;
-                Ok(Update::Write(sub.encode(), Some(sub)))
+                Ok(Update::Write(sub.encode(), (true, sub)))
             }
-            Status::Active => Ok(Update::Keep(Some(sub))),
-            Status::Disabled => Ok(Update::Keep(None)),
+            Status::Active => Ok(Update::Keep((true, sub))),
+            Status::Disabled => Ok(Update::Keep((false, sub))),
         }
     })?;
-    if let Some(sub) = active {
+    if active {
         // Committed: this is best effort. An entry left `Joining` is checked against its
         // record by list, and the create has succeeded whatever happens here.
-        let _ = make_live(env, &sub);
+        let _ = make_live(env, &now);
     }
-    Ok(())
+    Ok(now)
 }
 
 /// Lets list trust the client-index entry of `sub` (whose record is active). Only a
@@ -584,8 +591,8 @@ fn replay<K: Kv>(
     stored: StoredResponse,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    activate(env, &stored.subscription_id, None)?;
-    let data = serde_json::to_vec(&stored.data).map_err(ApiError::internal)?;
+    let sub = activate(env, &stored.subscription_id, None)?;
+    let data = created_data(&sub)?;
     // The stored response as it was, its `Location` included.
     Ok(created_response(
         stored.status,

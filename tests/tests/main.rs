@@ -9,6 +9,7 @@ mod component;
 mod delivery;
 mod faults;
 mod injection;
+mod invariants;
 mod openapi;
 mod partner_api;
 mod scenario;

@@ -626,6 +626,108 @@ fn idempotent_create_replays_and_conflicts() {
     );
 }
 
+/// The keys of the store whose values hold `needle` anywhere.
+fn keys_holding(sim: &Simulation, needle: &[u8]) -> Vec<String> {
+    sim.store()
+        .snapshot()
+        .into_iter()
+        .filter(|(_, v)| v.windows(needle.len()).any(|w| w == needle))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+#[test]
+fn the_signing_secret_is_stored_in_its_subscription_record_only() {
+    // An idempotent create keeps its response for replays: without the secret, which the
+    // replay reads back from the subscription record (DESIGN: "Stored only in the
+    // subscription record").
+    let mut sim = sim(15);
+    let key = issue_key(&mut sim, "acme");
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let idem = [("idempotency-key", "order-7")];
+    let first = create_with(&mut sim, &key, &body, &idem);
+    assert_eq!(first.status, 201);
+    let data = first.json()["data"].clone();
+    let (id, secret) = (
+        data["id"].as_str().expect("id"),
+        data["signingSecret"].as_str().expect("secret"),
+    );
+    assert_eq!(keys_holding(&sim, secret.as_bytes()), [format!("sub:{id}")]);
+    let idem_records: Vec<String> = sim
+        .store()
+        .snapshot()
+        .into_keys()
+        .filter(|k| k.starts_with("idem:acme:"))
+        .collect();
+    assert_eq!(idem_records.len(), 1, "the replay record is there");
+
+    // The replay answers the secret all the same, even after the subscription is deleted.
+    let again = create_with(&mut sim, &key, &body, &idem);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.json()["data"], data);
+    assert_eq!(
+        call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key).status,
+        200
+    );
+    let after_delete = create_with(&mut sim, &key, &body, &idem);
+    assert_eq!(
+        after_delete.json()["data"]["signingSecret"],
+        data["signingSecret"]
+    );
+    assert_eq!(keys_holding(&sim, secret.as_bytes()), [format!("sub:{id}")]);
+}
+
+#[test]
+fn idempotency_records_are_purged_once_expired() {
+    const HOUR: u64 = 3600;
+    const DAY: u64 = 24 * HOUR;
+    let day0 = 20_000 * DAY; // a day start, in seconds
+    let mut sim = builder(16)
+        .start_ms((day0 + 23 * HOUR) * 1000)
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let idem_keys = |sim: &Simulation| -> Vec<String> {
+        sim.store()
+            .snapshot()
+            .into_keys()
+            .filter(|k| k.starts_with("idem:"))
+            .collect()
+    };
+    let create_keyed = |sim: &mut Simulation, k: &str| {
+        let resp = create_with(sim, &key, &body, &[("idempotency-key", k)]);
+        assert_eq!(resp.status, 201);
+        resp.header("idempotent-replayed").is_some()
+    };
+    assert!(!create_keyed(&mut sim, "a") && !create_keyed(&mut sim, "b"));
+    assert_eq!(idem_keys(&sim).len(), 2);
+    let until = |sim: &mut Simulation, at_s: u64| {
+        let by = at_s * 1000 - sim.now_ms();
+        sim.advance(Duration::from_millis(by)).expect("advance");
+        sim.tick().expect("tick");
+    };
+    // Key "b" is used again, long after its 24 hours, on the day before the first day's
+    // purge: its record is new, and outlives the purge of the day it was first listed on.
+    until(&mut sim, day0 + 30 * DAY + 12 * HOUR);
+    assert!(!create_keyed(&mut sim, "b"), "a new request");
+    assert_eq!(
+        idem_keys(&sim).len(),
+        2,
+        "nothing purged before its day is due"
+    );
+    // The first day is past the retention period (30 days by default).
+    until(&mut sim, day0 + 31 * DAY + HOUR);
+    assert_eq!(
+        idem_keys(&sim).len(),
+        1,
+        "the expired record of \"a\" is gone, b's stays"
+    );
+    assert!(create_keyed(&mut sim, "b"), "b's record still answers");
+    until(&mut sim, day0 + 61 * DAY + HOUR);
+    assert_eq!(idem_keys(&sim), Vec::<String>::new());
+}
+
 #[test]
 fn concurrent_creates_with_one_key_make_one_subscription() {
     let mut sim = sim(10);

@@ -179,3 +179,40 @@ pub fn ingest(
     sim.request("POST", "/internal/v1/events", &headers, body)
         .expect("request runs")
 }
+
+/// The workspace root.
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// Every `.rs` file under `dir` (recursively, relative to the workspace), with only its code
+/// before a `#[cfg(test)]` (unit tests build keys and values of their own on purpose), and
+/// without `//` comments.
+pub fn sources(dir: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(format!("{ROOT}/{dir}"))];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).expect("source dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("source");
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let lines = code
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or("").to_owned())
+                .collect();
+            let name = path
+                .strip_prefix(ROOT)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            out.push((name, lines));
+        }
+    }
+    assert!(!out.is_empty(), "no sources under {dir}");
+    out
+}

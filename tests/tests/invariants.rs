@@ -1,0 +1,125 @@
+//! The architecture invariants a reading of the source can check (ARCHITECTURE.md,
+//! "Architecture invariants"): every store key is built in `keys.rs`, generated bindings stay
+//! in the shell modules, and the core reads no clock and no randomness of its own.
+
+use crate::common::{ROOT, sources};
+
+/// Lines of `files` (but those whose path ends with one of `allowed`) that contain `needle`.
+fn occurrences(files: &[(String, Vec<String>)], allowed: &[&str], needle: &str) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(name, _)| !allowed.iter().any(|a| name.ends_with(a)))
+        .flat_map(|(name, lines)| {
+            lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.contains(needle))
+                .map(move |(n, l)| format!("{name}:{}: {}", n + 1, l.trim()))
+        })
+        .collect()
+}
+
+/// How every key `keys.rs` builds appears as a literal elsewhere: each `format!` up to its
+/// first placeholder (`"sub:`), each constant prefix (`"idem:`), and each other constant
+/// whole (`"duedir"`).
+fn key_literals() -> Vec<String> {
+    let keys = std::fs::read_to_string(format!("{ROOT}/component/src/keys.rs")).expect("keys.rs");
+    let code = keys.split("#[cfg(test)]").next().unwrap_or("");
+    let mut prefixes = Vec::new();
+    for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        if let Some(rest) = line.split("format!(\"").nth(1) {
+            let literal = rest.split(['{', '"']).next().unwrap_or("");
+            if !literal.is_empty() {
+                prefixes.push(format!("\"{literal}"));
+            }
+        }
+        if line.trim_start().starts_with("pub const")
+            && let Some(value) = line.split('"').nth(1)
+        {
+            // A constant prefix (`idem:`) begins keys; any other constant is a whole key.
+            if value.ends_with(':') {
+                prefixes.push(format!("\"{value}"));
+            } else {
+                prefixes.push(format!("\"{value}\""));
+            }
+        }
+    }
+    prefixes
+}
+
+#[test]
+fn every_store_key_is_built_in_the_keys_module() {
+    let prefixes = key_literals();
+    for expected in [
+        "\"sub:",
+        "\"evt:",
+        "\"dlv:",
+        "\"due:",
+        "\"subdlv:",
+        "\"ret:",
+        "\"idem:",
+        "\"duedir\"",
+    ] {
+        assert!(
+            prefixes.iter().any(|p| p == expected),
+            "keys.rs builds {expected:?} (read {prefixes:?})"
+        );
+    }
+    let files = sources("component/src");
+    let mut found = Vec::new();
+    for prefix in &prefixes {
+        found.extend(occurrences(&files, &["keys.rs"], prefix));
+    }
+    assert!(
+        found.is_empty(),
+        "store keys written outside component/src/keys.rs:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn generated_bindings_stay_in_the_shell_modules() {
+    let guest = sources("component/src");
+    for needle in ["wit_bindgen", "bindings::"] {
+        let found = occurrences(&guest, &["component/src/shell.rs"], needle);
+        assert!(
+            found.is_empty(),
+            "{needle} outside the shell:\n{}",
+            found.join("\n")
+        );
+    }
+    let host = sources("host/src");
+    for needle in ["bindgen!", "bindings::", "generated::"] {
+        let found = occurrences(
+            &host,
+            &["host/src/bindings.rs", "host/src/runtime.rs"],
+            needle,
+        );
+        assert!(
+            found.is_empty(),
+            "{needle} outside bindings.rs and runtime.rs:\n{}",
+            found.join("\n")
+        );
+    }
+}
+
+#[test]
+fn the_core_reads_no_clock_and_no_randomness_of_its_own() {
+    let core = sources("component/src");
+    for needle in [
+        "SystemTime",
+        "Instant",
+        "std::time",
+        "getrandom",
+        "rand::",
+        "RandomState",
+        "std::env",
+    ] {
+        let found = occurrences(&core, &["component/src/shell.rs"], needle);
+        assert!(
+            found.is_empty(),
+            "the core reads {needle} itself (it must come through Env):\n{}",
+            found.join("\n")
+        );
+    }
+}
