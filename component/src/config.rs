@@ -144,11 +144,28 @@ mod tests {
         let s = Settings::default();
         assert_eq!(s.admin_token, None);
         assert_eq!(s.attempt_timeout_ms, 10_000);
+        assert_eq!(s.max_concurrency, 16);
         assert_eq!(s.disable_after_failures, 5);
         assert_eq!(s.retention_days, 30);
         assert_eq!(s.subscription_limit, 100);
         assert!(!s.allow_private_targets);
         assert_eq!(s.rate_limit_per_minute, 1200);
+    }
+
+    #[test]
+    fn the_configuration_table_of_architecture_md_is_these_keys_and_defaults() {
+        let doc = include_str!("../../ARCHITECTURE.md");
+        let rows: Vec<(&str, &str)> = doc
+            .lines()
+            .filter_map(|l| {
+                let mut cells = l.strip_prefix("| `")?.splitn(3, " | ");
+                let key = cells.next()?.strip_suffix('`')?;
+                Some((key, cells.next()?))
+            })
+            .collect();
+        let expected: Vec<(&str, &str)> =
+            KEYS.iter().map(|(k, d)| (*k, d.unwrap_or("—"))).collect();
+        assert_eq!(rows, expected);
     }
 
     #[test]

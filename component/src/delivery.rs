@@ -2417,9 +2417,12 @@ mod tests {
         assert_eq!(seen[0].1, now / 1000);
         let (id, timestamp, lease) = &seen[1];
         assert_eq!(*timestamp, (now + 10_000) / 1000, "signed when it is sent");
-        assert!(
-            lease.is_some_and(|l| l >= now + 10_000 + 10_000),
-            "leased for an attempt timeout from when it is sent: {lease:?}"
+        // ARCHITECTURE: leased for the attempt timeout + 5 s from when it is claimed.
+        assert_eq!(seen[0].2, Some(now + 10_000 + 5_000));
+        assert_eq!(
+            *lease,
+            Some(now + 10_000 + 10_000 + 5_000),
+            "leased from when it is sent"
         );
         let d = load(&env, id).expect("load").expect("record");
         assert_eq!(d.attempts[0].started_at, now + 10_000);
@@ -2429,6 +2432,94 @@ mod tests {
             "retried a minute after it was sent: {:?}",
             d.next_attempt_at
         );
+    }
+
+    /// Answers 500 to the deliveries in `failing`, 200 to the rest; records each batch's ids.
+    struct ByDelivery {
+        failing: Vec<String>,
+        batches: RefCell<Vec<Vec<String>>>,
+    }
+
+    impl Sender for ByDelivery {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            let ids: Vec<String> = requests
+                .iter()
+                .filter_map(|r| {
+                    r.headers
+                        .iter()
+                        .find(|(n, _)| n == "x-service-delivery-id")
+                        .map(|(_, v)| v.clone())
+                })
+                .collect();
+            let results = ids
+                .iter()
+                .map(|id| SendResult {
+                    outcome: Ok(if self.failing.contains(id) { 500 } else { 200 }),
+                    latency_ms: 1,
+                })
+                .collect();
+            self.batches.borrow_mut().push(ids);
+            results
+        }
+    }
+
+    #[test]
+    fn deliveries_to_one_subscription_run_together_and_a_success_in_the_batch_outweighs_a_final_failure()
+     {
+        // DESIGN: deliveries to one subscription run in parallel; ARCHITECTURE (failure
+        // streak): a batch with both a success and a final failure for one subscription
+        // counts as a success. With a threshold of one failure, the final failure alone
+        // disables (the control run below).
+        for (failing, disabled) in [(&["evt_b"][..], false), (&["evt_a", "evt_b"][..], true)] {
+            let kv = MemoryKv::new();
+            let settings = Settings {
+                disable_after_failures: 1,
+                ..Settings::default()
+            };
+            let entropy = SeededEntropy::new(9);
+            let now = 1_767_225_600_000;
+            let env = env_at(&kv, &settings, &entropy, now);
+            let sub = active_subscription(&kv);
+            let ids = queued(&kv, &sub, &["evt_a", "evt_b"], now);
+            // evt_b's delivery has failed twice: its attempt now is its last.
+            let mut last = load(&env, &ids[1]).expect("load").expect("record");
+            for number in 1..=2 {
+                last.attempts.push(Attempt {
+                    run: 0,
+                    number,
+                    due_at: now,
+                    started_at: now,
+                    status_code: Some(500),
+                    error: None,
+                    latency_ms: 1,
+                    succeeded: false,
+                });
+            }
+            kv.set(&keys::delivery(&ids[1]), &last.encode())
+                .expect("set");
+            let sender = ByDelivery {
+                failing: failing.iter().map(|e| delivery_id(e, &sub)).collect(),
+                batches: RefCell::default(),
+            };
+            assert_eq!(tick(&env, &sender).attempted, 2);
+            assert_eq!(
+                *sender.batches.borrow(),
+                vec![ids.clone()],
+                "both in one batch, in flight together"
+            );
+            let status = |id: &str| load(&env, id).expect("load").expect("record").status;
+            assert_eq!(status(&ids[1]), Status::Failed, "its last attempt");
+            let record = kv
+                .get(&keys::subscription(&sub))
+                .expect("get")
+                .expect("record");
+            let record = Subscription::decode(&record).expect("decode");
+            assert_eq!(
+                record.status == SubStatus::Disabled,
+                disabled,
+                "failing {failing:?}: {record:?}"
+            );
+        }
     }
 
     #[test]

@@ -968,7 +968,13 @@ mod tests {
         let params = |q: &str| list_params(&Request::new("GET", &format!("/v1/webhooks?{q}")));
         assert_eq!(params("limit=5&cursor=cur_1f").ok(), Some((5, 0x1f)));
         assert_eq!(params("limit=007").ok(), Some((7, 0)));
-        assert_eq!(params("").ok(), Some((DEFAULT_LIMIT, 0)));
+        // DESIGN: limit 1..100, default 50.
+        assert_eq!(params("").ok(), Some((50, 0)));
+        assert_eq!(params("limit=100").ok(), Some((100, 0)));
+        assert_eq!(params("limit=1").ok(), Some((1, 0)));
+        let code = |q: &str| params(q).err().map(|e| e.details[0].code);
+        assert_eq!(code("limit=101"), Some("out_of_range"));
+        assert_eq!(code("limit=%zz"), Some("invalid"), "not percent-encoding");
         for bad in [
             "limit=%2B5",
             "limit=+5",

@@ -487,7 +487,14 @@ mod tests {
         ] {
             assert!(refused(url), "{url} should be refused");
         }
-        let long = format!("https://example.com/{}", "a".repeat(MAX_URL_LEN));
+        // DESIGN: at most 2048 characters, that one included.
+        let base = "https://example.com/";
+        let longest = format!("{base}{}", "a".repeat(2048 - base.len()));
+        assert!(
+            target_url(&longest, false).is_ok(),
+            "2048 characters are fine"
+        );
+        let long = format!("{longest}a");
         assert_eq!(
             target_url(&long, false).map_err(|p| p.code),
             Err("url_too_long")

@@ -105,9 +105,14 @@ fn a_delivery_is_the_published_bytes_signed_with_exact_headers() {
         r.header("x-service-delivery-id")
             .is_some_and(|d| d.starts_with("dlv_"))
     );
-    assert!(
-        r.header("user-agent")
-            .is_some_and(|u| u.starts_with("edgehook/"))
+    // ARCHITECTURE: deliveries carry Content-Length and User-Agent: edgehook/<version>.
+    assert_eq!(
+        r.header("user-agent"),
+        Some(concat!("edgehook/", env!("CARGO_PKG_VERSION")))
+    );
+    assert_eq!(
+        r.header("content-length"),
+        Some(r.body.len().to_string().as_str())
     );
     let names: Vec<&str> = r.headers.iter().map(|(n, _)| n.as_str()).collect();
     for name in &names {
@@ -625,6 +630,15 @@ fn replay_resends_the_same_delivery_freshly_signed() {
     // A replay that fails again gets its own three attempts, no more.
     w.sim.net().endpoint(URL, vec![Reply::Status(500)]);
     w.operator("POST", &format!("/internal/v1/deliveries/{dlv}/replay"));
+    // Only a finished delivery is replayed: this one waits for its second attempt.
+    assert_eq!(w.delivery(&dlv)["status"], "pending");
+    let busy = w.operator("POST", &format!("/internal/v1/deliveries/{dlv}/replay"));
+    assert_error(&busy, 409, "conflict");
+    assert!(
+        busy.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in progress"))
+    );
     w.sim.advance(Duration::from_secs(3600)).expect("advance");
     assert_eq!(w.sim.net().received_by(URL).len(), 7);
 

@@ -407,13 +407,20 @@ fn invalid_event_types_and_bodies() {
         )
         .expect("runs");
     assert_error(&text, 415, "unsupported_media_type");
-    let with_charset = create_with(
-        &mut sim,
-        &key,
-        &json!({"url": URL, "eventTypes": ["load.created"]}),
-        &[],
-    );
-    assert_eq!(with_charset.status, 201);
+    let with_charset = sim
+        .request(
+            "POST",
+            "/v1/webhooks",
+            &[
+                ("authorization", &auth),
+                ("content-type", "Application/JSON; charset=utf-8"),
+            ],
+            json!({"url": URL, "eventTypes": ["load.created"]})
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("runs");
+    assert_eq!(with_charset.status, 201, "{}", with_charset.json());
     let huge = format!(
         r#"{{"url":"{URL}","eventTypes":["load.created"],"pad":"{}"}}"#,
         "x".repeat(70 * 1024)
@@ -916,6 +923,7 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
         assert_eq!(create_with(s, &key, &body, &[]).status, 201)
     });
     assert!(steps >= 8, "create takes {steps} store operations");
+    let mut pending_seen = 0;
     for n in 1..=steps {
         let mut sim = sim(12);
         let key = issue_key(&mut sim, "acme");
@@ -938,6 +946,28 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
             active_subscriptions(&sim).is_empty(),
             "fault at op {n}: an active record exists"
         );
+        // A record left `pending` (the create stopped before its commit point) is shown as
+        // such to the operator, and to the partner not at all.
+        for record in subscription_records(&sim.store().snapshot()) {
+            let id = record["id"].as_str().expect("id").to_owned();
+            assert_eq!(record["status"], "pending", "fault at op {n}");
+            pending_seen += 1;
+            let auth = bearer(ADMIN);
+            let view = sim
+                .request(
+                    "GET",
+                    &format!("/internal/v1/subscriptions/{id}"),
+                    &[("authorization", &auth)],
+                    b"",
+                )
+                .expect("runs");
+            assert_eq!(view.json()["data"]["status"], "pending", "fault at op {n}");
+            assert_error(
+                &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key),
+                404,
+                "not_found",
+            );
+        }
         for t in ["load.created", "load.updated"] {
             for id in fanout(&sim, t) {
                 let rec = sim.store().snapshot().get(&format!("sub:{id}")).cloned();
@@ -956,6 +986,10 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
                 && fanout(&sim, "load.updated").contains(&id)
         );
     }
+    assert!(
+        pending_seen > 0,
+        "some fault stops a create between its pending record and its commit point"
+    );
 }
 
 #[test]
