@@ -14,7 +14,7 @@ use crate::outbound::NoNetwork;
 use crate::runtime::{Baseline, HostEnv, Runtime};
 use crate::scenario::{self, Scenario};
 use crate::serve::Server;
-use crate::store::{KvBackend, MemoryStore};
+use crate::store::{KvStore, MemoryStore, RemoteKv};
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook_component::{directory, keys::DUE_DIRECTORY};
@@ -109,7 +109,7 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e6
 }
 
-fn env(kv: Arc<dyn KvBackend>) -> HostEnv {
+fn env(kv: KvStore) -> HostEnv {
     let config: BTreeMap<String, String> = [
         ("admin_token", "bench"),
         ("subscription_limit", "100000"),
@@ -243,7 +243,7 @@ fn event_request() -> http::Request<Full<Bytes>> {
 pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
     let rt = Runtime::embedded()?;
     let baseline = Baseline::new()?;
-    let env = env(Arc::new(MemoryStore::new()));
+    let env = env(KvStore::Local(Arc::new(MemoryStore::new())));
     let key = issue_key(rt, &env, "bench").await?;
     let lister = issue_key(rt, &env, "lister").await?;
     create_many(rt, &env, &lister, "l", 50, "load.created").await?;
@@ -351,7 +351,7 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     let clock = crate::clock::VirtualClock::new(1_767_225_600_000);
     let net = crate::outbound::SimNet::new(clock.clone());
     let store = Arc::new(MemoryStore::new());
-    let mut env = env(store.clone());
+    let mut env = env(KvStore::Local(store.clone()));
     env.outbound = Arc::new(net.clone());
     // Virtual time: every event falls in the same second, so the rows are exact.
     env.clock = Some(clock.clone());
@@ -396,11 +396,15 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     // steady load (a second stays for its minute of grace; retries add seconds ahead): the
     // two must cost the same, the directory searched rather than parsed.
     let (_, publish_again) = fuel(event_request(), 202).await?;
-    let listed = env.kv.get(DUE_DIRECTORY)?.context("the due directory")?;
+    let listed = env
+        .kv
+        .get(DUE_DIRECTORY)
+        .await?
+        .context("the due directory")?;
     let mut dir = directory::decode(&listed)?;
     let second = clock.now_ms() / 1000;
     dir.extend((1..=360).map(|s| (second - 400 + s, 0)));
-    env.kv.set(DUE_DIRECTORY, &directory::encode(&dir))?;
+    env.kv.set(DUE_DIRECTORY, &directory::encode(&dir)).await?;
     let (_, publish_queued) = fuel(event_request(), 202).await?;
     // A load the size of a real one (forty stops), for a type nobody listens to now (the one
     // subscription to it was deleted above): validating, hashing and storing it.
@@ -444,41 +448,136 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     Ok(fuel_rows.chain(ops_rows).collect())
 }
 
+/// A [`RedisStore`](crate::redisstore::RedisStore) at `url` whose keys go under `prefix`.
+async fn redis_store(url: &str, prefix: &str) -> Result<Arc<crate::redisstore::RedisStore>> {
+    let store = crate::redisstore::RedisStore::open_with(
+        url,
+        crate::redisstore::RedisOptions {
+            prefix: prefix.to_owned(),
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    Ok(Arc::new(store))
+}
+
+/// p50 of `n` reads of one key through `store`: one round trip.
+async fn round_trip(store: &dyn RemoteKv, n: usize) -> Result<f64> {
+    let times = timed(n, |_| async {
+        store
+            .get("rtt")
+            .await
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("{}", e.0))
+    })
+    .await?;
+    Ok(percentile(&times, 0.5))
+}
+
+/// Requests/s of `GET /v1/webhooks` (a client of 10 subscriptions) at `edgehook serve`'s
+/// server on `store`.
+async fn serve_rps(store: KvStore, connections: usize, duration: Duration) -> Result<f64> {
+    let (port, list) = serve_webhooks(&env(store)).await?;
+    Ok(load(port, connections, duration, usize::MAX, list)
+        .await?
+        .rps)
+}
+
+/// A TCP relay on a free loopback port to `target`, holding everything it relays for `delay`
+/// in each direction, in order: a store in another zone, on loopback.
+async fn delay_line(target: std::net::SocketAddr, delay: Duration) -> Result<u16> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                    return;
+                };
+                let (_, _) = (client.set_nodelay(true), server.set_nodelay(true));
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                tokio::join!(
+                    delayed(client_read, server_write, delay),
+                    delayed(server_read, client_write, delay)
+                );
+            });
+        }
+    });
+    Ok(port)
+}
+
+/// Copies `from` to `to`, each chunk written `delay` after it was read.
+async fn delayed(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (chunks, mut queued) = tokio::sync::mpsc::unbounded_channel();
+    let reader = async move {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf).await {
+            if chunks
+                .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    };
+    let writer = async move {
+        while let Some((due, chunk)) = queued.recv().await {
+            tokio::time::sleep_until(due).await;
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    };
+    tokio::join!(reader, writer);
+}
+
+/// `url` with its host and port replaced by `127.0.0.1:{port}` (password and db kept).
+fn redis_url_at(url: &str, port: u16) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let userinfo = authority.rsplit_once('@').map(|(u, _)| format!("{u}@"));
+    Some(format!(
+        "{scheme}://{}127.0.0.1:{port}{path}",
+        userinfo.unwrap_or_default()
+    ))
+}
+
 /// The API and publish over Redis (`--kv redis://...`, as a deployment sharing one store
 /// runs), where every store operation is a network round trip: create, list (50) and a
 /// fan-out-1 publish (to its 202; its attempt 1, to a simulated endpoint, finishes before
-/// the next publish, untimed), p50, each against one round trip (a `GET` of one key through the same store)
-/// measured in the same run. Needs a Redis: `EDGEHOOK_BENCH_REDIS=redis://127.0.0.1:6379`;
-/// the keys go under a prefix of their own, removed afterwards.
-pub async fn redis_latency(url: &str, n: usize) -> Result<Vec<Row>> {
+/// the next publish, untimed), p50, each against one round trip (a `GET` of one key through
+/// the same store) measured in the same run. Then `edgehook serve`'s throughput for
+/// `GET /v1/webhooks` over this Redis against the same over the file store, and over the
+/// same Redis behind a delay line (each way 0.5 ms, rounded up to tokio's millisecond timer:
+/// a store a few milliseconds away, its round trip measured) against the direct one. Needs a
+/// Redis on TCP: `EDGEHOOK_BENCH_REDIS=redis://127.0.0.1:6379`; the keys go under a prefix
+/// of their own, removed afterwards.
+pub async fn redis_latency(
+    url: &str,
+    n: usize,
+    duration: Duration,
+    connections: usize,
+) -> Result<Vec<Row>> {
     let prefix = format!("edgehook-bench-{}:", std::process::id());
-    let store = Arc::new(
-        crate::redisstore::RedisStore::open_with(
-            url,
-            crate::redisstore::RedisOptions {
-                prefix: prefix.clone(),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| anyhow::anyhow!("{}", e.0))?,
-    );
+    let store = redis_store(url, &prefix).await?;
     let rt = Runtime::embedded()?;
     let net = crate::outbound::SimNet::new(crate::clock::VirtualClock::new(0));
     let hook = "https://hook.example.com/in";
     net.endpoint(hook, []);
-    let mut env = env(store.clone());
+    let mut env = env(KvStore::Remote(store.clone()));
     env.outbound = Arc::new(net);
     let key = issue_key(rt, &env, "bench").await?;
     let lister = issue_key(rt, &env, "lister").await?;
     create_many(rt, &env, &lister, "l", 50, "load.created").await?;
     create(rt, &env, &key, hook, "load.status_changed").await?;
-    let rtt = timed(n, |_| async {
-        store
-            .get("rtt")
-            .map(|_| ())
-            .map_err(|e| anyhow::anyhow!("{}", e.0))
-    })
-    .await?;
+    let rtt = round_trip(store.as_ref(), n).await?;
     let body = r#"{"url":"https://f.example.com/x","eventTypes":["load.updated"]}"#;
     let create =
         timed_request(rt, &env, n, 201, || req("POST", "/v1/webhooks", &key, body)).await?;
@@ -496,19 +595,38 @@ pub async fn redis_latency(url: &str, n: usize) -> Result<Vec<Row>> {
         rest.finish().await?;
     }
     publish.sort_unstable();
+    // Throughput, each server with a keyspace of its own.
+    let on_file = serve_rps(file_store("redis-file")?, connections, duration).await?;
+    let direct = redis_store(url, &format!("{prefix}direct:")).await?;
+    let on_redis = serve_rps(KvStore::Remote(direct), connections, duration).await?;
+    let target = match redis::Client::open(url)?.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(host, port) => tokio::net::lookup_host((host.as_str(), *port))
+            .await?
+            .next()
+            .context("the Redis host resolves to no address")?,
+        _ => anyhow::bail!("the redis section needs a Redis on TCP"),
+    };
+    let far_port = delay_line(target, Duration::from_micros(500)).await?;
+    let far_url = redis_url_at(url, far_port).context("a redis:// URL")?;
+    let far = redis_store(&far_url, &format!("{prefix}far:")).await?;
+    let far_rtt = round_trip(far.as_ref(), n.min(200)).await?;
+    let on_far = serve_rps(KvStore::Remote(far), connections, duration).await?;
     // Leave the server as it was found.
     loop {
         let keys = store
             .list_keys(None, 1000)
+            .await
             .map_err(|e| anyhow::anyhow!("{}", e.0))?;
         if keys.is_empty() {
             break;
         }
         for k in keys {
-            store.delete(&k).map_err(|e| anyhow::anyhow!("{}", e.0))?;
+            store
+                .delete(&k)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.0))?;
         }
     }
-    let rtt = percentile(&rtt, 0.5);
     let mut rows = vec![Row {
         name: "redis: one store round trip (GET), p50".into(),
         value: rtt,
@@ -531,6 +649,34 @@ pub async fn redis_latency(url: &str, n: usize) -> Result<Vec<Row>> {
             met: None,
         });
     }
+    rows.extend([
+        Row {
+            name: format!("redis: serve GET /v1/webhooks, {connections} conns (vs file store)"),
+            value: on_redis,
+            unit: "r/s",
+            baseline: Some(on_file),
+            target: "-".into(),
+            met: None,
+        },
+        Row {
+            name: "redis via delay line: one round trip (GET), p50 (vs direct)".into(),
+            value: far_rtt,
+            unit: "us",
+            baseline: Some(rtt),
+            target: "-".into(),
+            met: None,
+        },
+        Row {
+            name: format!(
+                "redis via delay line: serve GET /v1/webhooks, {connections} conns (vs direct)"
+            ),
+            value: on_far,
+            unit: "r/s",
+            baseline: Some(on_redis),
+            target: "-".into(),
+            met: None,
+        },
+    ]);
     Ok(rows)
 }
 
@@ -613,7 +759,7 @@ async fn load(
     connections: usize,
     duration: Duration,
     limit: usize,
-    make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync>,
+    make: MakeRequest,
 ) -> Result<LoadResult> {
     let cpu0 = process_cpu();
     let started = Instant::now();
@@ -658,34 +804,47 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// `edgehook serve` (the real server, durable store) over loopback: `GET /v1/webhooks` under
-/// concurrent load, against a plain hyper server answering the same bytes.
-pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<Vec<Row>> {
+/// A request the load generator sends, made afresh for each send.
+type MakeRequest = Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync>;
+
+/// The embedded file store in a fresh directory, flushed as `edgehook serve` flushes it.
+fn file_store(name: &str) -> Result<KvStore> {
     let store = crate::filestore::FileStore::open(
-        &temp_dir("serve"),
+        &temp_dir(name),
         crate::filestore::SyncPolicy::Every(Duration::from_millis(100)),
     )?;
-    let env = env(Arc::new(store));
+    Ok(KvStore::Local(Arc::new(store)))
+}
+
+/// `edgehook serve`'s server on `env`, on a free loopback port, with a client of 10
+/// subscriptions: the port and that client's `GET /v1/webhooks`.
+async fn serve_webhooks(env: &HostEnv) -> Result<(u16, MakeRequest)> {
     let rt = Runtime::embedded()?;
-    let key = issue_key(rt, &env, "bench").await?;
-    create_many(rt, &env, &key, "s", 10, "load.created").await?;
-    let sample = rt
-        .handle(&env, req("GET", "/v1/webhooks", &key, ""))
-        .await?
-        .body;
+    let key = issue_key(rt, env, "bench").await?;
+    create_many(rt, env, &key, "s", 10, "load.created").await?;
     let server = Server::new(env.clone())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
-    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(server.run(listener, stop_rx));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        // The sender lives as long as the server: it stops when the runtime does.
+        let _stop = stop;
+        server.run(listener, stop_rx).await
+    });
+    Ok((port, Arc::new(move || req("GET", "/v1/webhooks", &key, ""))))
+}
+
+/// `edgehook serve` (the real server, durable store) over loopback: `GET /v1/webhooks` under
+/// concurrent load, against a plain hyper server answering the same bytes.
+pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<Vec<Row>> {
+    let env = env(file_store("serve")?);
+    let (port, list) = serve_webhooks(&env).await?;
+    let sample = Runtime::embedded()?.handle(&env, list()).await?.body;
     let base_port = plain_server(sample, Arc::default()).await?;
     let empty_port = empty_component_server(env.clone()).await?;
-    let k = key.clone();
-    let make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
-        Arc::new(move || req("GET", "/v1/webhooks", &k, ""));
-    let base = load(base_port, connections, duration, usize::MAX, make.clone()).await?;
-    let empty = load(empty_port, connections, duration, usize::MAX, make.clone()).await?;
-    let ours = load(port, connections, duration, usize::MAX, make).await?;
+    let base = load(base_port, connections, duration, usize::MAX, list.clone()).await?;
+    let empty = load(empty_port, connections, duration, usize::MAX, list.clone()).await?;
+    let ours = load(port, connections, duration, usize::MAX, list).await?;
     let (rps, p99) = (ours.rps, ours.p99);
     Ok(vec![
         Row {
@@ -732,7 +891,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     let body =
         Bytes::from_static(br#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#);
     let b = body.clone();
-    let make: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> = Arc::new(move || {
+    let make: MakeRequest = Arc::new(move || {
         http::Request::post("/hook")
             .header("host", "127.0.0.1")
             .body(Full::new(b.clone()))
@@ -742,7 +901,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for fanout in [1usize, 100, 1000] {
         let store = MemoryStore::new();
-        let mut e = env(Arc::new(store));
+        let mut e = env(KvStore::Local(Arc::new(store)));
         e.outbound = Arc::new(NetOutbound::new(&NetOptions {
             allow_private: true,
             extra_ca: None,
@@ -772,16 +931,15 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
         let cpu0 = process_cpu();
         let started = Instant::now();
         let b = body.clone();
-        let publish: Arc<dyn Fn() -> http::Request<Full<Bytes>> + Send + Sync> =
-            Arc::new(move || {
-                http::Request::post("/internal/v1/events")
-                    .header("host", "127.0.0.1")
-                    .header("authorization", "Bearer bench")
-                    .header("content-type", "application/json")
-                    .header("x-service-event", "load.updated")
-                    .body(Full::new(b.clone()))
-                    .expect("request")
-            });
+        let publish: MakeRequest = Arc::new(move || {
+            http::Request::post("/internal/v1/events")
+                .header("host", "127.0.0.1")
+                .header("authorization", "Bearer bench")
+                .header("content-type", "application/json")
+                .header("x-service-event", "load.updated")
+                .body(Full::new(b.clone()))
+                .expect("request")
+        });
         load(port, 32, Duration::from_secs(600), events, publish).await?;
         while hits.load(Ordering::Relaxed) - before < expected {
             ensure!(
@@ -842,7 +1000,7 @@ pub async fn cost_growth() -> Result<Vec<Row>> {
     let mut first: Option<(f64, f64)> = None;
     for total in [10usize, 1000, 10_000] {
         let store = Arc::new(MemoryStore::new());
-        let env = env(store.clone());
+        let env = env(KvStore::Local(store.clone()));
         let rt = Runtime::embedded()?;
         let key = issue_key(rt, &env, "owner").await?;
         create_many(rt, &env, &key, "m", 10, "load.created").await?;
@@ -912,7 +1070,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fuel_counts_the_guests_work_exactly() {
         let rt = Runtime::metered(crate::runtime::COMPONENT_WASM).expect("metered runtime");
-        let env = env(Arc::new(MemoryStore::new()));
+        let env = env(KvStore::Local(Arc::new(MemoryStore::new())));
         let health = || req("GET", "/healthz", "", "");
         let (resp, first) = rt.handle_metered(&env, health()).await.expect("healthz");
         assert_eq!(resp.status, 200);
@@ -950,7 +1108,7 @@ mod tests {
         let rt = Runtime::metered(crate::runtime::COMPONENT_WASM).expect("metered runtime");
         let clock = crate::clock::VirtualClock::new(1_767_225_600_000);
         let net = crate::outbound::SimNet::new(clock.clone());
-        let mut env = env(Arc::new(MemoryStore::new()));
+        let mut env = env(KvStore::Local(Arc::new(MemoryStore::new())));
         env.clock = Some(clock.clone());
         env.outbound = Arc::new(net.clone());
         let key = issue_key(&rt, &env, "dir").await.expect("key");
@@ -978,6 +1136,7 @@ mod tests {
         let mut dir = directory::decode(
             &env.kv
                 .get(DUE_DIRECTORY)
+                .await
                 .expect("store")
                 .expect("the directory"),
         )
@@ -986,6 +1145,7 @@ mod tests {
         dir.extend((0..2000).map(|s| (1_767_000_000 + 3 * s, 5)));
         env.kv
             .set(DUE_DIRECTORY, &directory::encode(&dir))
+            .await
             .expect("store");
         let (resp, many_listed) = publish().await.expect("third event");
         assert_eq!(resp.status, 202);
@@ -994,6 +1154,19 @@ mod tests {
             "1 second listed: {one_listed} fuel; 2,001: {many_listed}"
         );
         assert_eq!(net.received().len(), 3, "each event's attempt 1 was sent");
+    }
+
+    #[test]
+    fn the_delay_lines_url_keeps_all_but_the_address() {
+        assert_eq!(
+            redis_url_at("redis://:pw@cache.internal:6379/2", 9).as_deref(),
+            Some("redis://:pw@127.0.0.1:9/2")
+        );
+        assert_eq!(
+            redis_url_at("redis://h:1", 9).as_deref(),
+            Some("redis://127.0.0.1:9")
+        );
+        assert_eq!(redis_url_at("not a url", 9), None);
     }
 
     /// `process_cpu` reads this process's own CPU time (not a constant field, not its

@@ -11,7 +11,9 @@ mod generated {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "edgehook:webhooks/service",
-        imports: { default: trappable },
+        // The store's calls are awaited: a remote store (Redis) yields the instance's fiber
+        // to the executor while the reply is on its way, instead of blocking the thread.
+        imports: { "wasi:keyvalue": async | trappable, default: trappable },
         exports: { default: async },
         require_store_data_send: true,
         with: {
@@ -56,7 +58,7 @@ fn kv_error(e: StoreError) -> store::Error {
 }
 
 impl store::Host for State {
-    fn open(
+    async fn open(
         &mut self,
         identifier: String,
     ) -> wasmtime::Result<Result<Resource<BucketHandle>, store::Error>> {
@@ -68,40 +70,45 @@ impl store::Host for State {
 }
 
 impl store::HostBucket for State {
-    fn get(
+    async fn get(
         &mut self,
         _: Resource<BucketHandle>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, store::Error>> {
-        Ok(self.kv.get(&key).map_err(kv_error))
+        Ok(self.kv.get(&key).await.map_err(kv_error))
     }
 
-    fn set(
+    async fn set(
         &mut self,
         _: Resource<BucketHandle>,
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        Ok(self.kv.set(&key, &value).map_err(kv_error))
+        Ok(self.kv.set(&key, &value).await.map_err(kv_error))
     }
 
-    fn delete(
+    async fn delete(
         &mut self,
         _: Resource<BucketHandle>,
         key: String,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        Ok(self.kv.delete(&key).map_err(kv_error))
+        Ok(self.kv.delete(&key).await.map_err(kv_error))
     }
 
-    fn exists(
+    async fn exists(
         &mut self,
         _: Resource<BucketHandle>,
         key: String,
     ) -> wasmtime::Result<Result<bool, store::Error>> {
-        Ok(self.kv.get(&key).map(|v| v.is_some()).map_err(kv_error))
+        Ok(self
+            .kv
+            .get(&key)
+            .await
+            .map(|v| v.is_some())
+            .map_err(kv_error))
     }
 
-    fn list_keys(
+    async fn list_keys(
         &mut self,
         _: Resource<BucketHandle>,
         cursor: Option<String>,
@@ -110,6 +117,7 @@ impl store::HostBucket for State {
         Ok(self
             .kv
             .list_keys(cursor.as_deref(), PAGE)
+            .await
             .map(|keys| store::KeyResponse {
                 cursor: (keys.len() == PAGE).then(|| keys.last().cloned()).flatten(),
                 keys,
@@ -117,23 +125,23 @@ impl store::HostBucket for State {
             .map_err(kv_error))
     }
 
-    fn drop(&mut self, rep: Resource<BucketHandle>) -> wasmtime::Result<()> {
+    async fn drop(&mut self, rep: Resource<BucketHandle>) -> wasmtime::Result<()> {
         self.table.delete(rep)?;
         Ok(())
     }
 }
 
 impl atomics::Host for State {
-    fn increment(
+    async fn increment(
         &mut self,
         _: Resource<BucketHandle>,
         key: String,
         delta: i64,
     ) -> wasmtime::Result<Result<i64, store::Error>> {
-        Ok(self.kv.increment(&key, delta).map_err(kv_error))
+        Ok(self.kv.increment(&key, delta).await.map_err(kv_error))
     }
 
-    fn swap(
+    async fn swap(
         &mut self,
         cas: Resource<CasHandle>,
         value: Vec<u8>,
@@ -142,11 +150,12 @@ impl atomics::Host for State {
         match self
             .kv
             .compare_and_swap(&handle.key, handle.seen.as_deref(), &value)
+            .await
         {
             Ok(true) => Ok(Ok(())),
             Ok(false) => {
                 // Hand the guest a fresh handle on the current value, as the interface says.
-                let seen = match self.kv.get(&handle.key) {
+                let seen = match self.kv.get(&handle.key).await {
                     Ok(v) => v,
                     Err(e) => return Ok(Err(atomics::CasError::StoreError(kv_error(e)))),
                 };
@@ -162,32 +171,32 @@ impl atomics::Host for State {
 }
 
 impl atomics::HostCas for State {
-    fn new(
+    async fn new(
         &mut self,
         _: Resource<BucketHandle>,
         key: String,
     ) -> wasmtime::Result<Result<Resource<CasHandle>, store::Error>> {
-        match self.kv.get(&key) {
+        match self.kv.get(&key).await {
             Ok(seen) => Ok(Ok(self.table.push(CasHandle { key, seen })?)),
             Err(e) => Ok(Err(kv_error(e))),
         }
     }
 
-    fn current(
+    async fn current(
         &mut self,
         cas: Resource<CasHandle>,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, store::Error>> {
         Ok(Ok(self.table.get(&cas)?.seen.clone()))
     }
 
-    fn drop(&mut self, rep: Resource<CasHandle>) -> wasmtime::Result<()> {
+    async fn drop(&mut self, rep: Resource<CasHandle>) -> wasmtime::Result<()> {
         self.table.delete(rep)?;
         Ok(())
     }
 }
 
 impl batch::Host for State {
-    fn get_many(
+    async fn get_many(
         &mut self,
         _: Resource<BucketHandle>,
         keys: Vec<String>,
@@ -195,30 +204,31 @@ impl batch::Host for State {
         Ok(self
             .kv
             .get_many(&keys)
+            .await
             .map(|values| keys.into_iter().zip(values).collect())
             .map_err(kv_error))
     }
 
-    fn set_many(
+    async fn set_many(
         &mut self,
         _: Resource<BucketHandle>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
         for (k, v) in &key_values {
-            if let Err(e) = self.kv.set(k, v) {
+            if let Err(e) = self.kv.set(k, v).await {
                 return Ok(Err(kv_error(e)));
             }
         }
         Ok(Ok(()))
     }
 
-    fn delete_many(
+    async fn delete_many(
         &mut self,
         _: Resource<BucketHandle>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
         for k in &keys {
-            if let Err(e) = self.kv.delete(k) {
+            if let Err(e) = self.kv.delete(k).await {
                 return Ok(Err(kv_error(e)));
             }
         }

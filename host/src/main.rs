@@ -7,7 +7,7 @@ use edgehook_host::filestore::{FileStore, SyncPolicy};
 use edgehook_host::net::{NetOptions, NetOutbound};
 use edgehook_host::redisstore::{RedisOptions, RedisStore};
 use edgehook_host::serve::{Server, bind, log_line};
-use edgehook_host::store::KvBackend;
+use edgehook_host::store::KvStore;
 use edgehook_host::{HostEnv, listen};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -382,7 +382,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     let rt = runtime()?;
     rt.block_on(async move {
-        let (kv, file_store, store_name): (Arc<dyn KvBackend>, _, _) = match &args.kv {
+        let (kv, file_store, store_name): (KvStore, _, _) = match &args.kv {
             Some(url) => {
                 if !url.starts_with("redis://") && !url.starts_with("redis+unix://") {
                     bail!("--kv takes redis://host:port[/db] or redis+unix:///path");
@@ -391,9 +391,9 @@ fn serve(args: ServeArgs) -> Result<()> {
                     prefix: args.kv_prefix.clone(),
                     ..RedisOptions::default()
                 };
-                let store = RedisStore::open_with(url, options)?;
+                let store = RedisStore::open_with(url, options).await?;
                 let name = format!("{} (prefix {})", store.server(), store.prefix());
-                (Arc::new(store), None, name)
+                (KvStore::Remote(Arc::new(store)), None, name)
             }
             None => {
                 let sync = if args.fsync_always {
@@ -404,7 +404,7 @@ fn serve(args: ServeArgs) -> Result<()> {
                 let store = FileStore::open(&args.data_dir.join("store"), sync)
                     .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
                 let name = args.data_dir.join("store").display().to_string();
-                (Arc::new(store.clone()), Some(store), name)
+                (KvStore::Local(Arc::new(store.clone())), Some(store), name)
             }
         };
         let outbound = NetOutbound::new(&NetOptions {

@@ -7,19 +7,23 @@
 //! (`EVALSHA`, loaded on first use), so the comparison and the write are atomic on the
 //! server, and byte-for-byte: Lua strings are binary safe.
 //!
-//! Calls are synchronous (the [`KvBackend`] trait is). Connections are kept in a small pool
-//! so concurrent calls do not queue behind one socket; a connection that failed is dropped
-//! and a fresh one opened. A connection that sat idle for a while is checked with `PING`
-//! before use, so a restarted Redis costs no failed operation. After a connection breaks,
-//! only operations that can safely run twice (reads, `SET`, `DEL`) are retried once on a
-//! fresh connection; `INCRBY` and compare-and-swap are not (the first try may have been
-//! applied), their error goes to the caller.
+//! Calls are asynchronous ([`RemoteKv`]): an instance waiting on Redis yields its thread to
+//! the executor, so a slow Redis never blocks other requests, the timer or `/healthz`. All
+//! calls share one multiplexed connection: requests issued together by concurrent
+//! instances go out in one write and their replies come back in one read (pipelining). A
+//! connection that failed is dropped and a fresh one opened. A connection left unused for a
+//! while is checked with `PING` before use, so a restarted Redis costs no failed operation.
+//! After a connection breaks, only operations that can safely run twice (reads, `SET`,
+//! `DEL`) are retried once on a fresh connection; `INCRBY` and compare-and-swap are not (the
+//! first try may have been applied), their error goes to the caller.
 //!
 //! Error messages name the server as `redis://host:port/db`, never with the password.
 
-use crate::store::{KvBackend, StoreError, StoreResult};
-use redis::{Client, Connection, ConnectionLike as _, ErrorKind, RedisError, RedisResult, Script};
+use crate::store::{KvFuture, RemoteKv, StoreError, StoreResult};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, RedisError, RedisResult, Script};
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -43,11 +47,10 @@ pub struct RedisOptions {
     pub prefix: String,
     /// Time allowed to open a connection (default 2 s).
     pub connect_timeout: Duration,
-    /// Time allowed to one read or write on a connection (default 5 s).
+    /// Time allowed to one request's reply (default 5 s).
     pub io_timeout: Duration,
-    /// Idle connections kept for reuse (default 32).
-    pub max_idle: usize,
-    /// A connection idle for longer than this is checked with `PING` before use (default 5 s).
+    /// A connection unused for longer than this is checked with `PING` before use (default
+    /// 5 s).
     pub check_after_idle: Duration,
 }
 
@@ -57,22 +60,30 @@ impl Default for RedisOptions {
             prefix: "edgehook:".into(),
             connect_timeout: Duration::from_secs(2),
             io_timeout: Duration::from_secs(5),
-            max_idle: 32,
             check_after_idle: Duration::from_secs(5),
         }
     }
 }
 
-struct Idle {
-    con: Connection,
-    since: Instant,
+/// The shared connection, numbered so that a task that saw it fail drops that one and not
+/// a fresh one another task opened since.
+struct Shared {
+    con: MultiplexedConnection,
+    number: u64,
+    last_used: Instant,
+}
+
+#[derive(Default)]
+struct Slot {
+    shared: Option<Shared>,
+    opened: u64,
 }
 
 /// The Redis backend (see the module docs).
 pub struct RedisStore {
     client: Client,
     options: RedisOptions,
-    idle: Mutex<Vec<Idle>>,
+    slot: Mutex<Slot>,
     cas: Script,
     /// `redis://host:port/db`: how messages name the server.
     name: String,
@@ -96,16 +107,22 @@ enum Retry {
     Never,
 }
 
+/// Whether an error means the connection can no longer be trusted (as opposed to an answer
+/// the server gave on it, e.g. a wrong type).
+fn breaks_connection(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error()
+}
+
 impl RedisStore {
     /// Connects to `url` (`redis://[:password@]host:port[/db]`, or
     /// `redis+unix:///path?db=N&pass=...`) with the default options, and checks the server
     /// answers.
-    pub fn open(url: &str) -> StoreResult<Self> {
-        Self::open_with(url, RedisOptions::default())
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        Self::open_with(url, RedisOptions::default()).await
     }
 
     /// Connects to `url` with `options`, and checks the server answers (`PING`).
-    pub fn open_with(url: &str, options: RedisOptions) -> StoreResult<Self> {
+    pub async fn open_with(url: &str, options: RedisOptions) -> StoreResult<Self> {
         let raw_secrets = url_secrets(url);
         let client = Client::open(url).map_err(|e| {
             StoreError(scrub(
@@ -126,14 +143,16 @@ impl RedisStore {
         let store = Self {
             client,
             options,
-            idle: Mutex::new(Vec::new()),
+            slot: Mutex::default(),
             cas: Script::new(CAS_SCRIPT),
             name,
             secrets,
         };
-        store.run("PING", Retry::Safe, |con| {
-            redis::cmd("PING").query::<String>(con)
-        })?;
+        store
+            .run("PING", Retry::Safe, |mut con| async move {
+                redis::cmd("PING").query_async::<String>(&mut con).await
+            })
+            .await?;
         Ok(store)
     }
 
@@ -158,134 +177,106 @@ impl RedisStore {
         ))
     }
 
-    fn lock_idle(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
-        // The pool is a plain list; a panic elsewhere cannot leave it inconsistent.
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        // The slot is replaced whole; a panic elsewhere cannot leave it half-written.
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn connect(&self) -> StoreResult<Connection> {
+    /// The shared connection (checked with `PING` first if it was unused for a while), or a
+    /// new one. Returns it with its number.
+    async fn connection(&self) -> StoreResult<(MultiplexedConnection, u64)> {
+        let current = self.lock().shared.as_mut().map(|s| {
+            let idle = s.last_used.elapsed() >= self.options.check_after_idle;
+            s.last_used = Instant::now();
+            (s.con.clone(), s.number, idle)
+        });
+        if let Some((mut con, number, idle)) = current {
+            if !idle
+                || redis::cmd("PING")
+                    .query_async::<String>(&mut con)
+                    .await
+                    .is_ok()
+            {
+                return Ok((con, number));
+            }
+            self.forget(number);
+        }
+        self.reconnect().await
+    }
+
+    /// Opens a new connection and shares it.
+    async fn reconnect(&self) -> StoreResult<(MultiplexedConnection, u64)> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.options.connect_timeout))
+            .set_response_timeout(Some(self.options.io_timeout));
         let con = self
             .client
-            .get_connection_with_timeout(self.options.connect_timeout)
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
             .map_err(|e| self.error("connect", &e))?;
-        let timeout = Some(self.options.io_timeout);
-        con.set_read_timeout(timeout)
-            .and_then(|()| con.set_write_timeout(timeout))
-            .map_err(|e| self.error("connect", &e))?;
-        Ok(con)
+        let mut slot = self.lock();
+        slot.opened += 1;
+        let number = slot.opened;
+        slot.shared = Some(Shared {
+            con: con.clone(),
+            number,
+            last_used: Instant::now(),
+        });
+        Ok((con, number))
     }
 
-    /// A connection: a pooled one (checked with `PING` if it idled long), else a new one.
-    /// The flag says whether it came from the pool.
-    fn checkout(&self) -> StoreResult<(Connection, bool)> {
-        loop {
-            let Some(idle) = self.lock_idle().pop() else {
-                return Ok((self.connect()?, false));
-            };
-            let mut con = idle.con;
-            if idle.since.elapsed() < self.options.check_after_idle {
-                return Ok((con, true));
-            }
-            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                return Ok((con, true));
-            }
-            // Stale (the server restarted or closed it): so are its older siblings.
-            self.lock_idle().clear();
+    /// Stops sharing connection `number` (if it is still the shared one).
+    fn forget(&self, number: u64) {
+        let mut slot = self.lock();
+        if slot.shared.as_ref().is_some_and(|s| s.number == number) {
+            slot.shared = None;
         }
     }
 
-    fn checkin(&self, con: Connection) {
-        if !con.is_open() {
-            return;
+    /// Runs `f` on the shared connection. An answer of the server (e.g. a wrong type) leaves
+    /// the connection shared; a broken connection is dropped, and a `Retry::Safe` operation
+    /// runs once more on a fresh one.
+    async fn run<T, F, Fut>(&self, what: &str, retry: Retry, f: F) -> StoreResult<T>
+    where
+        F: Fn(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (con, number) = self.connection().await?;
+        let e = match f(con).await {
+            Ok(v) => return Ok(v),
+            Err(e) if !breaks_connection(&e) => return Err(self.error(what, &e)),
+            Err(e) => e,
+        };
+        self.forget(number);
+        if retry == Retry::Never {
+            return Err(self.error(what, &e));
         }
-        let mut idle = self.lock_idle();
-        if idle.len() < self.options.max_idle {
-            idle.push(Idle {
-                con,
-                since: Instant::now(),
-            });
-        }
-    }
-
-    /// Runs `f` on a connection. A server error (e.g. a wrong type) leaves the connection
-    /// usable; any other error drops it, and a `Retry::Safe` operation that failed on a
-    /// pooled connection runs once more on a fresh one.
-    fn run<T>(
-        &self,
-        what: &str,
-        retry: Retry,
-        f: impl Fn(&mut Connection) -> RedisResult<T>,
-    ) -> StoreResult<T> {
-        let (mut con, pooled) = self.checkout()?;
-        match f(&mut con) {
-            Ok(v) => {
-                self.checkin(con);
-                Ok(v)
+        let (con, number) = self.connection().await?;
+        f(con).await.map_err(|e| {
+            if breaks_connection(&e) {
+                self.forget(number);
             }
-            Err(e) if matches!(e.kind(), ErrorKind::Server(_)) => {
-                self.checkin(con);
-                Err(self.error(what, &e))
-            }
-            Err(e) => {
-                drop(con);
-                if !pooled {
-                    return Err(self.error(what, &e));
-                }
-                self.lock_idle().clear();
-                if retry == Retry::Never {
-                    return Err(self.error(what, &e));
-                }
-                let mut con = self.connect()?;
-                let result = f(&mut con);
-                match &result {
-                    Err(e) if !matches!(e.kind(), ErrorKind::Server(_)) => drop(con),
-                    _ => self.checkin(con),
-                }
-                result.map_err(|e| self.error(what, &e))
-            }
-        }
-    }
-}
-
-impl KvBackend for RedisStore {
-    fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        let k = self.key(key);
-        self.run("GET", Retry::Safe, |con| {
-            redis::cmd("GET").arg(&k).query(con)
+            self.error(what, &e)
         })
     }
 
-    fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        let k = self.key(key);
-        self.run("SET", Retry::Safe, |con| {
-            redis::cmd("SET").arg(&k).arg(value).query(con)
-        })
-    }
-
-    fn delete(&self, key: &str) -> StoreResult<()> {
-        let k = self.key(key);
-        self.run("DEL", Retry::Safe, |con| {
-            redis::cmd("DEL").arg(&k).query::<i64>(con).map(drop)
-        })
-    }
-
-    /// Scans every key under the prefix (`SCAN`), so a page costs a pass over the keyspace:
-    /// fine for the rare listings the component makes, not for hot paths.
-    fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
-        let pattern = format!("{}*", glob_escape(&self.options.prefix));
-        let prefix = self.options.prefix.as_str();
-        self.run("SCAN", Retry::Safe, |con| {
-            // Only the `limit` smallest keys after the cursor are kept.
+    /// Every key under the prefix after `cursor`, the `limit` smallest (`SCAN`: a pass over
+    /// the keyspace, fine for the rare listings the component makes, not for hot paths).
+    async fn scan(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        let pattern = glob_escape(&self.options.prefix) + "*";
+        let (pattern, prefix) = (&pattern, self.options.prefix.as_str());
+        self.run("SCAN", Retry::Safe, |mut con| async move {
             let mut page = BTreeSet::new();
             let mut scan: u64 = 0;
             loop {
                 let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
                     .arg(scan)
                     .arg("MATCH")
-                    .arg(&pattern)
+                    .arg(pattern)
                     .arg("COUNT")
                     .arg(1000)
-                    .query(con)?;
+                    .query_async(&mut con)
+                    .await?;
                 for raw in batch {
                     let Ok(full) = String::from_utf8(raw) else {
                         continue; // not one of ours: our keys are strings
@@ -307,43 +298,108 @@ impl KvBackend for RedisStore {
                 scan = next;
             }
         })
+        .await
     }
 
-    fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
-        let k = self.key(key);
-        self.run("INCRBY", Retry::Never, |con| {
-            redis::cmd("INCRBY").arg(&k).arg(delta).query(con)
-        })
+    async fn mget(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let mut values = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(512) {
+            let full: Vec<String> = chunk.iter().map(|k| self.key(k)).collect();
+            let full = &full;
+            let got: Vec<Option<Vec<u8>>> = self
+                .run("MGET", Retry::Safe, |mut con| async move {
+                    redis::cmd("MGET").arg(full).query_async(&mut con).await
+                })
+                .await?;
+            values.extend(got);
+        }
+        Ok(values)
     }
 
-    fn compare_and_swap(
-        &self,
-        key: &str,
-        expected: Option<&[u8]>,
-        new: &[u8],
-    ) -> StoreResult<bool> {
+    async fn swap(&self, key: &str, expected: Option<&[u8]>, new: &[u8]) -> StoreResult<bool> {
         let k = self.key(key);
         let (present, expected): (&str, &[u8]) = match expected {
             Some(v) => ("1", v),
             None => ("0", b""),
         };
-        self.run("compare-and-swap", Retry::Never, |con| {
-            let mut call = self.cas.key(&k);
+        let k = &k;
+        self.run("compare-and-swap", Retry::Never, |mut con| async move {
+            let mut call = self.cas.key(k);
             call.arg(present).arg(expected).arg(new);
-            call.invoke::<i64>(con).map(|n| n == 1)
+            call.invoke_async::<i64>(&mut con).await.map(|n| n == 1)
+        })
+        .await
+    }
+}
+
+impl RemoteKv for RedisStore {
+    fn get<'a>(&'a self, key: &'a str) -> KvFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let k = &self.key(key);
+            self.run("GET", Retry::Safe, |mut con| async move {
+                redis::cmd("GET").arg(k).query_async(&mut con).await
+            })
+            .await
         })
     }
 
-    fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        let mut values = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(512) {
-            let full: Vec<String> = chunk.iter().map(|k| self.key(k)).collect();
-            let got: Vec<Option<Vec<u8>>> = self.run("MGET", Retry::Safe, |con| {
-                redis::cmd("MGET").arg(&full).query(con)
-            })?;
-            values.extend(got);
-        }
-        Ok(values)
+    fn set<'a>(&'a self, key: &'a str, value: &'a [u8]) -> KvFuture<'a, ()> {
+        Box::pin(async move {
+            let k = &self.key(key);
+            self.run("SET", Retry::Safe, |mut con| async move {
+                redis::cmd("SET")
+                    .arg(k)
+                    .arg(value)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> KvFuture<'a, ()> {
+        Box::pin(async move {
+            let k = &self.key(key);
+            self.run("DEL", Retry::Safe, |mut con| async move {
+                redis::cmd("DEL")
+                    .arg(k)
+                    .query_async::<i64>(&mut con)
+                    .await
+                    .map(drop)
+            })
+            .await
+        })
+    }
+
+    fn list_keys<'a>(&'a self, cursor: Option<&'a str>, limit: usize) -> KvFuture<'a, Vec<String>> {
+        Box::pin(self.scan(cursor, limit))
+    }
+
+    fn increment<'a>(&'a self, key: &'a str, delta: i64) -> KvFuture<'a, i64> {
+        Box::pin(async move {
+            let k = &self.key(key);
+            self.run("INCRBY", Retry::Never, |mut con| async move {
+                redis::cmd("INCRBY")
+                    .arg(k)
+                    .arg(delta)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await
+        })
+    }
+
+    fn compare_and_swap<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<&'a [u8]>,
+        new: &'a [u8],
+    ) -> KvFuture<'a, bool> {
+        Box::pin(self.swap(key, expected, new))
+    }
+
+    fn get_many<'a>(&'a self, keys: &'a [String]) -> KvFuture<'a, Vec<Option<Vec<u8>>>> {
+        Box::pin(self.mget(keys))
     }
 }
 
@@ -416,19 +472,26 @@ mod tests {
     fn messages_never_show_the_password() {
         let url = "redis://app:s3cr%40t@127.0.0.1:1/2";
         assert_eq!(redact_url(url), "redis://127.0.0.1:1/2");
-        let err = RedisStore::open_with(
-            url,
-            RedisOptions {
-                connect_timeout: Duration::from_millis(500),
-                ..RedisOptions::default()
-            },
-        )
-        .expect_err("nothing listens on port 1");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let err = rt
+            .block_on(RedisStore::open_with(
+                url,
+                RedisOptions {
+                    connect_timeout: Duration::from_millis(500),
+                    ..RedisOptions::default()
+                },
+            ))
+            .expect_err("nothing listens on port 1");
         assert!(err.0.contains("redis://127.0.0.1:1/2"), "{err}");
         for secret in ["s3cr", "s3cr%40t", "s3cr@t"] {
             assert!(!err.0.contains(secret), "{err}");
         }
-        let bad = RedisStore::open("redis://:hunter2@[bad/0").expect_err("not a URL");
+        let bad = rt
+            .block_on(RedisStore::open("redis://:hunter2@[bad/0"))
+            .expect_err("not a URL");
         assert!(!bad.0.contains("hunter2"), "{bad}");
         let unix = url_secrets("redis+unix:///run/redis.sock?db=1&pass=pw1");
         assert_eq!(unix, vec!["pw1".to_owned()]);

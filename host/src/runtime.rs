@@ -8,7 +8,7 @@
 use crate::bindings::{self, ServicePre};
 use crate::clock::VirtualClock;
 use crate::outbound::{Hooks, Outbound};
-use crate::store::KvBackend;
+use crate::store::KvStore;
 use anyhow::{Result, anyhow};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -38,8 +38,8 @@ const MAX_MEMORY_BYTES: usize = 256 << 20;
 /// What one call's component instance is connected to.
 #[derive(Clone)]
 pub struct HostEnv {
-    /// The key-value backend behind `wasi:keyvalue`.
-    pub kv: Arc<dyn KvBackend>,
+    /// The key-value store behind `wasi:keyvalue`.
+    pub kv: KvStore,
     /// Values behind `wasi:config/store` (snake_case keys).
     pub config: Arc<BTreeMap<String, String>>,
     /// Virtual clocks (simulation), or `None` for the real ones.
@@ -108,7 +108,7 @@ pub struct State {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     pub(crate) table: ResourceTable,
-    pub(crate) kv: Arc<dyn KvBackend>,
+    pub(crate) kv: KvStore,
     pub(crate) config: Arc<BTreeMap<String, String>>,
     hooks: Hooks,
 }

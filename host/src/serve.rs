@@ -301,7 +301,7 @@ impl serde::Serialize for LogLine<'_> {
 mod tests {
     use super::*;
     use crate::outbound::{Outbound, OutboundFuture};
-    use crate::store::MemoryStore;
+    use crate::store::{KvStore, MemoryStore};
     use std::collections::BTreeMap;
     use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
@@ -327,7 +327,7 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         let env = HostEnv {
-            kv: Arc::new(MemoryStore::new()),
+            kv: KvStore::Local(Arc::new(MemoryStore::new())),
             config: Arc::new(config),
             clock: None,
             outbound: Arc::new(Hang(sent.clone())),

@@ -8,7 +8,7 @@ use crate::outbound::{Outbound, SimNet};
 use crate::runtime::{
     GuestLog, HostEnv, HttpResponse, PublishError, PublishReceipt, Runtime, TickReport,
 };
-use crate::store::MemoryStore;
+use crate::store::{KvStore, MemoryStore};
 use anyhow::Result;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -92,7 +92,7 @@ impl SimBuilder {
         let net = self.net.unwrap_or_else(|| SimNet::new(clock.clone()));
         let guest_log = GuestLog::default();
         let env = HostEnv {
-            kv: store.clone(),
+            kv: KvStore::Local(store.clone()),
             config: Arc::new(self.config),
             clock: Some(clock.clone()),
             outbound: self.outbound.unwrap_or_else(|| Arc::new(net.clone())),

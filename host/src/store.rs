@@ -1,10 +1,15 @@
 //! Key-value backends behind the host's `wasi:keyvalue` draft2 implementation.
 //!
-//! [`KvBackend`] is the small trait every backend implements (compare-and-swap included);
-//! [`MemoryStore`] is the in-memory one used in simulation, with fault injection.
+//! [`KvBackend`] is the small trait a local backend implements (compare-and-swap included):
+//! [`MemoryStore`], the in-memory one used in simulation, with fault injection, and the
+//! embedded file store. [`RemoteKv`] is the same operations as futures, for a backend that
+//! waits on the network (Redis), so no thread blocks on a reply. [`KvStore`] is either, as the
+//! runtime holds it.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 /// A store failure, surfaced to the guest as `wasi:keyvalue/store.error.other`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +48,107 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Reads many keys; one entry per key, in order.
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         keys.iter().map(|k| self.get(k)).collect()
+    }
+}
+
+/// A store operation in flight at a [`RemoteKv`].
+pub type KvFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
+
+/// A backend that waits on the network: the operations of [`KvBackend`], with the same
+/// meaning, as futures.
+pub trait RemoteKv: Send + Sync + 'static {
+    /// Reads a key.
+    fn get<'a>(&'a self, key: &'a str) -> KvFuture<'a, Option<Vec<u8>>>;
+    /// Writes a key.
+    fn set<'a>(&'a self, key: &'a str, value: &'a [u8]) -> KvFuture<'a, ()>;
+    /// Deletes a key (missing is fine).
+    fn delete<'a>(&'a self, key: &'a str) -> KvFuture<'a, ()>;
+    /// Keys in order after `cursor` (exclusive), at most `limit` of them.
+    fn list_keys<'a>(&'a self, cursor: Option<&'a str>, limit: usize) -> KvFuture<'a, Vec<String>>;
+    /// Adds `delta` to the decimal counter at `key` (missing = 0), returning the new value.
+    fn increment<'a>(&'a self, key: &'a str, delta: i64) -> KvFuture<'a, i64>;
+    /// Writes `new` if the key currently holds `expected` (`None` = absent); `false` when
+    /// it did not.
+    fn compare_and_swap<'a>(
+        &'a self,
+        key: &'a str,
+        expected: Option<&'a [u8]>,
+        new: &'a [u8],
+    ) -> KvFuture<'a, bool>;
+    /// Reads many keys; one entry per key, in order.
+    fn get_many<'a>(&'a self, keys: &'a [String]) -> KvFuture<'a, Vec<Option<Vec<u8>>>>;
+}
+
+/// The store a runtime's instances use: a local backend, answered in place, or a remote one,
+/// awaited (the instance's fiber yields to the executor while the reply is on its way).
+#[derive(Clone)]
+pub enum KvStore {
+    /// In this process (memory, the embedded file store).
+    Local(Arc<dyn KvBackend>),
+    /// Over the network (Redis).
+    Remote(Arc<dyn RemoteKv>),
+}
+
+impl KvStore {
+    /// Reads a key.
+    pub async fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        match self {
+            KvStore::Local(kv) => kv.get(key),
+            KvStore::Remote(kv) => kv.get(key).await,
+        }
+    }
+
+    /// Writes a key.
+    pub async fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        match self {
+            KvStore::Local(kv) => kv.set(key, value),
+            KvStore::Remote(kv) => kv.set(key, value).await,
+        }
+    }
+
+    /// Deletes a key (missing is fine).
+    pub async fn delete(&self, key: &str) -> StoreResult<()> {
+        match self {
+            KvStore::Local(kv) => kv.delete(key),
+            KvStore::Remote(kv) => kv.delete(key).await,
+        }
+    }
+
+    /// Keys in order after `cursor` (exclusive), at most `limit` of them.
+    pub async fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        match self {
+            KvStore::Local(kv) => kv.list_keys(cursor, limit),
+            KvStore::Remote(kv) => kv.list_keys(cursor, limit).await,
+        }
+    }
+
+    /// Adds `delta` to the decimal counter at `key`, returning the new value.
+    pub async fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
+        match self {
+            KvStore::Local(kv) => kv.increment(key, delta),
+            KvStore::Remote(kv) => kv.increment(key, delta).await,
+        }
+    }
+
+    /// Writes `new` if the key currently holds `expected` (`None` = absent).
+    pub async fn compare_and_swap(
+        &self,
+        key: &str,
+        expected: Option<&[u8]>,
+        new: &[u8],
+    ) -> StoreResult<bool> {
+        match self {
+            KvStore::Local(kv) => kv.compare_and_swap(key, expected, new),
+            KvStore::Remote(kv) => kv.compare_and_swap(key, expected, new).await,
+        }
+    }
+
+    /// Reads many keys; one entry per key, in order.
+    pub async fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        match self {
+            KvStore::Local(kv) => kv.get_many(keys),
+            KvStore::Remote(kv) => kv.get_many(keys).await,
+        }
     }
 }
 

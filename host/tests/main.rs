@@ -9,3 +9,4 @@ mod hardening;
 mod net;
 mod process;
 mod redis;
+mod remote;

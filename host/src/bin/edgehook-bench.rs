@@ -78,7 +78,12 @@ fn main() -> Result<()> {
         match std::env::var("EDGEHOOK_BENCH_REDIS") {
             Ok(url) => {
                 eprintln!("redis latency ...");
-                rows.extend(rt.block_on(bench::redis_latency(&url, n / 2))?);
+                rows.extend(rt.block_on(bench::redis_latency(
+                    &url,
+                    n / 2,
+                    Duration::from_secs(secs),
+                    32,
+                ))?);
             }
             Err(_) => eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)"),
         }
