@@ -129,6 +129,99 @@ fn the_readme_quickstart_works_end_to_end() {
     let sub_id = created["data"]["id"].as_str().expect("id").to_owned();
     let (ok, out) = run_cli(&dir, &["subscription", &sub_id, "--server", &base], None);
     assert!(ok && out.contains("\"succeeded\""), "{out}");
+    let dlv_id = line
+        .split_whitespace()
+        .find(|w| w.starts_with("dlv_"))
+        .expect("the delivery id")
+        .to_owned();
+    assert!(
+        out.contains(&dlv_id),
+        "the history lists the delivery: {out}"
+    );
+
+    // `delivery show`: the delivery with its one attempt.
+    let (ok, out) = run_cli(
+        &dir,
+        &["delivery", "show", &dlv_id, "--server", &base],
+        None,
+    );
+    assert!(ok, "{out}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    let shown = &shown["data"];
+    assert_eq!(shown["id"], dlv_id.as_str(), "{out}");
+    assert_eq!(shown["subscriptionId"], sub_id.as_str(), "{out}");
+    assert_eq!(shown["eventType"], "load.created", "{out}");
+    assert_eq!(shown["status"], "succeeded", "{out}");
+    assert_eq!(shown["replays"], 0, "{out}");
+    let attempts = shown["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "{out}");
+    assert_eq!(attempts[0]["statusCode"], 200, "{out}");
+    assert_eq!(attempts[0]["succeeded"], true, "{out}");
+
+    // `delivery replay`: the receiver gets the same delivery (same id, same body) again,
+    // freshly signed: it verifies, and says it already processed that id.
+    let from = listener.drain().len();
+    let (ok, out) = run_cli(
+        &dir,
+        &["delivery", "replay", &dlv_id, "--server", &base],
+        None,
+    );
+    assert!(ok, "{out}");
+    let replayed: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(replayed["data"]["id"], dlv_id.as_str(), "{out}");
+    assert_eq!(replayed["data"]["replays"], 1, "{out}");
+    let (at, again) = listener.wait_for_after(from, "the replayed delivery", |l| {
+        l.starts_with("--> load.created dlv_")
+    });
+    assert_eq!(
+        again,
+        format!("--> load.created {dlv_id} duplicate (already processed)"),
+        "the replay carries the same delivery id and a valid signature"
+    );
+    listener.wait_for_after(at + 1, "the replayed body", |_| true);
+    assert_eq!(listener.seen[at + 1].as_bytes(), load, "the same body");
+    // The record shows the second run's attempt once the server has stored it.
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let (ok, out) = run_cli(
+            &dir,
+            &["delivery", "show", &dlv_id, "--server", &base],
+            None,
+        );
+        assert!(ok, "{out}");
+        let shown: Value = serde_json::from_str(&out).expect("json");
+        let attempts = shown["data"]["attempts"].as_array().expect("attempts");
+        if attempts.len() == 2 {
+            assert_eq!(shown["data"]["status"], "succeeded", "{out}");
+            assert_eq!(attempts[1]["run"], 1, "{out}");
+            assert_eq!(attempts[1]["statusCode"], 200, "{out}");
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the replay's attempt was never recorded: {out}"
+        );
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+
+    // `keys revoke`: the key is refused at once.
+    let key_id = issued["data"]["id"].as_str().expect("key id").to_owned();
+    let (ok, out) = run_cli(
+        &dir,
+        &["keys", "revoke", "acme", &key_id, "--server", &base],
+        None,
+    );
+    assert!(ok && out.contains("\"revoked\""), "{out}");
+    let (status, text) = rt
+        .block_on(partner.call("GET", "/v1/webhooks", None, &[]))
+        .expect("list");
+    assert_eq!(status, 401, "a revoked key is refused: {text}");
+    let (ok, out) = run_cli(
+        &dir,
+        &["keys", "revoke", "acme", &key_id, "--server", &base],
+        None,
+    );
+    assert!(!ok && out.contains("404"), "it is revoked already: {out}");
     let (ok, out) = run_cli(
         &dir,
         &["keys", "issue", "bad client!", "--server", &base],

@@ -87,6 +87,37 @@ impl Proc {
         );
     }
 
+    /// Waits (up to the deadline) for a line matching `pred` among the lines after the first
+    /// `from` of `seen`; returns its index in `seen` and the line.
+    pub fn wait_for_after(
+        &mut self,
+        from: usize,
+        what: &str,
+        pred: impl Fn(&str) -> bool,
+    ) -> (usize, String) {
+        let end = Instant::now() + DEADLINE;
+        let mut next = from;
+        loop {
+            while next < self.seen.len() {
+                if pred(&self.seen[next]) {
+                    return (next, self.seen[next].clone());
+                }
+                next += 1;
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
     /// Takes every line printed so far into `seen`.
     pub fn drain(&mut self) -> &[String] {
         while let Ok(line) = self.lines.try_recv() {
