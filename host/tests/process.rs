@@ -422,3 +422,106 @@ fn settings_come_from_flags_and_the_environment() {
         "--set wins over the environment"
     );
 }
+
+/// `GET /internal/v1/settings` with `token`: the operator API's answer status.
+fn operator_status(rt: &tokio::runtime::Runtime, base: &str, token: &str) -> u16 {
+    let operator = Remote::new(base, token).expect("client");
+    rt.block_on(operator.call("GET", "/internal/v1/settings", None, &[]))
+        .expect("settings")
+        .0
+}
+
+#[test]
+fn the_admin_token_is_generated_private_and_kept_unless_one_is_given() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = temp_dir("admin-token");
+    let rt = rt();
+    let file = dir.join("edgehook-data/admin-token");
+    // Started under a permissive umask, so the 0600 can only come from edgehook.
+    let serve = |dir: &Path, extra: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "umask 022 && exec \"$0\" \"$@\"", BIN])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("EDGEHOOK_ADMIN_TOKEN")
+            .envs(env.iter().copied())
+            .current_dir(dir);
+        Proc::spawn(command)
+    };
+
+    // First start: generated, `eha_` + 64 hex, in a file only its owner can read.
+    let mut server = serve(&dir, &[], &[]);
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(&file).expect("the admin token file");
+    let hex = token.strip_prefix("eha_").expect("eha_ prefix");
+    assert!(
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+        "eha_ + 64 hex: {token:?}"
+    );
+    let mode = std::fs::metadata(&file)
+        .expect("metadata")
+        .permissions()
+        .mode();
+    assert_eq!(
+        format!("{:o}", mode & 0o777),
+        "600",
+        "the token file's mode"
+    );
+    assert_eq!(operator_status(&rt, &base, &token), 200);
+    assert_eq!(operator_status(&rt, &base, &format!("{token}0")), 401);
+    server.wait_for("the token file's log line", |l| {
+        l.contains("admin token created")
+    });
+    server.kill();
+    assert!(
+        server.drain().iter().all(|l| !l.contains(hex)),
+        "the token is never logged"
+    );
+
+    // A restart keeps it.
+    let mut server = serve(&dir, &[], &[]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(operator_status(&rt, &base, &token), 200, "the same token");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), token);
+    assert!(
+        server
+            .drain()
+            .iter()
+            .all(|l| !l.contains("admin token created")),
+        "not generated again"
+    );
+    server.kill();
+
+    // A given one (flag or environment) is the token; the file's is refused, and the file
+    // stays as it is.
+    let given = "eha_given-by-the-operator";
+    let mut server = serve(&dir, &["--admin-token", given], &[]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(operator_status(&rt, &base, given), 200, "--admin-token");
+    assert_eq!(operator_status(&rt, &base, &token), 401, "the file's token");
+    server.kill();
+    let from_env = "eha_from-the-environment";
+    let mut server = serve(&dir, &[], &[("EDGEHOOK_ADMIN_TOKEN", from_env)]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(
+        operator_status(&rt, &base, from_env),
+        200,
+        "EDGEHOOK_ADMIN_TOKEN"
+    );
+    assert_eq!(operator_status(&rt, &base, &token), 401, "the file's token");
+    assert_eq!(operator_status(&rt, &base, given), 401, "the earlier one");
+    server.kill();
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), token);
+
+    // Given on first start, nothing is generated.
+    let fresh = temp_dir("admin-token-given");
+    let mut server = serve(&fresh, &["--admin-token", given], &[]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(operator_status(&rt, &base, given), 200);
+    assert!(
+        !fresh.join("edgehook-data/admin-token").exists(),
+        "no token file when one is given"
+    );
+    drop(server);
+}

@@ -34,10 +34,18 @@ impl Proc {
 
     /// Starts `edgehook` with extra environment variables.
     pub fn start_with_env(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Proc {
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(args)
             .envs(env.iter().copied())
-            .current_dir(dir)
+            .current_dir(dir);
+        Self::spawn(command)
+    }
+
+    /// Starts `command` (which runs `edgehook` in the end, e.g. through `sh -c`), reading
+    /// its output lines.
+    pub fn spawn(mut command: Command) -> Proc {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
