@@ -525,3 +525,270 @@ fn the_admin_token_is_generated_private_and_kept_unless_one_is_given() {
     );
     drop(server);
 }
+
+/// Sends SIGTERM to `server`.
+fn sigterm(server: &Proc) {
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+}
+
+/// Waits (up to the deadline) for `server` to exit; returns its status and how long it took.
+fn wait_exit(server: &mut Proc) -> (std::process::ExitStatus, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            return (status, started.elapsed());
+        }
+        assert!(started.elapsed() < DEADLINE, "the server did not exit");
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+/// `edgehook serve`'s shutdown grace period (`serve::SHUTDOWN_GRACE`).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+#[test]
+fn sigterm_lets_a_delivery_in_flight_finish() {
+    use std::sync::atomic::Ordering;
+    let dir = temp_dir("sigterm-delivery");
+    let rt = rt();
+    let recv = receiver(&rt);
+    recv.hold.store(true, Ordering::SeqCst);
+    // A long attempt timeout: the held attempt can only end by the receiver answering.
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-private-targets",
+        "--set",
+        "attempt_timeout_ms=50000",
+    ];
+    let mut server = Proc::start(&args, &dir);
+    let base = format!("http://{}", server.address());
+    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
+    assert!(ok, "{out}");
+    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let sub_id = {
+        let partner = Remote::new(&base, &key).expect("client");
+        let body = format!(
+            r#"{{"url":"http://127.0.0.1:{}/hook","eventTypes":["load.created"]}}"#,
+            recv.port
+        );
+        let (status, text) = rt
+            .block_on(partner.call(
+                "POST",
+                "/v1/webhooks",
+                Some(body.into_bytes()),
+                &[("content-type".into(), "application/json".into())],
+            ))
+            .expect("create");
+        assert_eq!(status, 201, "{text}");
+        serde_json::from_str::<Value>(&text).expect("json")["data"]["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let (ok, out) = run_cli(
+        &dir,
+        &["publish", "--type", "load.created", "--server", &base],
+        Some(br#"{"id":"L-1"}"#),
+    );
+    assert!(ok, "{out}");
+    let end = Instant::now() + DEADLINE;
+    while recv.held.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < end,
+            "the attempt never reached the receiver"
+        );
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    let dlv_id = {
+        let counts = recv.counts.lock().expect("lock");
+        assert_eq!(counts.len(), 1, "{counts:?}");
+        counts.keys().next().expect("one delivery").clone()
+    };
+
+    // SIGTERM while the attempt waits for its answer; the server stays up for it.
+    sigterm(&server);
+    server.wait_for("shutting down", |l| l.contains("\"msg\":\"shutting down\""));
+    assert!(
+        server.child.try_wait().expect("try_wait").is_none(),
+        "the server waits for the attempt in flight"
+    );
+    recv.hold.store(false, Ordering::SeqCst);
+    recv.release.notify_waiters();
+    let (status, took) = wait_exit(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(took < SHUTDOWN_GRACE, "stopped after {took:?}");
+    let stopped = server.wait_for("a clean stop", |l| l.contains("\"msg\":\"stopped\""));
+    let attempt = server.wait_for("the attempt's log line", |l| {
+        l.contains("\"msg\":\"delivery attempt\"") && l.contains(&dlv_id)
+    });
+    let pos = |line: &str| server.seen.iter().position(|l| l == line).expect("seen");
+    assert!(attempt.contains("\"status\":\"200\""), "{attempt}");
+    assert!(
+        pos(&attempt) < pos(&stopped),
+        "the attempt ended before the server stopped"
+    );
+
+    // The attempt's outcome was stored: after a restart the delivery has succeeded, with
+    // that one attempt, and it is not sent again.
+    let mut again = Proc::start(&args, &dir);
+    let base = format!("http://{}", again.address());
+    let (ok, out) = run_cli(
+        &dir,
+        &["delivery", "show", &dlv_id, "--server", &base],
+        None,
+    );
+    assert!(ok, "{out}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(shown["data"]["status"], "succeeded", "{out}");
+    assert_eq!(shown["data"]["subscriptionId"], sub_id.as_str(), "{out}");
+    let attempts = shown["data"]["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "{out}");
+    assert_eq!(attempts[0]["statusCode"], 200, "{out}");
+    assert_eq!(recv.counts.lock().expect("lock")[&dlv_id], 1);
+    drop(again);
+}
+
+/// Reads one HTTP/1.1 response (head and a `Content-Length` body) from `stream`.
+fn read_response(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let length = text[..head_end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= head_end + 4 + length {
+                return text;
+            }
+        }
+        let n = stream.read(&mut chunk).expect("read the response");
+        assert!(n > 0, "connection closed mid-response: {text}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The head of an event publish over HTTP/1.1 (the body follows it).
+fn publish_head(
+    addr: &str,
+    token: &str,
+    idempotency_key: &str,
+    body: &[u8],
+    close: bool,
+) -> String {
+    format!(
+        "POST /internal/v1/events HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\nx-service-event: load.created\r\n\
+         idempotency-key: {idempotency_key}\r\ncontent-length: {}\r\n{}\r\n",
+        body.len(),
+        if close { "connection: close\r\n" } else { "" }
+    )
+}
+
+/// A connection to `addr` whose reads give up after the deadline.
+fn connect(addr: &str) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    stream
+}
+
+#[test]
+fn sigterm_lets_a_request_in_flight_get_its_answer() {
+    use std::io::Write as _;
+    let dir = temp_dir("sigterm-request");
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let addr = server.address();
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let mut stream = connect(&addr);
+    // The request's head, asking to continue: the server answers 100 once it reads the body,
+    // so the request is surely in flight. Then SIGTERM, then the body.
+    let body = br#"{"id":"L-2","status":"ASSIGNED"}"#;
+    let head = publish_head(&addr, &token, "in-flight", body, false)
+        .replace("\r\n\r\n", "\r\nexpect: 100-continue\r\n\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    let interim = read_response(&mut stream);
+    assert!(interim.starts_with("HTTP/1.1 100"), "{interim}");
+    sigterm(&server);
+    server.wait_for("shutting down", |l| l.contains("\"msg\":\"shutting down\""));
+    assert!(
+        server.child.try_wait().expect("try_wait").is_none(),
+        "the server waits for the request in flight"
+    );
+    stream.write_all(body).expect("write the body");
+    let answer = read_response(&mut stream);
+    assert!(
+        answer.starts_with("HTTP/1.1 202"),
+        "the client gets its answer: {answer}"
+    );
+    assert!(!answer.contains("idempotent-replayed"), "{answer}");
+    drop(stream);
+    let (status, took) = wait_exit(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(took < SHUTDOWN_GRACE, "stopped after {took:?}");
+    server.wait_for("a clean stop", |l| l.contains("\"msg\":\"stopped\""));
+
+    // The event was stored: publishing it again after a restart is an idempotent replay.
+    let mut again = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let addr = again.address();
+    let mut stream = connect(&addr);
+    stream
+        .write_all(publish_head(&addr, &token, "in-flight", body, true).as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .expect("write");
+    let answer = read_response(&mut stream);
+    assert!(
+        answer.starts_with("HTTP/1.1 202") && answer.contains("idempotent-replayed: true"),
+        "the event accepted during shutdown was kept: {answer}"
+    );
+    drop(again);
+}
+
+#[test]
+fn sigterm_does_not_wait_for_idle_connections() {
+    use std::io::{Read as _, Write as _};
+    let dir = temp_dir("sigterm-idle");
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let addr = server.address();
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    // A keep-alive connection that has had its answer and stays open, idle.
+    let mut stream = connect(&addr);
+    stream
+        .write_all(
+            format!(
+                "GET /internal/v1/settings HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer \
+                 {token}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .expect("write");
+    let answer = read_response(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    sigterm(&server);
+    let (status, took) = wait_exit(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < SHUTDOWN_GRACE / 3,
+        "an idle connection held the shutdown for {took:?}"
+    );
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}
