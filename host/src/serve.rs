@@ -73,6 +73,8 @@ impl Server {
                     let _ = stream.set_nodelay(true);
                     let server = self.clone();
                     let guard = self.inflight.subscribe();
+                    let mut stop = shutdown.clone();
+                    let stopping = async move { stop.wait_for(|stopping| *stopping).await.is_ok() };
                     tokio::spawn(async move {
                         let service = service_fn(move |req| {
                             let server = server.clone();
@@ -80,7 +82,17 @@ impl Server {
                         });
                         let conn = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service);
-                        let _ = conn.await;
+                        let mut conn = std::pin::pin!(conn);
+                        // At shutdown an idle keep-alive connection closes at once, and one
+                        // with a request in flight closes after its response: neither holds
+                        // the shutdown for the grace period.
+                        tokio::select! {
+                            _ = conn.as_mut() => {}
+                            true = stopping => {
+                                conn.as_mut().graceful_shutdown();
+                                let _ = conn.await;
+                            }
+                        }
                         drop(guard);
                     });
                 }

@@ -2,12 +2,12 @@
 //! send time, no redirects, the per-attempt timeout.
 
 use bytes::Bytes;
-use edgehook_host::net::{NetOptions, NetOutbound, StaticResolver};
+use edgehook_host::net::{NetOptions, NetOutbound, Resolve, ResolveFuture, StaticResolver};
 use edgehook_host::outbound::Outbound;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -157,9 +157,19 @@ async fn refused_connections_are_reported() {
     // Unknown names are not tried here: resolving one would query the network's DNS server.
 }
 
-/// A TLS server on loopback with a leaf certificate for 127.0.0.1 issued by a fresh CA;
+/// The name (besides 127.0.0.1) in the test TLS server's certificate.
+const TLS_NAME: &str = "hooks.example.test";
+
+/// A TLS server on loopback with a leaf certificate for 127.0.0.1 and [`TLS_NAME`] issued by
+/// a fresh CA;
 /// returns its port and the CA certificate as PEM.
 async fn tls_server() -> (u16, String) {
+    let (port, ca_pem, _) = counting_tls_server().await;
+    (port, ca_pem)
+}
+
+/// [`tls_server`], also counting the TCP connections it accepts.
+async fn counting_tls_server() -> (u16, String, Arc<AtomicUsize>) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().expect("ca key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
@@ -167,7 +177,7 @@ async fn tls_server() -> (u16, String) {
     let ca_pem = ca_params.self_signed(&ca_key).expect("ca cert").pem();
     let issuer = Issuer::new(ca_params, ca_key);
     let leaf_key = KeyPair::generate().expect("leaf key");
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), TLS_NAME.to_owned()])
         .expect("leaf params")
         .signed_by(&leaf_key, &issuer)
         .expect("leaf cert");
@@ -185,11 +195,14 @@ async fn tls_server() -> (u16, String) {
         .await
         .expect("bind");
     let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            counter.fetch_add(1, Ordering::SeqCst);
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
@@ -206,7 +219,7 @@ async fn tls_server() -> (u16, String) {
             });
         }
     });
-    (port, ca_pem)
+    (port, ca_pem, accepted)
 }
 
 #[tokio::test]
@@ -437,5 +450,63 @@ async fn the_sender_connects_to_the_address_its_resolver_answered() {
     assert!(
         matches!(err, Some(HttpError::DestinationNotFound)),
         "{err:?}"
+    );
+}
+
+/// Answers the first lookup with 127.0.0.1 and never answers another: once it has been
+/// asked, a request can only go over a connection the pool already holds.
+///
+/// Why not an ordinary resolver: when a request finds no idle connection, hyper-util's pool
+/// starts a connect and takes whichever comes first, that or a connection coming back. The
+/// sender hands the response to the component before its body is read (in the background),
+/// so a request sent the instant the previous one returns may open a second connection
+/// (ten back-to-back requests to this test's server used two). With lookups after the first
+/// never ending, the count is exact.
+struct FirstLookupOnly(Arc<AtomicUsize>);
+
+impl Resolve for FirstLookupOnly {
+    fn resolve(&self, _host: &str, port: u16) -> ResolveFuture {
+        if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+            let addr = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), port);
+            Box::pin(async move { Ok(vec![addr]) })
+        } else {
+            Box::pin(std::future::pending())
+        }
+    }
+}
+
+#[tokio::test]
+async fn sequential_deliveries_to_one_host_reuse_one_connection() {
+    let (port, ca_pem, accepted) = counting_tls_server().await;
+    let dir = std::env::temp_dir().join(format!("edgehook-pool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca_pem).expect("write ca");
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let sender = NetOutbound::with_resolver(
+        &NetOptions {
+            allow_private: true,
+            extra_ca: Some(ca_file),
+        },
+        Arc::new(FirstLookupOnly(lookups.clone())),
+    )
+    .expect("client");
+    let _ = std::fs::remove_dir_all(&dir);
+    let deliveries = 10;
+    for n in 0..deliveries {
+        // A fresh connection would need a lookup that never ends (the sender's own response
+        // timeout would fail the delivery): each delivery after the first is carried by the
+        // connection the first one opened, back in the pool.
+        let url = format!("https://{TLS_NAME}:{port}/hooks/{n}");
+        let resp = sender
+            .send(request(&url), None)
+            .await
+            .unwrap_or_else(|e| panic!("delivery {n} found no pooled connection: {e:?}"));
+        assert_eq!(resp.status(), 200);
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "{deliveries} deliveries, one after another, over one TLS connection"
     );
 }

@@ -129,6 +129,99 @@ fn the_readme_quickstart_works_end_to_end() {
     let sub_id = created["data"]["id"].as_str().expect("id").to_owned();
     let (ok, out) = run_cli(&dir, &["subscription", &sub_id, "--server", &base], None);
     assert!(ok && out.contains("\"succeeded\""), "{out}");
+    let dlv_id = line
+        .split_whitespace()
+        .find(|w| w.starts_with("dlv_"))
+        .expect("the delivery id")
+        .to_owned();
+    assert!(
+        out.contains(&dlv_id),
+        "the history lists the delivery: {out}"
+    );
+
+    // `delivery show`: the delivery with its one attempt.
+    let (ok, out) = run_cli(
+        &dir,
+        &["delivery", "show", &dlv_id, "--server", &base],
+        None,
+    );
+    assert!(ok, "{out}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    let shown = &shown["data"];
+    assert_eq!(shown["id"], dlv_id.as_str(), "{out}");
+    assert_eq!(shown["subscriptionId"], sub_id.as_str(), "{out}");
+    assert_eq!(shown["eventType"], "load.created", "{out}");
+    assert_eq!(shown["status"], "succeeded", "{out}");
+    assert_eq!(shown["replays"], 0, "{out}");
+    let attempts = shown["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "{out}");
+    assert_eq!(attempts[0]["statusCode"], 200, "{out}");
+    assert_eq!(attempts[0]["succeeded"], true, "{out}");
+
+    // `delivery replay`: the receiver gets the same delivery (same id, same body) again,
+    // freshly signed: it verifies, and says it already processed that id.
+    let from = listener.drain().len();
+    let (ok, out) = run_cli(
+        &dir,
+        &["delivery", "replay", &dlv_id, "--server", &base],
+        None,
+    );
+    assert!(ok, "{out}");
+    let replayed: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(replayed["data"]["id"], dlv_id.as_str(), "{out}");
+    assert_eq!(replayed["data"]["replays"], 1, "{out}");
+    let (at, again) = listener.wait_for_after(from, "the replayed delivery", |l| {
+        l.starts_with("--> load.created dlv_")
+    });
+    assert_eq!(
+        again,
+        format!("--> load.created {dlv_id} duplicate (already processed)"),
+        "the replay carries the same delivery id and a valid signature"
+    );
+    listener.wait_for_after(at + 1, "the replayed body", |_| true);
+    assert_eq!(listener.seen[at + 1].as_bytes(), load, "the same body");
+    // The record shows the second run's attempt once the server has stored it.
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let (ok, out) = run_cli(
+            &dir,
+            &["delivery", "show", &dlv_id, "--server", &base],
+            None,
+        );
+        assert!(ok, "{out}");
+        let shown: Value = serde_json::from_str(&out).expect("json");
+        let attempts = shown["data"]["attempts"].as_array().expect("attempts");
+        if attempts.len() == 2 {
+            assert_eq!(shown["data"]["status"], "succeeded", "{out}");
+            assert_eq!(attempts[1]["run"], 1, "{out}");
+            assert_eq!(attempts[1]["statusCode"], 200, "{out}");
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the replay's attempt was never recorded: {out}"
+        );
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+
+    // `keys revoke`: the key is refused at once.
+    let key_id = issued["data"]["id"].as_str().expect("key id").to_owned();
+    let (ok, out) = run_cli(
+        &dir,
+        &["keys", "revoke", "acme", &key_id, "--server", &base],
+        None,
+    );
+    assert!(ok && out.contains("\"revoked\""), "{out}");
+    let (status, text) = rt
+        .block_on(partner.call("GET", "/v1/webhooks", None, &[]))
+        .expect("list");
+    assert_eq!(status, 401, "a revoked key is refused: {text}");
+    let (ok, out) = run_cli(
+        &dir,
+        &["keys", "revoke", "acme", &key_id, "--server", &base],
+        None,
+    );
+    assert!(!ok && out.contains("404"), "it is revoked already: {out}");
     let (ok, out) = run_cli(
         &dir,
         &["keys", "issue", "bad client!", "--server", &base],
@@ -328,4 +421,374 @@ fn settings_come_from_flags_and_the_environment() {
         data["attemptTimeoutMs"], 1500,
         "--set wins over the environment"
     );
+}
+
+/// `GET /internal/v1/settings` with `token`: the operator API's answer status.
+fn operator_status(rt: &tokio::runtime::Runtime, base: &str, token: &str) -> u16 {
+    let operator = Remote::new(base, token).expect("client");
+    rt.block_on(operator.call("GET", "/internal/v1/settings", None, &[]))
+        .expect("settings")
+        .0
+}
+
+#[test]
+fn the_admin_token_is_generated_private_and_kept_unless_one_is_given() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = temp_dir("admin-token");
+    let rt = rt();
+    let file = dir.join("edgehook-data/admin-token");
+    // Started under a permissive umask, so the 0600 can only come from edgehook.
+    let serve = |dir: &Path, extra: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "umask 022 && exec \"$0\" \"$@\"", BIN])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("EDGEHOOK_ADMIN_TOKEN")
+            .envs(env.iter().copied())
+            .current_dir(dir);
+        Proc::spawn(command)
+    };
+
+    // First start: generated, `eha_` + 64 hex, in a file only its owner can read.
+    let mut server = serve(&dir, &[], &[]);
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(&file).expect("the admin token file");
+    let hex = token.strip_prefix("eha_").expect("eha_ prefix");
+    assert!(
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+        "eha_ + 64 hex: {token:?}"
+    );
+    let mode = std::fs::metadata(&file)
+        .expect("metadata")
+        .permissions()
+        .mode();
+    assert_eq!(
+        format!("{:o}", mode & 0o777),
+        "600",
+        "the token file's mode"
+    );
+    assert_eq!(operator_status(&rt, &base, &token), 200);
+    assert_eq!(operator_status(&rt, &base, &format!("{token}0")), 401);
+    server.wait_for("the token file's log line", |l| {
+        l.contains("admin token created")
+    });
+    server.kill();
+    assert!(
+        server.drain().iter().all(|l| !l.contains(hex)),
+        "the token is never logged"
+    );
+
+    // A restart keeps it.
+    let mut server = serve(&dir, &[], &[]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(operator_status(&rt, &base, &token), 200, "the same token");
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), token);
+    assert!(
+        server
+            .drain()
+            .iter()
+            .all(|l| !l.contains("admin token created")),
+        "not generated again"
+    );
+    server.kill();
+
+    // A given one (flag or environment) is the token; the file's is refused, and the file
+    // stays as it is.
+    let given = "eha_given-by-the-operator";
+    let mut server = serve(&dir, &["--admin-token", given], &[]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(operator_status(&rt, &base, given), 200, "--admin-token");
+    assert_eq!(operator_status(&rt, &base, &token), 401, "the file's token");
+    server.kill();
+    let from_env = "eha_from-the-environment";
+    let mut server = serve(&dir, &[], &[("EDGEHOOK_ADMIN_TOKEN", from_env)]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(
+        operator_status(&rt, &base, from_env),
+        200,
+        "EDGEHOOK_ADMIN_TOKEN"
+    );
+    assert_eq!(operator_status(&rt, &base, &token), 401, "the file's token");
+    assert_eq!(operator_status(&rt, &base, given), 401, "the earlier one");
+    server.kill();
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), token);
+
+    // Given on first start, nothing is generated.
+    let fresh = temp_dir("admin-token-given");
+    let mut server = serve(&fresh, &["--admin-token", given], &[]);
+    let base = format!("http://{}", server.address());
+    assert_eq!(operator_status(&rt, &base, given), 200);
+    assert!(
+        !fresh.join("edgehook-data/admin-token").exists(),
+        "no token file when one is given"
+    );
+    drop(server);
+}
+
+/// Sends SIGTERM to `server`.
+fn sigterm(server: &Proc) {
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+}
+
+/// Waits (up to the deadline) for `server` to exit; returns its status and how long it took.
+fn wait_exit(server: &mut Proc) -> (std::process::ExitStatus, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().expect("try_wait") {
+            return (status, started.elapsed());
+        }
+        assert!(started.elapsed() < DEADLINE, "the server did not exit");
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+/// `edgehook serve`'s shutdown grace period (`serve::SHUTDOWN_GRACE`).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+#[test]
+fn sigterm_lets_a_delivery_in_flight_finish() {
+    use std::sync::atomic::Ordering;
+    let dir = temp_dir("sigterm-delivery");
+    let rt = rt();
+    let recv = receiver(&rt);
+    recv.hold.store(true, Ordering::SeqCst);
+    // A long attempt timeout: the held attempt can only end by the receiver answering.
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-private-targets",
+        "--set",
+        "attempt_timeout_ms=50000",
+    ];
+    let mut server = Proc::start(&args, &dir);
+    let base = format!("http://{}", server.address());
+    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
+    assert!(ok, "{out}");
+    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let sub_id = {
+        let partner = Remote::new(&base, &key).expect("client");
+        let body = format!(
+            r#"{{"url":"http://127.0.0.1:{}/hook","eventTypes":["load.created"]}}"#,
+            recv.port
+        );
+        let (status, text) = rt
+            .block_on(partner.call(
+                "POST",
+                "/v1/webhooks",
+                Some(body.into_bytes()),
+                &[("content-type".into(), "application/json".into())],
+            ))
+            .expect("create");
+        assert_eq!(status, 201, "{text}");
+        serde_json::from_str::<Value>(&text).expect("json")["data"]["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let (ok, out) = run_cli(
+        &dir,
+        &["publish", "--type", "load.created", "--server", &base],
+        Some(br#"{"id":"L-1"}"#),
+    );
+    assert!(ok, "{out}");
+    let end = Instant::now() + DEADLINE;
+    while recv.held.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < end,
+            "the attempt never reached the receiver"
+        );
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    let dlv_id = {
+        let counts = recv.counts.lock().expect("lock");
+        assert_eq!(counts.len(), 1, "{counts:?}");
+        counts.keys().next().expect("one delivery").clone()
+    };
+
+    // SIGTERM while the attempt waits for its answer; the server stays up for it.
+    sigterm(&server);
+    server.wait_for("shutting down", |l| l.contains("\"msg\":\"shutting down\""));
+    assert!(
+        server.child.try_wait().expect("try_wait").is_none(),
+        "the server waits for the attempt in flight"
+    );
+    recv.hold.store(false, Ordering::SeqCst);
+    recv.release.notify_waiters();
+    let (status, took) = wait_exit(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(took < SHUTDOWN_GRACE, "stopped after {took:?}");
+    let stopped = server.wait_for("a clean stop", |l| l.contains("\"msg\":\"stopped\""));
+    let attempt = server.wait_for("the attempt's log line", |l| {
+        l.contains("\"msg\":\"delivery attempt\"") && l.contains(&dlv_id)
+    });
+    let pos = |line: &str| server.seen.iter().position(|l| l == line).expect("seen");
+    assert!(attempt.contains("\"status\":\"200\""), "{attempt}");
+    assert!(
+        pos(&attempt) < pos(&stopped),
+        "the attempt ended before the server stopped"
+    );
+
+    // The attempt's outcome was stored: after a restart the delivery has succeeded, with
+    // that one attempt, and it is not sent again.
+    let mut again = Proc::start(&args, &dir);
+    let base = format!("http://{}", again.address());
+    let (ok, out) = run_cli(
+        &dir,
+        &["delivery", "show", &dlv_id, "--server", &base],
+        None,
+    );
+    assert!(ok, "{out}");
+    let shown: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(shown["data"]["status"], "succeeded", "{out}");
+    assert_eq!(shown["data"]["subscriptionId"], sub_id.as_str(), "{out}");
+    let attempts = shown["data"]["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "{out}");
+    assert_eq!(attempts[0]["statusCode"], 200, "{out}");
+    assert_eq!(recv.counts.lock().expect("lock")[&dlv_id], 1);
+    drop(again);
+}
+
+/// Reads one HTTP/1.1 response (head and a `Content-Length` body) from `stream`.
+fn read_response(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let length = text[..head_end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= head_end + 4 + length {
+                return text;
+            }
+        }
+        let n = stream.read(&mut chunk).expect("read the response");
+        assert!(n > 0, "connection closed mid-response: {text}");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The head of an event publish over HTTP/1.1 (the body follows it).
+fn publish_head(
+    addr: &str,
+    token: &str,
+    idempotency_key: &str,
+    body: &[u8],
+    close: bool,
+) -> String {
+    format!(
+        "POST /internal/v1/events HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\nx-service-event: load.created\r\n\
+         idempotency-key: {idempotency_key}\r\ncontent-length: {}\r\n{}\r\n",
+        body.len(),
+        if close { "connection: close\r\n" } else { "" }
+    )
+}
+
+/// A connection to `addr` whose reads give up after the deadline.
+fn connect(addr: &str) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    stream
+}
+
+#[test]
+fn sigterm_lets_a_request_in_flight_get_its_answer() {
+    use std::io::Write as _;
+    let dir = temp_dir("sigterm-request");
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let addr = server.address();
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let mut stream = connect(&addr);
+    // The request's head, asking to continue: the server answers 100 once it reads the body,
+    // so the request is surely in flight. Then SIGTERM, then the body.
+    let body = br#"{"id":"L-2","status":"ASSIGNED"}"#;
+    let head = publish_head(&addr, &token, "in-flight", body, false)
+        .replace("\r\n\r\n", "\r\nexpect: 100-continue\r\n\r\n");
+    stream.write_all(head.as_bytes()).expect("write");
+    let interim = read_response(&mut stream);
+    assert!(interim.starts_with("HTTP/1.1 100"), "{interim}");
+    sigterm(&server);
+    server.wait_for("shutting down", |l| l.contains("\"msg\":\"shutting down\""));
+    assert!(
+        server.child.try_wait().expect("try_wait").is_none(),
+        "the server waits for the request in flight"
+    );
+    stream.write_all(body).expect("write the body");
+    let answer = read_response(&mut stream);
+    assert!(
+        answer.starts_with("HTTP/1.1 202"),
+        "the client gets its answer: {answer}"
+    );
+    assert!(!answer.contains("idempotent-replayed"), "{answer}");
+    drop(stream);
+    let (status, took) = wait_exit(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(took < SHUTDOWN_GRACE, "stopped after {took:?}");
+    server.wait_for("a clean stop", |l| l.contains("\"msg\":\"stopped\""));
+
+    // The event was stored: publishing it again after a restart is an idempotent replay.
+    let mut again = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let addr = again.address();
+    let mut stream = connect(&addr);
+    stream
+        .write_all(publish_head(&addr, &token, "in-flight", body, true).as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .expect("write");
+    let answer = read_response(&mut stream);
+    assert!(
+        answer.starts_with("HTTP/1.1 202") && answer.contains("idempotent-replayed: true"),
+        "the event accepted during shutdown was kept: {answer}"
+    );
+    drop(again);
+}
+
+#[test]
+fn sigterm_does_not_wait_for_idle_connections() {
+    use std::io::{Read as _, Write as _};
+    let dir = temp_dir("sigterm-idle");
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let addr = server.address();
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    // A keep-alive connection that has had its answer and stays open, idle.
+    let mut stream = connect(&addr);
+    stream
+        .write_all(
+            format!(
+                "GET /internal/v1/settings HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer \
+                 {token}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .expect("write");
+    let answer = read_response(&mut stream);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    sigterm(&server);
+    let (status, took) = wait_exit(&mut server);
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < SHUTDOWN_GRACE / 3,
+        "an idle connection held the shutdown for {took:?}"
+    );
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 }

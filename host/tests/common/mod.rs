@@ -34,10 +34,18 @@ impl Proc {
 
     /// Starts `edgehook` with extra environment variables.
     pub fn start_with_env(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Proc {
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(args)
             .envs(env.iter().copied())
-            .current_dir(dir)
+            .current_dir(dir);
+        Self::spawn(command)
+    }
+
+    /// Starts `command` (which runs `edgehook` in the end, e.g. through `sh -c`), reading
+    /// its output lines.
+    pub fn spawn(mut command: Command) -> Proc {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -78,6 +86,37 @@ impl Proc {
                         return line;
                     }
                 }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Waits (up to the deadline) for a line matching `pred` among the lines after the first
+    /// `from` of `seen`; returns its index in `seen` and the line.
+    pub fn wait_for_after(
+        &mut self,
+        from: usize,
+        what: &str,
+        pred: impl Fn(&str) -> bool,
+    ) -> (usize, String) {
+        let end = Instant::now() + DEADLINE;
+        let mut next = from;
+        loop {
+            while next < self.seen.len() {
+                if pred(&self.seen[next]) {
+                    return (next, self.seen[next].clone());
+                }
+                next += 1;
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
                 Err(_) => break,
             }
         }
