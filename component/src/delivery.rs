@@ -1637,8 +1637,9 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         .unwrap_or_default();
     for day in days.into_keys().filter(|d| *d < keep_from_day) {
         let log = retention_log(day);
-        let events: Vec<Entry<String>> = log.read(env.kv, 0, usize::MAX)?;
-        for event_id in events.iter().map(|e| &e.item) {
+        let items: Vec<Entry<String>> = log.read(env.kv, 0, usize::MAX)?;
+        for event_id in items.iter().map(|e| &e.item) {
+            // An idempotency record's key, listed on the day it was claimed; else an event.
             if event_id.starts_with(keys::IDEMPOTENCY_PREFIX) {
                 crate::idempotency::purge(env, event_id)?;
                 continue;
@@ -2434,6 +2435,19 @@ mod tests {
         );
     }
 
+    /// The delivery ids of a batch of requests, in order.
+    fn delivery_ids(requests: &[Outgoing]) -> Vec<String> {
+        requests
+            .iter()
+            .filter_map(|r| {
+                r.headers
+                    .iter()
+                    .find(|(n, _)| n == "x-service-delivery-id")
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
+    }
+
     /// Answers 500 to the deliveries in `failing`, 200 to the rest; records each batch's ids.
     struct ByDelivery {
         failing: Vec<String>,
@@ -2442,15 +2456,7 @@ mod tests {
 
     impl Sender for ByDelivery {
         fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
-            let ids: Vec<String> = requests
-                .iter()
-                .filter_map(|r| {
-                    r.headers
-                        .iter()
-                        .find(|(n, _)| n == "x-service-delivery-id")
-                        .map(|(_, v)| v.clone())
-                })
-                .collect();
+            let ids = delivery_ids(requests);
             let results = ids
                 .iter()
                 .map(|id| SendResult {
@@ -2606,16 +2612,7 @@ mod tests {
 
     impl Sender for Batches {
         fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
-            let ids = requests
-                .iter()
-                .filter_map(|r| {
-                    r.headers
-                        .iter()
-                        .find(|(n, _)| n == "x-service-delivery-id")
-                        .map(|(_, v)| v.clone())
-                })
-                .collect();
-            self.0.borrow_mut().push(ids);
+            self.0.borrow_mut().push(delivery_ids(requests));
             requests
                 .iter()
                 .map(|_| SendResult {

@@ -41,6 +41,37 @@ fn run_cli(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `edgehook keys issue acme` against the server at `base`: the `data` it prints.
+fn issued(dir: &Path, base: &str) -> Value {
+    let (ok, out) = run_cli(dir, &["keys", "issue", "acme", "--server", base], None);
+    assert!(ok, "{out}");
+    serde_json::from_str::<Value>(&out).expect("json")["data"].clone()
+}
+
+/// `edgehook keys issue acme` against the server at `base`: the API key it prints.
+fn issue_key(dir: &Path, base: &str) -> String {
+    issued(dir, base)["apiKey"]
+        .as_str()
+        .expect("apiKey")
+        .to_owned()
+}
+
+/// Creates a subscription of `url` to `event` with `key`: the 201's `data`.
+fn subscribe(rt: &tokio::runtime::Runtime, base: &str, key: &str, url: &str, event: &str) -> Value {
+    let partner = Remote::new(base, key).expect("client");
+    let body = format!(r#"{{"url":"{url}","eventTypes":["{event}"]}}"#);
+    let (status, text) = rt
+        .block_on(partner.call(
+            "POST",
+            "/v1/webhooks",
+            Some(body.into_bytes()),
+            &[("content-type".into(), "application/json".into())],
+        ))
+        .expect("create");
+    assert_eq!(status, 201, "{text}");
+    serde_json::from_str::<Value>(&text).expect("json")["data"].clone()
+}
+
 #[test]
 fn the_readme_quickstart_works_end_to_end() {
     let dir = temp_dir("quickstart");
@@ -59,13 +90,8 @@ fn the_readme_quickstart_works_end_to_end() {
         "the admin token file is created"
     );
 
-    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
-    assert!(ok, "{out}");
-    let issued: Value = serde_json::from_str(&out).expect("json");
-    let key = issued["data"]["apiKey"]
-        .as_str()
-        .expect("apiKey")
-        .to_owned();
+    let issued = issued(&dir, &base);
+    let key = issued["apiKey"].as_str().expect("apiKey").to_owned();
 
     // Subscribe a receiver that is not running yet, to learn the secret; then start it.
     let rt = rt();
@@ -74,18 +100,9 @@ fn the_readme_quickstart_works_end_to_end() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
         l.local_addr().expect("addr").port()
     };
-    let body = format!(r#"{{"url":"http://127.0.0.1:{port}/hook","eventTypes":["load.created"]}}"#);
-    let (status, text) = rt
-        .block_on(partner.call(
-            "POST",
-            "/v1/webhooks",
-            Some(body.into_bytes()),
-            &[("content-type".into(), "application/json".into())],
-        ))
-        .expect("create");
-    assert_eq!(status, 201, "{text}");
-    let created: Value = serde_json::from_str(&text).expect("json");
-    let secret = created["data"]["signingSecret"]
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let created = subscribe(&rt, &base, &key, &url, "load.created");
+    let secret = created["signingSecret"]
         .as_str()
         .expect("secret")
         .to_owned();
@@ -126,7 +143,7 @@ fn the_readme_quickstart_works_end_to_end() {
     );
 
     // Operator views of the delivery.
-    let sub_id = created["data"]["id"].as_str().expect("id").to_owned();
+    let sub_id = created["id"].as_str().expect("id").to_owned();
     let (ok, out) = run_cli(&dir, &["subscription", &sub_id, "--server", &base], None);
     assert!(ok && out.contains("\"succeeded\""), "{out}");
     let dlv_id = line
@@ -205,7 +222,7 @@ fn the_readme_quickstart_works_end_to_end() {
     }
 
     // `keys revoke`: the key is refused at once.
-    let key_id = issued["data"]["id"].as_str().expect("key id").to_owned();
+    let key_id = issued["id"].as_str().expect("key id").to_owned();
     let (ok, out) = run_cli(
         &dir,
         &["keys", "revoke", "acme", &key_id, "--server", &base],
@@ -263,32 +280,18 @@ fn a_sigkill_mid_way_loses_no_delivery() {
     let base = format!("http://{}", server.address());
     let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
     let operator = Remote::new(&base, &token).expect("client");
-    let (_, out) = rt
-        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
-        .expect("key");
-    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
-    let partner = Remote::new(&base, &key).expect("client");
-    let json = [("content-type".to_owned(), "application/json".to_owned())];
-    let mut subs = Vec::new();
-    for i in 0..5 {
-        let body =
-            format!(r#"{{"url":"http://127.0.0.1:{port}/s{i}","eventTypes":["load.updated"]}}"#);
-        let (status, out) = rt
-            .block_on(partner.call("POST", "/v1/webhooks", Some(body.into_bytes()), &json))
-            .expect("create");
-        assert_eq!(status, 201, "{out}");
-        subs.push(
-            serde_json::from_str::<Value>(&out).expect("json")["data"]["id"]
+    let key = issue_key(&dir, &base);
+    let subs: Vec<String> = (0..5)
+        .map(|i| {
+            let url = format!("http://127.0.0.1:{port}/s{i}");
+            subscribe(&rt, &base, &key, &url, "load.updated")["id"]
                 .as_str()
                 .expect("id")
-                .to_owned(),
-        );
-    }
+                .to_owned()
+        })
+        .collect();
     let ingest = [
-        json[0].clone(),
+        ("content-type".to_owned(), "application/json".to_owned()),
         ("x-service-event".to_owned(), "load.updated".to_owned()),
     ];
     let events = 30;
@@ -358,12 +361,7 @@ fn sigterm_stops_cleanly_and_the_data_stays() {
     let dir = temp_dir("sigterm");
     let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
     let base = format!("http://{}", server.address());
-    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
-    assert!(ok, "{out}");
-    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
+    let key = issue_key(&dir, &base);
     let pid = server.child.id().to_string();
     assert!(
         Command::new("kill")
@@ -571,32 +569,12 @@ fn sigterm_lets_a_delivery_in_flight_finish() {
     ];
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
-    let (ok, out) = run_cli(&dir, &["keys", "issue", "acme", "--server", &base], None);
-    assert!(ok, "{out}");
-    let key = serde_json::from_str::<Value>(&out).expect("json")["data"]["apiKey"]
+    let key = issue_key(&dir, &base);
+    let url = format!("http://127.0.0.1:{}/hook", recv.port);
+    let sub_id = subscribe(&rt, &base, &key, &url, "load.created")["id"]
         .as_str()
-        .expect("key")
+        .expect("id")
         .to_owned();
-    let sub_id = {
-        let partner = Remote::new(&base, &key).expect("client");
-        let body = format!(
-            r#"{{"url":"http://127.0.0.1:{}/hook","eventTypes":["load.created"]}}"#,
-            recv.port
-        );
-        let (status, text) = rt
-            .block_on(partner.call(
-                "POST",
-                "/v1/webhooks",
-                Some(body.into_bytes()),
-                &[("content-type".into(), "application/json".into())],
-            ))
-            .expect("create");
-        assert_eq!(status, 201, "{text}");
-        serde_json::from_str::<Value>(&text).expect("json")["data"]["id"]
-            .as_str()
-            .expect("id")
-            .to_owned()
-    };
     let (ok, out) = run_cli(
         &dir,
         &["publish", "--type", "load.created", "--server", &base],
