@@ -580,7 +580,7 @@ fn pace(interval: Duration) -> tokio::time::Interval {
 const KEEP_LIVE: usize = 5;
 
 /// One partner API client: create (with an `Idempotency-Key`, sometimes sent twice), read
-/// one, list every page, delete the oldest beyond [`KEEP_LIVE`] and read it again (404); every
+/// one, list every page, delete the oldest beyond `KEEP_LIVE` and read it again (404); every
 /// tenth round also an invalid create (422). One request per `interval`.
 pub async fn api_client(ctx: Arc<Ctx>, no: usize, key: String, interval: Duration, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
