@@ -1,6 +1,7 @@
 //! The architecture invariants a reading of the source can check (ARCHITECTURE.md,
-//! "Architecture invariants"): every store key is built in `keys.rs`, generated bindings stay
-//! in the shell modules, and the core reads no clock and no randomness of its own.
+//! "Architecture invariants"): every store key is built in `keys.rs`, every plain write is of
+//! a record its request creates (the rest are compare-and-swaps), generated bindings stay in
+//! the shell modules, and the core reads no clock and no randomness of its own.
 
 use crate::common::{ROOT, sources};
 
@@ -122,4 +123,61 @@ fn the_core_reads_no_clock_and_no_randomness_of_its_own() {
             found.join("\n")
         );
     }
+}
+
+#[test]
+fn every_plain_write_is_of_a_record_its_request_creates() {
+    // Every read-modify-write of a key is a compare-and-swap (`kv::update`); a plain `set` is
+    // only for a record under a key the request itself made new, written before anything
+    // points at it. A new plain write must be added here with its reason.
+    let allowed = [
+        // A new API key's id pointer and record (random id, hash of a random key).
+        ("component/src/auth.rs", "api_key_id"),
+        ("component/src/auth.rs", "api_key"),
+        // A new event's load and record; the record's fanned-out mark, which every writer
+        // of that event writes the same.
+        ("component/src/delivery.rs", "event_body"),
+        ("component/src/delivery.rs", "event"),
+        // A fresh (key-less) event's delivery records (a keyed one's are compare-and-swaps).
+        ("component/src/delivery.rs", "delivery"),
+        // A new subscription's record, pending, before any index entry is trusted.
+        ("component/src/subscriptions.rs", "subscription"),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    let mut found = Vec::new();
+    for (name, lines) in sources("component/src") {
+        if name.ends_with("shell.rs") {
+            continue; // the binding of `set` itself
+        }
+        for (n, line) in lines.iter().enumerate() {
+            let Some(call) = line.split(".set(").nth(1) else {
+                continue;
+            };
+            if !call.starts_with("&keys::") {
+                if line.contains("kv") {
+                    found.push(format!(
+                        "{name}:{}: a set of a key not built here: {line}",
+                        n + 1
+                    ));
+                }
+                continue; // a `Cell::set`
+            }
+            let builder = call["&keys::".len()..].split('(').next().unwrap_or("");
+            match allowed
+                .iter()
+                .find(|(f, b)| name.ends_with(f) && *b == builder)
+            {
+                Some(entry) => {
+                    seen.insert(*entry);
+                }
+                None => found.push(format!("{name}:{}: {}", n + 1, line.trim())),
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "plain writes outside the list (a compare-and-swap, or a reason here):\n{}",
+        found.join("\n")
+    );
+    assert_eq!(seen.len(), allowed.len(), "every listed write still exists");
 }
