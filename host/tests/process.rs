@@ -41,6 +41,18 @@ fn run_cli(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `serve` on a free port, delivering to loopback receivers, with one `--set`.
+fn serve_to_loopback(setting: &'static str) -> [&'static str; 6] {
+    [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-private-targets",
+        "--set",
+        setting,
+    ]
+}
+
 /// `edgehook keys issue acme` against the server at `base`: the `data` it prints.
 fn issued(dir: &Path, base: &str) -> Value {
     let (ok, out) = run_cli(dir, &["keys", "issue", "acme", "--server", base], None);
@@ -268,14 +280,7 @@ fn a_sigkill_mid_way_loses_no_delivery() {
     let rt = rt();
     let recv = receiver(&rt);
     let port = recv.port;
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--allow-private-targets",
-        "--set",
-        "attempt_timeout_ms=1000",
-    ];
+    let args = serve_to_loopback("attempt_timeout_ms=1000");
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
     let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
@@ -559,14 +564,7 @@ fn sigterm_lets_a_delivery_in_flight_finish() {
     let recv = receiver(&rt);
     recv.hold.store(true, Ordering::SeqCst);
     // A long attempt timeout: the held attempt can only end by the receiver answering.
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--allow-private-targets",
-        "--set",
-        "attempt_timeout_ms=50000",
-    ];
+    let args = serve_to_loopback("attempt_timeout_ms=50000");
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
     let key = issue_key(&dir, &base);
