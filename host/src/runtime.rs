@@ -28,7 +28,7 @@ pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_COMPONENT_WASM")
 pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
 
 /// Instances the pooling allocator keeps slots for.
-const POOL_INSTANCES: u32 = 256;
+pub const POOL_INSTANCES: u32 = 256;
 /// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
 /// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset.
 const KEEP_RESIDENT_BYTES: usize = 2 << 20;

@@ -4,16 +4,17 @@
 use crate::runtime::{HostEnv, HttpResponse, Rest, Runtime};
 use anyhow::{Context as _, Result};
 use bytes::{Bytes, BytesMut};
+use edgehook_component::error::ApiError;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 
 /// The most of a request body the server reads; the component answers 413 past its limits.
 const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
@@ -21,6 +22,38 @@ const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
 const WAKE_INTERVAL: Duration = Duration::from_millis(250);
 /// How long shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// How long a connection may take to send a request's head, and how long a keep-alive
+/// connection may sit idle between requests (hyper's header read timeout).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request's body may take to arrive, once its head has.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections served at once; past it, new ones wait in the kernel's listen backlog.
+const MAX_CONNECTIONS: usize = 4096;
+/// How long accepting pauses after a failure (out of file descriptors, say): no busy loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a request waits for a free component instance before it is answered 503.
+const INSTANCE_WAIT: Duration = Duration::from_secs(2);
+
+/// The server's limits on slow and idle clients (defaults: the constants above).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// A request's head, and the idle wait between two requests of a connection.
+    pub header: Duration,
+    /// A request's body, from its head.
+    pub body: Duration,
+    /// A free component instance, before a 503.
+    pub instance: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header: HEADER_TIMEOUT,
+            body: BODY_TIMEOUT,
+            instance: INSTANCE_WAIT,
+        }
+    }
+}
 
 /// A running server's shared parts.
 #[derive(Clone)]
@@ -34,6 +67,16 @@ pub struct Server {
     inflight: Arc<watch::Sender<()>>,
     /// How long shutdown waits for work in flight.
     grace: Duration,
+    /// Limits on slow and idle clients.
+    timeouts: Timeouts,
+    /// One permit per connection being served.
+    connections: Arc<Semaphore>,
+    /// One permit per component instance (the pool's slots): a request holds one until its
+    /// invocation ends, attempts after the response included, and a tick for its run. A
+    /// request that finds them all taken waits a little, then gets a 503, rather than
+    /// failing to instantiate; the timer waits its turn (the semaphore is first come, first
+    /// served).
+    instances: Arc<Semaphore>,
 }
 
 impl Server {
@@ -45,12 +88,28 @@ impl Server {
             wake: Arc::new(Notify::new()),
             inflight: Arc::new(watch::channel(()).0),
             grace: SHUTDOWN_GRACE,
+            timeouts: Timeouts::default(),
+            connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            instances: Arc::new(Semaphore::new(crate::runtime::POOL_INSTANCES as usize)),
         })
     }
 
     /// The same server with another shutdown grace period (default 15 s).
     pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// The same server with other limits on slow and idle clients.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The same server with room for only `n` component instances at once (requests past
+    /// them wait, then get a 503); for tests.
+    pub fn with_instances(mut self, n: usize) -> Self {
+        self.instances = Arc::new(Semaphore::new(n));
         self
     }
 
@@ -63,11 +122,28 @@ impl Server {
     ) -> Result<()> {
         let mut timer = tokio::spawn(self.clone().timer(shutdown.clone()));
         loop {
+            // At the connection limit, wait for one to close before accepting more.
+            let permit = tokio::select! {
+                permit = self.connections.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = shutdown.changed() => break,
+            };
             tokio::select! {
                 accepted = listener.accept() => {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
-                        Err(e) => { log_line("warn", "accept failed", &[("error", e.to_string())]); continue; }
+                        Err(e) => {
+                            // Out of file descriptors, say: pause rather than spin, and let
+                            // connections close meanwhile.
+                            log_line("warn", "accept failed", &[("error", e.to_string())]);
+                            tokio::select! {
+                                _ = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                                _ = shutdown.changed() => break,
+                            }
+                            continue;
+                        }
                     };
                     // Responses are written whole; Nagle would only hold them back.
                     let _ = stream.set_nodelay(true);
@@ -75,12 +151,18 @@ impl Server {
                     let guard = self.inflight.subscribe();
                     let mut stop = shutdown.clone();
                     let stopping = async move { stop.wait_for(|stopping| *stopping).await.is_ok() };
+                    let header_timeout = self.timeouts.header;
                     tokio::spawn(async move {
+                        let _permit = permit;
                         let service = service_fn(move |req| {
                             let server = server.clone();
                             async move { Ok::<_, Infallible>(server.respond(req, peer).await) }
                         });
+                        // hyper's header read timeout only runs with a timer; it also ends
+                        // a keep-alive connection idle for as long.
                         let conn = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout)
                             .serve_connection(TokioIo::new(stream), service);
                         let mut conn = std::pin::pin!(conn);
                         // At shutdown an idle keep-alive connection closes at once, and one
@@ -124,18 +206,19 @@ impl Server {
         let response = match outcome {
             Ok(resp) => resp,
             Err(e) => {
+                let response = host_error(ApiError::internal(""));
                 log_line(
                     "error",
                     "request failed in the host",
-                    &[("error", format!("{e:#}"))],
+                    &[
+                        ("error", format!("{e:#}")),
+                        (
+                            "requestId",
+                            response.header("x-request-id").unwrap_or("").to_owned(),
+                        ),
+                    ],
                 );
-                HttpResponse {
-                    status: 500,
-                    headers: vec![("content-type".into(), "application/json".into())],
-                    body: Bytes::from_static(
-                        br#"{"error":{"code":"internal","message":"Internal error.","details":[]},"requestId":null}"#,
-                    ),
-                }
+                response
             }
         };
         log_line(
@@ -170,29 +253,54 @@ impl Server {
     }
 
     async fn forward(&self, req: hyper::Request<Incoming>) -> Result<HttpResponse> {
-        let (parts, mut body) = req.into_parts();
-        let mut buf = BytesMut::new();
-        while buf.len() < BODY_READ_LIMIT {
-            match body.frame().await {
-                Some(frame) => {
-                    if let Ok(data) = frame?.into_data() {
-                        buf.extend_from_slice(&data);
-                    }
-                }
-                None => break,
+        let (parts, body) = req.into_parts();
+        let buf = match tokio::time::timeout(self.timeouts.body, read_body(body)).await {
+            Ok(Ok(buf)) => buf,
+            Ok(Err(e)) => {
+                return Ok(host_error(ApiError::bad_request(format!(
+                    "The request body could not be read: {e}."
+                ))));
             }
-        }
-        buf.truncate(BODY_READ_LIMIT);
-        let req = hyper::Request::from_parts(parts, Full::new(buf.freeze()));
+            Err(_) => {
+                return Ok(host_error(
+                    ApiError::new(
+                        408,
+                        "request_timeout",
+                        "The request body did not arrive in time.",
+                    )
+                    .with_header("connection", "close"),
+                ));
+            }
+        };
+        let permit = match tokio::time::timeout(
+            self.timeouts.instance,
+            self.instances.clone().acquire_owned(),
+        )
+        .await
+        {
+            Ok(Ok(permit)) => permit,
+            _ => {
+                return Ok(host_error(
+                    ApiError::new(
+                        503,
+                        "overloaded",
+                        "The service is at capacity; nothing was changed. Retry later.",
+                    )
+                    .with_header("retry-after", "1"),
+                ));
+            }
+        };
+        let req = hyper::Request::from_parts(parts, Full::new(buf));
         let (response, rest) = self.runtime.handle_detached(&self.env, req).await?;
         // The client has its answer; work the component does after it (attempt 1 of an
-        // accepted event) finishes on its own.
+        // accepted event) finishes on its own, and keeps its instance until then.
         match rest {
             Rest::Ended(outcome) => report_rest(outcome.map_err(anyhow::Error::from)),
             Rest::Running(task) => {
                 let guard = self.inflight.subscribe();
                 tokio::spawn(async move {
                     let _guard = guard;
+                    let _permit = permit;
                     report_rest(Rest::Running(task).finish().await);
                 });
             }
@@ -222,8 +330,14 @@ impl Server {
                 }
                 _ = shutdown.changed() => return,
             }
+            let permit = tokio::select! {
+                permit = self.instances.clone().acquire_owned() => permit,
+                _ = shutdown.changed() => return,
+            };
             last_tick = Instant::now();
-            match self.runtime.tick(&self.env).await {
+            let ticked = self.runtime.tick(&self.env).await;
+            drop(permit);
+            match ticked {
                 Ok(report) => {
                     if report.attempted > 0 {
                         log_line(
@@ -244,6 +358,47 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// Reads a request body, at most [`BODY_READ_LIMIT`] bytes of it (the component answers 413
+/// past its limits without the rest).
+async fn read_body(mut body: Incoming) -> Result<Bytes, hyper::Error> {
+    let mut buf = BytesMut::new();
+    while buf.len() < BODY_READ_LIMIT {
+        match body.frame().await {
+            Some(frame) => {
+                if let Ok(data) = frame?.into_data() {
+                    buf.extend_from_slice(&data);
+                }
+            }
+            None => break,
+        }
+    }
+    buf.truncate(BODY_READ_LIMIT);
+    Ok(buf.freeze())
+}
+
+/// An error the host answers itself (the component never saw the request, or failed): the
+/// component's error envelope, with a request id of the component's kind, in the body and
+/// in `X-Request-Id`.
+pub fn host_error(error: ApiError) -> HttpResponse {
+    struct OsEntropy;
+    impl edgehook_component::env::Entropy for OsEntropy {
+        fn fill(&self, buf: &mut [u8]) {
+            use rand::TryRng as _;
+            // Without the operating system's randomness the id is zeros: still an answer.
+            let _ = rand::rngs::SysRng.try_fill_bytes(buf);
+        }
+    }
+    let request_id = edgehook_component::ids::IdKind::Request.generate(&OsEntropy);
+    let response = error
+        .into_response(&request_id)
+        .with_header("x-request-id", &request_id);
+    HttpResponse {
+        status: response.status,
+        headers: response.headers,
+        body: Bytes::from(response.body),
     }
 }
 
@@ -321,15 +476,30 @@ mod tests {
     struct Hang(Arc<Notify>);
 
     impl Outbound for Hang {
-        fn send(&self, _: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
+        fn send(&self, req: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
             self.0.notify_one();
-            Box::pin(std::future::pending())
+            // The request is kept (its body too): dropping it would end the guest's body
+            // write at once, and the attempt with it, instead of hanging.
+            Box::pin(async move {
+                let _req = req;
+                std::future::pending().await
+            })
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn shutdown_does_not_wait_for_a_tick_beyond_the_grace_period() {
-        let sent = Arc::new(Notify::new());
+    fn req(method: &str, path: &str, auth: &str, body: &str) -> http::Request<Full<Bytes>> {
+        http::Request::builder()
+            .method(method)
+            .uri(format!("http://test{path}"))
+            .header("authorization", format!("Bearer {auth}"))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .expect("request")
+    }
+
+    /// A store with one subscription to `load.created` at an endpoint that never answers
+    /// (attempts hang for two minutes); `sent` is notified at each attempt. Admin token `t`.
+    async fn hanging_subscription(sent: Arc<Notify>) -> HostEnv {
         let config: BTreeMap<String, String> = [
             ("admin_token", "t"),
             ("allow_private_targets", "true"),
@@ -342,20 +512,11 @@ mod tests {
             kv: KvStore::Local(Arc::new(MemoryStore::new())),
             config: Arc::new(config),
             clock: None,
-            outbound: Arc::new(Hang(sent.clone())),
+            outbound: Arc::new(Hang(sent)),
             seed: None,
             guest_log: None,
         };
         let rt = Runtime::embedded().expect("runtime");
-        let req = |method: &str, path: &str, auth: &str, body: &str| {
-            http::Request::builder()
-                .method(method)
-                .uri(format!("http://test{path}"))
-                .header("authorization", format!("Bearer {auth}"))
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(body.to_owned())))
-                .expect("request")
-        };
         let key = rt
             .handle(&env, req("POST", "/internal/v1/clients/acme/keys", "t", ""))
             .await
@@ -370,6 +531,132 @@ mod tests {
             .await
             .expect("create");
         assert_eq!(created.status, 201);
+        env
+    }
+
+    /// Serves `server` on a loopback port; returns its address and the shutdown switch.
+    async fn serving(server: Server) -> (SocketAddr, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stop_rx) = watch::channel(false);
+        tokio::spawn(server.run(listener, stop_rx));
+        (addr, stop)
+    }
+
+    /// Writes `request` on a new connection and reads what comes back until the server
+    /// closes it (or 10 s pass: a failure, not a wait the test relies on).
+    async fn exchange(addr: SocketAddr, request: &[u8]) -> (String, Duration) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let started = Instant::now();
+        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(request).await.expect("write");
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut got)).await;
+        assert!(
+            read.is_ok(),
+            "the server kept the connection open: {}",
+            String::from_utf8_lossy(&got)
+        );
+        (
+            String::from_utf8_lossy(&got).into_owned(),
+            started.elapsed(),
+        )
+    }
+
+    fn short_timeouts() -> Timeouts {
+        Timeouts {
+            header: Duration::from_millis(300),
+            body: Duration::from_millis(300),
+            instance: Duration::from_millis(300),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_that_sends_no_head_or_sits_idle_is_closed() {
+        let env = hanging_subscription(Arc::new(Notify::new())).await;
+        let server = Server::new(env)
+            .expect("server")
+            .with_timeouts(short_timeouts());
+        let (addr, _stop) = serving(server).await;
+        // Nothing at all, then half a head (slowloris).
+        let (got, _) = exchange(addr, b"").await;
+        assert!(!got.contains("200 OK"), "{got}");
+        let (got, _) = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await;
+        assert!(!got.contains("200 OK"), "{got}");
+        // A whole request on a keep-alive connection, then nothing: answered, then closed.
+        let (got, _) = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_that_does_not_arrive_in_time_is_a_408_with_a_request_id() {
+        let env = hanging_subscription(Arc::new(Notify::new())).await;
+        let server = Server::new(env)
+            .expect("server")
+            .with_timeouts(short_timeouts());
+        let (addr, _stop) = serving(server).await;
+        let (got, _) = exchange(
+            addr,
+            b"POST /v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"url\"",
+        )
+        .await;
+        assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+        assert!(got.contains(r#""code":"request_timeout""#), "{got}");
+        assert!(got.contains(r#""requestId":"req_"#), "{got}");
+        assert!(got.to_lowercase().contains("x-request-id: req_"), "{got}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_that_finds_every_instance_taken_gets_a_503_with_a_request_id() {
+        let sent = Arc::new(Notify::new());
+        let env = hanging_subscription(sent.clone()).await;
+        let server = Server::new(env)
+            .expect("server")
+            .with_timeouts(short_timeouts())
+            .with_instances(1);
+        let (addr, _stop) = serving(server).await;
+        // The event's attempt 1 hangs, and keeps the only instance after the 202.
+        let event = b"POST /internal/v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\
+            Content-Type: application/json\r\nX-Service-Event: load.created\r\n\
+            Content-Length: 10\r\nConnection: close\r\n\r\n{\"id\":\"L\"}";
+        let (got, _) = exchange(addr, event).await;
+        assert!(got.starts_with("HTTP/1.1 202"), "{got}");
+        tokio::time::timeout(Duration::from_secs(10), sent.notified())
+            .await
+            .expect("attempt 1 is under way");
+        let (got, _) = exchange(
+            addr,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+        assert!(got.contains(r#""code":"overloaded""#), "{got}");
+        assert!(got.contains(r#""requestId":"req_"#), "{got}");
+        assert!(got.to_lowercase().contains("retry-after: 1"), "{got}");
+    }
+
+    #[test]
+    fn a_host_error_is_the_components_envelope_with_a_fresh_request_id() {
+        let a = host_error(ApiError::internal("cause, for the log only"));
+        let b = host_error(ApiError::internal("cause, for the log only"));
+        assert_eq!(a.status, 500);
+        let id = a.header("x-request-id").expect("x-request-id").to_owned();
+        assert!(
+            edgehook_component::ids::IdKind::Request.matches(&id),
+            "{id}"
+        );
+        assert_ne!(b.header("x-request-id"), Some(id.as_str()));
+        let body: serde_json::Value = serde_json::from_slice(&a.body).expect("json");
+        assert_eq!(body["requestId"], id.as_str());
+        assert_eq!(body["error"]["code"], "internal");
+        assert!(!String::from_utf8_lossy(&a.body).contains("cause"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_does_not_wait_for_a_tick_beyond_the_grace_period() {
+        let sent = Arc::new(Notify::new());
+        let env = hanging_subscription(sent.clone()).await;
+        let rt = Runtime::embedded().expect("runtime");
         // Published through the export (no tick of its own): the server's timer sends it, and
         // the attempt hangs for its 2-minute timeout.
         rt.publish(&env, "load.created", br#"{"id":"L"}"#)
