@@ -23,12 +23,16 @@ pub fn read_admin_token(data_dir: &Path) -> Result<String> {
 }
 
 /// The operator token in `<data_dir>/admin-token`, created (random, mode 0600) if missing.
+/// An empty file (a first start cut short before the token was written) is written anew; an
+/// unreadable one is an error that says so.
 pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
-    if let Ok(token) = read_admin_token(data_dir)
-        && !token.is_empty()
-    {
-        return Ok(token);
-    }
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let empty = match read_admin_token(data_dir) {
+        Ok(token) if !token.is_empty() => return Ok(token),
+        Ok(_) => true,
+        Err(_) if !path.exists() => false,
+        Err(e) => return Err(e),
+    };
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let mut bytes = [0u8; 32];
@@ -36,15 +40,20 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
         .try_fill_bytes(&mut bytes)
         .map_err(|e| anyhow!("no randomness for the admin token: {e}"))?;
     let token = format!("eha_{}", hex::encode(bytes));
-    let path = data_dir.join(ADMIN_TOKEN_FILE);
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    // A new file only if there was none, so two first starts cannot write two tokens.
+    if empty {
+        options.write(true).truncate(true);
+    } else {
+        options.write(true).create_new(true);
+    }
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options
         .open(&path)
         .with_context(|| format!("creating {}", path.display()))?;
     std::io::Write::write_all(&mut file, token.as_bytes())?;
+    file.sync_all()?;
     crate::serve::log_line(
         "info",
         "admin token created",
@@ -128,5 +137,34 @@ impl Remote {
             Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
         };
         Ok((status, text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("edgehook-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn an_empty_token_file_is_written_anew_and_an_unreadable_one_says_why() {
+        let dir = temp_dir("token");
+        std::fs::create_dir_all(&dir).expect("dir");
+        // A first start cut short after creating the file, before writing it.
+        std::fs::write(dir.join(ADMIN_TOKEN_FILE), b"").expect("empty file");
+        let token = admin_token_or_create(&dir).expect("a token");
+        assert!(token.starts_with("eha_") && token.len() == 68, "{token}");
+        assert_eq!(admin_token_or_create(&dir).expect("kept"), token);
+        // Unreadable (here: a directory where the file should be).
+        let other = temp_dir("token-dir");
+        std::fs::create_dir_all(other.join(ADMIN_TOKEN_FILE)).expect("dir");
+        let err = format!("{:#}", admin_token_or_create(&other).expect_err("an error"));
+        assert!(err.contains("reading"), "the real cause: {err}");
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&other);
     }
 }

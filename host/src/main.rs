@@ -366,13 +366,36 @@ fn serve(args: ServeArgs) -> Result<()> {
         let Some((k, v)) = pair.split_once('=') else {
             bail!("--set takes KEY=VALUE, got {pair:?}");
         };
-        config.insert(k.trim().to_owned(), v.to_owned());
+        let key = k.trim();
+        if !edgehook_component::config::KEYS
+            .iter()
+            .any(|(known, _)| *known == key)
+        {
+            let known: Vec<&str> = edgehook_component::config::KEYS
+                .iter()
+                .map(|(k, _)| *k)
+                .collect();
+            bail!(
+                "--set {key}: no such setting (the settings: {})",
+                known.join(", ")
+            );
+        }
+        config.insert(key.to_owned(), v.to_owned());
     }
-    let token = match args.admin_token {
+    // --admin-token (or EDGEHOOK_ADMIN_TOKEN), then --set admin_token=..., then the file.
+    let token = match args
+        .admin_token
+        .or_else(|| config.get("admin_token").cloned())
+        .filter(|t| !t.trim().is_empty())
+    {
         Some(t) => t,
         None => cli::admin_token_or_create(&args.data_dir)?,
     };
     config.insert("admin_token".into(), token);
+    // Checked now, as the component will read them: a bad value stops the start (naming the
+    // key, never the value) instead of failing every request.
+    edgehook_component::config::Settings::from_pairs(config.iter())
+        .map_err(|e| anyhow::anyhow!("invalid setting: {e}"))?;
     let allow_private = args.allow_private_targets
         || config
             .get("allow_private_targets")

@@ -432,12 +432,12 @@ impl Outbound for NetOutbound {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_owned();
-            // Never log a query string: partners sometimes put tokens there.
+            // Scheme and authority only: partners' URLs carry tokens in their paths (Slack,
+            // Discord, Teams) and queries. The delivery id says which subscription it was.
             let target = format!(
-                "{}://{}{}",
+                "{}://{}",
                 parts.uri.scheme_str().unwrap_or("https"),
                 parts.uri.authority().map(|a| a.as_str()).unwrap_or(""),
-                parts.uri.path()
             );
             let req = http::Request::from_parts(parts, Full::new(body));
             let limit = options

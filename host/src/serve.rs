@@ -22,6 +22,10 @@ const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
 const WAKE_INTERVAL: Duration = Duration::from_millis(250);
 /// How long shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// The longest the timer waits between two ticks, whatever the component said was due: work
+/// another instance sharing the store queued (retries of a stopped `serve`, events published
+/// through another instance) is picked up within this.
+const IDLE_TICK: Duration = Duration::from_secs(5);
 /// How long a connection may take to send a request's head, and how long a keep-alive
 /// connection may sit idle between requests (hyper's header read timeout).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -308,8 +312,9 @@ impl Server {
         Ok(response)
     }
 
-    /// Calls `tick` when due, when woken by a request, and once at start (work left by a
-    /// previous run). Does nothing while nothing is due.
+    /// Calls `tick` when due, when woken by a request, once at start (work left by a
+    /// previous run), and at least every [`IDLE_TICK`] (work queued by another instance on
+    /// the same store).
     ///
     /// A wake comes with every accepted event, whose first attempts the component already
     /// runs in the same invocation; the tick after it is the safety net (and learns when the
@@ -318,9 +323,9 @@ impl Server {
         let mut next_due: Option<u64> = Some(0);
         let mut last_tick = Instant::now() - WAKE_INTERVAL;
         loop {
-            let wait = next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms())));
+            let wait = tick_wait(next_due, now_ms(), IDLE_TICK);
             tokio::select! {
-                _ = async { match wait { Some(w) => tokio::time::sleep(w).await, None => std::future::pending().await } } => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = self.wake.notified() => {
                     let earliest = last_tick + WAKE_INTERVAL;
                     tokio::select! {
@@ -400,6 +405,15 @@ pub fn host_error(error: ApiError) -> HttpResponse {
         headers: response.headers,
         body: Bytes::from(response.body),
     }
+}
+
+/// How long the timer waits before its next tick: until the next due time, or the idle tick
+/// if that comes first (another instance on the same store may have queued work this one was
+/// never told of).
+fn tick_wait(next_due_ms: Option<u64>, now_ms: u64, idle: Duration) -> Duration {
+    next_due_ms
+        .map(|due| Duration::from_millis(due.saturating_sub(now_ms)))
+        .map_or(idle, |w| w.min(idle))
 }
 
 /// Binds `addr`.
@@ -650,6 +664,19 @@ mod tests {
         assert_eq!(body["requestId"], id.as_str());
         assert_eq!(body["error"]["code"], "internal");
         assert!(!String::from_utf8_lossy(&a.body).contains("cause"));
+    }
+
+    #[test]
+    fn the_timer_ticks_when_due_and_at_least_every_idle_period() {
+        let idle = Duration::from_secs(5);
+        // Nothing due here: another instance on the same store may still queue work.
+        assert_eq!(tick_wait(None, 1_000, idle), idle);
+        assert_eq!(tick_wait(Some(1_000 + 60_000), 1_000, idle), idle);
+        assert_eq!(
+            tick_wait(Some(1_250), 1_000, idle),
+            Duration::from_millis(250)
+        );
+        assert_eq!(tick_wait(Some(500), 1_000, idle), Duration::ZERO);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

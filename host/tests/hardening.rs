@@ -59,7 +59,7 @@ fn serve_logs_carry_no_secret_key_or_admin_token() {
         for s in &secrets {
             assert!(
                 !line.contains(s.as_str()),
-                "a signing secret leaked: {line}"
+                "a signing secret or a URL's path token leaked: {line}"
             );
         }
         assert!(!line.contains(&key), "an API key leaked: {line}");
@@ -69,7 +69,8 @@ fn serve_logs_carry_no_secret_key_or_admin_token() {
 }
 
 /// Partner and operator calls of every kind, good and bad, and two deliveries (one
-/// delivered, one refused). Returns the API key, a revoked key and the signing secrets.
+/// delivered, one refused), to URLs whose paths carry a token as Slack's and Discord's do.
+/// Returns the API key, a revoked key, and the signing secrets and path tokens.
 fn busy_session(server: &mut Proc, base: &str, token: &str) -> (String, String, Vec<String>) {
     let rt = rt();
     let recv = receiver(&rt);
@@ -118,11 +119,14 @@ fn busy_session(server: &mut Proc, base: &str, token: &str) -> (String, String, 
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
         l.local_addr().expect("addr").port()
     };
-    let mut secrets = Vec::new();
+    let mut secrets = vec![
+        "PathTokenOk7f3a".to_owned(),
+        "PathTokenRefused9c1d".to_owned(),
+    ];
     let mut subs = Vec::new();
     for target in [
-        format!("http://127.0.0.1:{}/ok", recv.port),
-        format!("http://127.0.0.1:{closed}/refused"),
+        format!("http://127.0.0.1:{}/services/T0/{}", recv.port, secrets[0]),
+        format!("http://127.0.0.1:{closed}/services/T0/{}", secrets[1]),
     ] {
         let body = format!(r#"{{"url":"{target}","eventTypes":["load.created"]}}"#);
         let (status, out) = call(&partner, "POST", "/v1/webhooks", Some(body));
@@ -192,44 +196,95 @@ fn busy_session(server: &mut Proc, base: &str, token: &str) -> (String, String, 
     (key, revoked, secrets)
 }
 
+/// Runs `edgehook` to its end (the test fails if it is still running at the deadline);
+/// returns its exit code and output.
+fn run_to_end(args: &[&str], dir: &std::path::Path) -> (Option<i32>, String) {
+    let child = std::process::Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start edgehook");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(DEADLINE) else {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("edgehook did not stop: {args:?}");
+    };
+    let out = out.expect("output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
 #[test]
-fn a_misconfigured_serve_logs_the_key_never_the_admin_token() {
+fn a_misconfigured_serve_refuses_to_start_naming_the_key_never_the_admin_token() {
     let dir = temp_dir("hardening-config");
     let token = "eha_misconfigured_token_0123456789";
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--admin-token", token];
+        args.extend_from_slice(extra);
+        run_to_end(&args, &dir)
+    };
+    let (code, bad_value) = serve(&["--set", "max_concurrency=lots"]);
+    assert_eq!(code, Some(1), "{bad_value}");
+    assert!(
+        bad_value.contains("invalid setting: config key max_concurrency"),
+        "{bad_value}"
+    );
+    assert!(!bad_value.contains("listening"), "{bad_value}");
+    // A typo is not silently ignored.
+    let (code, typo) = serve(&["--set", "attempt_timout_ms=5000"]);
+    assert_eq!(code, Some(1), "{typo}");
+    assert!(
+        typo.contains("attempt_timout_ms: no such setting") && typo.contains("attempt_timeout_ms"),
+        "{typo}"
+    );
+    for out in [&bad_value, &typo] {
+        assert!(!out.contains(token), "the admin token leaked: {out}");
+    }
+}
+
+#[test]
+fn serve_takes_the_admin_token_from_set_before_the_file() {
+    let dir = temp_dir("hardening-set-token");
     let mut server = Proc::start(
         &[
             "serve",
             "--listen",
             "127.0.0.1:0",
-            "--admin-token",
-            token,
             "--set",
-            "max_concurrency=lots",
+            "admin_token=eha_from_set_0123456789",
         ],
         &dir,
     );
     let base = format!("http://{}", server.address());
     let rt = rt();
-    let (status, out) = rt
-        .block_on(Remote::new(&base, token).expect("client").call(
+    let call = |token: &str| {
+        rt.block_on(Remote::new(&base, token).expect("client").call(
             "GET",
             "/internal/v1/settings",
             None,
             &[],
         ))
-        .expect("call");
-    assert_eq!(status, 500, "{out}");
+        .expect("call")
+        .0
+    };
+    assert_eq!(call("eha_from_set_0123456789"), 200);
     assert!(
-        !out.contains(token) && !out.contains("max_concurrency"),
-        "{out}"
+        !dir.join("edgehook-data/admin-token").exists(),
+        "no token file is made when one is given"
     );
-    let logged = server.wait_for("the component's log line", |l| {
-        l.contains("max_concurrency")
-    });
-    assert!(logged.contains("request_id=req_"), "{logged}");
-    for line in server.drain() {
-        assert!(!line.contains(token), "the admin token leaked: {line}");
-    }
+    server.kill();
 }
 
 /// Sends a request head and `body_bytes` of body (never the rest), then reads the response
