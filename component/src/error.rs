@@ -30,6 +30,9 @@ impl FieldError {
     }
 }
 
+/// The most details a 422 lists.
+pub const MAX_DETAILS: usize = 20;
+
 /// An API error: what the client sees, plus an internal note for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -137,13 +140,20 @@ impl ApiError {
         )
     }
 
-    /// 422: one or more fields are invalid; one detail per bad field.
-    pub fn validation(details: Vec<FieldError>) -> Self {
-        let mut e = Self::new(
-            422,
-            "validation_failed",
-            "The request has invalid fields; see details.",
-        );
+    /// 422: one or more fields are invalid; one detail per bad field, the first
+    /// [`MAX_DETAILS`] of them (the message says how many there were), so that an answer
+    /// stays about the size of its request however many bad entries a body lists.
+    pub fn validation(mut details: Vec<FieldError>) -> Self {
+        let message = if details.len() > MAX_DETAILS {
+            format!(
+                "The request has invalid fields; see details (the first {MAX_DETAILS} of {}).",
+                details.len()
+            )
+        } else {
+            "The request has invalid fields; see details.".to_owned()
+        };
+        details.truncate(MAX_DETAILS);
+        let mut e = Self::new(422, "validation_failed", message);
         e.details = details;
         e
     }

@@ -456,6 +456,29 @@ fn invalid_event_types_and_bodies() {
 }
 
 #[test]
+fn a_422_lists_at_most_twenty_details_however_many_entries_are_bad() {
+    let mut sim = sim(7);
+    let key = issue_key(&mut sim, "acme");
+    // Nearly 64 KiB of bad entries: one detail each would make a 5 MB answer.
+    let bad: Vec<Value> = vec![json!(0); 32_000];
+    let resp = create_with(&mut sim, &key, &json!({"url": URL, "eventTypes": bad}), &[]);
+    assert_error(&resp, 422, "validation_failed");
+    assert_eq!(details(&resp).len(), 20);
+    assert_eq!(
+        details(&resp)[0],
+        ("eventTypes[0]".into(), "invalid_type".into())
+    );
+    assert!(
+        resp.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the first 20 of 32000")),
+        "{}",
+        resp.json()
+    );
+    assert!(resp.body.len() < 8 * 1024, "{} bytes", resp.body.len());
+}
+
+#[test]
 fn the_per_client_cap_is_enforced_and_deleting_frees_a_slot() {
     let mut sim = builder(8)
         .config("subscription_limit", "3")
