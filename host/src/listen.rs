@@ -52,6 +52,9 @@ pub fn verify(
     mac.verify_slice(&sig).map_err(|_| Refusal::BadSignature)
 }
 
+/// Delivery ids remembered for the duplicate check.
+const SEEN_LIMIT: usize = 100_000;
+
 /// Runs the receiver until the process is stopped.
 pub async fn run(addr: SocketAddr, secret: String, tolerance_s: u64) -> Result<()> {
     let listener = crate::serve::bind(addr).await?;
@@ -81,7 +84,14 @@ pub async fn run(addr: SocketAddr, secret: String, tolerance_s: u64) -> Result<(
                 Ok(()) => {
                     let first = seen
                         .lock()
-                        .map(|mut s| s.insert(id.clone()))
+                        .map(|mut s| {
+                            // A development tool, but it may run for days: forget the ids
+                            // seen once there are many (a late duplicate then shows as new).
+                            if s.len() >= SEEN_LIMIT {
+                                s.clear();
+                            }
+                            s.insert(id.clone())
+                        })
                         .unwrap_or(true);
                     if first {
                         (200, "verified".to_owned())
