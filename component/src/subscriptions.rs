@@ -469,6 +469,10 @@ fn create_fresh<K: Kv>(
     claim: Option<&idempotency::Claim>,
 ) -> Result<(Vec<u8>, String), ApiError> {
     let id = IdKind::Subscription.generate(env.entropy);
+    // The cap first: a refused create writes nothing, so refusals cannot grow the shared
+    // fan-out lists every publish reads. A slot taken by a create that then fails is given
+    // back by the recount when the cap next seems reached.
+    take_slot(env, client_id, &id)?;
     let secret = Secret::generate(env.random_bytes::<32>());
     let mut fanout_seqs = Vec::with_capacity(input.event_types.len());
     for event_type in &input.event_types {
@@ -500,12 +504,6 @@ fn create_fresh<K: Kv>(
     };
     let pending = sub.encode();
     env.kv.set(&keys::subscription(&id), &pending)?;
-    if let Err(e) = take_slot(env, client_id, &id) {
-        // Refused (cap) or unknown: undo what is visible to nobody anyway, best effort.
-        let _ = remove_from_indexes(env, &sub);
-        let _ = env.kv.delete(&keys::subscription(&id));
-        return Err(e);
-    }
     let data = created_data(&sub)?;
     if let Some(claim) = claim {
         // The replay writes its data from the subscription record: the record is the only

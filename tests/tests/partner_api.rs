@@ -517,6 +517,35 @@ fn the_per_client_cap_is_enforced_and_deleting_frees_a_slot() {
 }
 
 #[test]
+fn a_create_refused_at_the_cap_writes_nothing() {
+    let mut sim = builder(8)
+        .config("subscription_limit", "1")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    create(&mut sim, &key, URL, &["load.created", "load.updated"]);
+    let before = sim.store().snapshot();
+    for _ in 0..50 {
+        let resp = create_with(
+            &mut sim,
+            &key,
+            &json!({"url": URL, "eventTypes": ["load.created", "load.updated"]}),
+            &[],
+        );
+        assert_error(&resp, 422, "subscription_limit_reached");
+    }
+    // Every publish reads the fan-out lists: refusals must not lengthen them (nor anything
+    // else but the rate limiter's count of requests).
+    let after = sim.store().snapshot();
+    let changed: Vec<&String> = after
+        .keys()
+        .chain(before.keys())
+        .filter(|k| before.get(*k) != after.get(*k) && !k.starts_with("rate:"))
+        .collect();
+    assert!(changed.is_empty(), "refused creates wrote {changed:?}");
+}
+
+#[test]
 fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
     use edgehook_host::store::KvBackend;
     let mut sim = builder(8)
