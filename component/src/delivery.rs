@@ -1107,7 +1107,8 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
 /// Sends the candidates of every scanned second, `max_concurrency` at a time. A batch lasts
 /// as long as its slowest attempt, so deliveries whose last attempt timed out go last, in
 /// batches of their own: one endpoint that hangs does not hold up everyone's retries. What is
-/// not sent (budget, time, store failures, leases held by others) holds its second back.
+/// not sent (budget, time, store failures, leases held by others, not due yet) holds its
+/// second back.
 fn run_candidates<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
@@ -1150,13 +1151,9 @@ fn run_candidates<K: Kv>(
         budget -= batch.len();
         let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
         match run_batch(&clock.env(env), sender, tick_id, &ids, None, clock, report) {
-            // Another tick holds these: it may die mid-attempt, so their second is not done
-            // with them until the lease runs out.
-            Ok(held) => {
-                for (id, until) in held {
-                    if let Some((i, seq, _, _)) = batch.iter().find(|w| w.2 == id) {
-                        scans[*i].hold(*seq, until);
-                    }
+            Ok(waits) => {
+                for (id, wait) in waits {
+                    hold_entries(scans, &id, wait);
                 }
             }
             Err(_) => {
@@ -1168,19 +1165,55 @@ fn run_candidates<K: Kv>(
     }
 }
 
+/// Holds back, in every scanned second, the entries of a delivery a batch left unsent
+/// because of `wait` (each second's own entry: a delivery listed in two seconds is sent
+/// through the first, and the other must not be passed either while the delivery waits).
+fn hold_entries(scans: &mut [SecondScan], id: &str, wait: Wait) {
+    for scan in scans.iter_mut() {
+        let seqs: Vec<u64> = scan
+            .candidates
+            .iter()
+            .filter(|(_, c, _)| c == id)
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        for seq in seqs {
+            match wait {
+                // Another tick holds it: it may die mid-attempt, so the second is not done
+                // with the entry until the lease runs out.
+                Wait::Leased(until) => scan.hold(seq, until),
+                // Due later in this second: sent by a tick that reads a later clock.
+                Wait::Due(due) if second_of(due) <= scan.second => scan.hold(seq, due),
+                // Due in a later second, whose own entry stands for it: this one is stale.
+                Wait::Due(_) => {}
+            }
+        }
+    }
+}
+
+/// Why a batch left a delivery it was given unsent for now, though its queue entry is not
+/// done with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Another tick holds its lease until then.
+    Leased(u64),
+    /// It is pending but due only then: a publish (or replay) made it due after this tick
+    /// read its clock, within the second the tick is scanning.
+    Due(u64),
+}
+
 /// What a claim found.
 enum Claim {
     /// Ours now.
     Claimed(Box<Claimed>),
-    /// Another tick holds it until then.
-    Held(u64),
-    /// Nothing to do (finished, not due, gone).
+    /// Not to be sent now, and not done with either.
+    Wait(Wait),
+    /// Nothing to do (finished, gone).
     Skip,
 }
 
 /// Claims, sends and records one batch of due deliveries, concurrently; `env.now_ms` is when
 /// the batch starts. Moves `clock` on by the time the sending took. Returns the deliveries
-/// another tick holds, with the end of their lease.
+/// left unsent that are not done with: held by another tick, or not due yet.
 fn run_batch<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
@@ -1189,13 +1222,13 @@ fn run_batch<K: Kv>(
     known: Known<'_>,
     clock: &TickClock,
     report: &mut TickReport,
-) -> Result<Vec<(String, u64)>, KvError> {
+) -> Result<Vec<(String, Wait)>, KvError> {
     let now = env.now_ms;
     // Which of `ids` each claimed delivery is.
     let mut claimed_at: Vec<usize> = Vec::new();
     let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
     let mut claimed: Vec<Claimed> = Vec::new();
-    let mut held: Vec<(String, u64)> = Vec::new();
+    let mut held: Vec<(String, Wait)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let written = known.map(|(items, _)| &items[i].0);
         let outcome = update(env.kv, &keys::delivery(id), |cur| {
@@ -1208,11 +1241,17 @@ fn run_batch<K: Kv>(
                 None => Delivery::decode(bytes)?,
             };
             let due = match d.next_attempt_at {
-                Some(due) if d.status == Status::Pending && due <= now => due,
+                Some(due) if d.status == Status::Pending => due,
                 _ => return Ok(Update::Keep(Claim::Skip)),
             };
             if let Some(until) = d.lease_until.filter(|u| *u > now) {
-                return Ok(Update::Keep(Claim::Held(until)));
+                return Ok(Update::Keep(Claim::Wait(Wait::Leased(until))));
+            }
+            if due > now {
+                // Made due after this tick read its clock: a publish later in the same
+                // second enqueued it before the tick scanned that second. Not sent now, and
+                // its entry must wait for it (else the watermark passes the only pointer).
+                return Ok(Update::Keep(Claim::Wait(Wait::Due(due))));
             }
             d.lease_until = Some(lease_until);
             d.lease_owner = Some(tick_id.to_owned());
@@ -1232,7 +1271,7 @@ fn run_batch<K: Kv>(
                 claimed.push(*c);
                 claimed_at.push(i);
             }
-            Claim::Held(until) => held.push((id.clone(), until)),
+            Claim::Wait(wait) => held.push((id.clone(), wait)),
             Claim::Skip => {}
         }
     }
@@ -2603,6 +2642,34 @@ mod tests {
             1,
             "sent once the lease is over"
         );
+        assert_eq!(sent.0.get(), 1);
+    }
+
+    #[test]
+    fn an_event_published_after_a_tick_read_its_clock_is_sent_by_a_later_tick() {
+        // A tick reads its clock at T - 200; a publish at T, in the same second, enqueues
+        // before the tick scans that second. The tick must not send a delivery due after its
+        // clock, nor move the second's watermark past it: through `events.publish` (no
+        // run_now) the queue entry is the only pointer to attempt 1.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(11);
+        let t = 1_767_225_600_300;
+        active_subscription(&kv);
+        let receipt = publish(
+            &env_at(&kv, &settings, &entropy, t),
+            "load.created",
+            br#"{"id":"L"}"#,
+            None,
+        )
+        .expect("publish");
+        assert_eq!(receipt.deliveries, 1);
+        let sent = Counting(Cell::new(0));
+        let early = tick(&env_at(&kv, &settings, &entropy, t - 200), &sent);
+        assert_eq!(early.attempted, 0, "not due at the tick's clock");
+        assert_eq!(early.next_due_ms, Some(t), "due at its publish time");
+        let later = tick(&env_at(&kv, &settings, &entropy, t + 5_000), &sent);
+        assert_eq!(later.attempted, 1, "sent by the next tick");
         assert_eq!(sent.0.get(), 1);
     }
 
