@@ -1083,11 +1083,24 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
             }
             continue;
         };
+        if d.status != Status::Pending {
+            // A replay queues its entry (in its own second) before it makes the record
+            // pending again, so a record that finished before this entry's second began
+            // may be a replay in progress: like a missing record, the entry waits until
+            // the second is settled. A record that finished within the entry's second is
+            // taken as the end of the run the entry was queued for (the common case, which
+            // must not hold every second for its grace period): a replay in the very second
+            // its delivery finished is not told apart by this.
+            if !settled && d.finished_at.is_some_and(|f| f < second * 1000) {
+                scan.hold(*seq, now + 1000);
+            }
+            continue;
+        }
         let Some(due) = d.next_attempt_at else {
             continue;
         };
-        if d.status != Status::Pending || second_of(due) > second {
-            continue; // finished, or rescheduled into a later second
+        if second_of(due) > second {
+            continue; // rescheduled into a later second
         }
         match d.lease_until {
             Some(until) if until > now => scan.hold(*seq, until),
@@ -2671,6 +2684,44 @@ mod tests {
         let later = tick(&env_at(&kv, &settings, &entropy, t + 5_000), &sent);
         assert_eq!(later.attempted, 1, "sent by the next tick");
         assert_eq!(sent.0.get(), 1);
+    }
+
+    #[test]
+    fn a_tick_between_a_replays_queue_entry_and_its_record_does_not_lose_the_replay() {
+        // A replay queues its entry first, then makes the record pending again. A tick in
+        // between finds a finished record: it must not take the entry for done, or the
+        // replay stays pending for good (and a second replay answers 409).
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(12);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+        let sent = Counting(Cell::new(0));
+        assert_eq!(
+            tick(&env_at(&kv, &settings, &entropy, now), &sent).succeeded,
+            1
+        );
+        let at = now + 120_000;
+        let hooked = HookKv::new(&kv, "dlv:", || {
+            let report = tick(&env_at(&kv, &settings, &entropy, at), &sent);
+            assert_eq!(report.attempted, 0, "the record is not pending yet");
+        });
+        let replayed = replay(&env_at(&hooked, &settings, &entropy, at), &id).expect("replay");
+        assert_eq!(replayed.status, Status::Pending);
+        assert!(
+            hooked.hook.borrow().is_none(),
+            "the tick ran inside the replay"
+        );
+        let later = tick(&env_at(&kv, &settings, &entropy, at + 1_000), &sent);
+        assert_eq!(later.attempted, 1, "the replay's attempt is sent");
+        assert_eq!(sent.0.get(), 2);
+        let env = env_at(&kv, &settings, &entropy, at + 2_000);
+        assert_eq!(
+            load(&env, &id).expect("load").expect("record").status,
+            Status::Succeeded
+        );
+        replay(&env, &id).expect("finished, so it can be replayed again");
     }
 
     /// Answers 200 to everything and notes the delivery ids of each batch.
