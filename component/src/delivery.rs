@@ -706,9 +706,14 @@ fn fan_out<K: Kv>(
         .filter(|(_, record)| record.is_none())
         .map(|(pair, _)| pair)
         .collect();
+    // Queued in the current second (a new event's own). A resumed fan-out may run long
+    // after its event's second was settled: an entry there, read by a tick before its
+    // record below is written, would be taken for a failed publish's leftover and passed.
+    // Its records are still due at the event's time, that is at once. (Never a second
+    // before the event's: due later than its entry's second, an entry counts as stale.)
     let mut queue = BTreeMap::new();
     queue.insert(
-        second_of(event.created_at),
+        second_of(env.now_ms.max(event.created_at)),
         todo.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
     );
     enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
@@ -2722,6 +2727,61 @@ mod tests {
             Status::Succeeded
         );
         replay(&env, &id).expect("finished, so it can be replayed again");
+    }
+
+    #[test]
+    fn a_fan_out_resumed_after_its_events_second_settled_is_not_lost_to_a_tick() {
+        // A keyed publish recorded its event and failed before its fan-out. Its retry, two
+        // minutes later, resumes the fan-out; a tick runs between the queue entry and the
+        // delivery record. An entry in the event's own (settled) second would be taken for
+        // a failed publish's leftover and passed, and the delivery never sent.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(13);
+        let now = 1_767_225_600_000;
+        active_subscription(&kv);
+        let load = br#"{"id":"L"}"#;
+        // Five operations (the event looked for, the fan-out list, the listeners' records
+        // and directories, the body, the event record), then the store fails.
+        kv.fail_at(Some(6));
+        let first = publish(
+            &env_at(&kv, &settings, &entropy, now),
+            "load.created",
+            load,
+            Some("k1"),
+        );
+        kv.fail_at(None);
+        assert!(first.is_err(), "the first try fails");
+        let events: Vec<String> = kv
+            .dump()
+            .keys()
+            .filter(|k| k.starts_with("evt:") && !k.ends_with(":body"))
+            .cloned()
+            .collect();
+        assert_eq!(events.len(), 1, "its event is recorded: {events:?}");
+        let event_id = stored_event(&kv, &events[0]).id;
+        assert!(
+            kv.dump().keys().all(|k| !k.starts_with("dlv:")),
+            "no delivery made"
+        );
+        let at = now + 120_000;
+        let sent = Counting(Cell::new(0));
+        let hooked = HookKv::new(&kv, "subdlv:", || {
+            let report = tick(&env_at(&kv, &settings, &entropy, at), &sent);
+            assert_eq!(report.attempted, 0, "no record yet");
+        });
+        let retry = publish(
+            &env_at(&hooked, &settings, &entropy, at),
+            "load.created",
+            load,
+            Some("k1"),
+        )
+        .expect("the retry resumes");
+        assert!(retry.replayed && retry.event_id == event_id);
+        assert!(hooked.hook.borrow().is_none(), "the tick ran inside");
+        let later = tick(&env_at(&kv, &settings, &entropy, at + 1_000), &sent);
+        assert_eq!(later.attempted, 1, "the resumed delivery is sent");
+        assert_eq!(sent.0.get(), 1);
     }
 
     /// Answers 200 to everything and notes the delivery ids of each batch.
