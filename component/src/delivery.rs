@@ -1231,7 +1231,8 @@ enum Claim {
 
 /// Claims, sends and records one batch of due deliveries, concurrently; `env.now_ms` is when
 /// the batch starts. Moves `clock` on by the time the sending took. Returns the deliveries
-/// left unsent that are not done with: held by another tick, or not due yet.
+/// that are not done with: left unsent (held by another tick, or not due yet), or sent
+/// while another tick took them over.
 fn run_batch<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
@@ -1353,7 +1354,9 @@ fn run_batch<K: Kv>(
     for ((i, _), result) in to_send.iter().zip(sent) {
         results[*i] = Some(result);
     }
-    record_outcomes(env, tick_id, claimed, subs, results, cancelled, report)?;
+    held.extend(record_outcomes(
+        env, tick_id, claimed, subs, results, cancelled, report,
+    )?);
     Ok(held)
 }
 
@@ -1400,6 +1403,20 @@ enum Verdict {
     Cancelled,
 }
 
+/// What writing one outcome found.
+enum Recorded {
+    /// The outcome is in the record.
+    Written,
+    /// Nothing to write: the delivery is finished, or gone.
+    Nothing,
+    /// Our lease ran out during the attempt and another tick claimed the delivery: that
+    /// tick records (it may die first), so the entry waits as for any lease held.
+    Lost(Option<Wait>),
+}
+
+/// Writes each claimed delivery's outcome (and what follows from it: retries queued,
+/// streaks, disabling). Returns the deliveries another tick took over meanwhile, whose queue
+/// entries are not done with.
 fn record_outcomes<K: Kv>(
     env: &Env<'_, K>,
     tick_id: &str,
@@ -1408,7 +1425,7 @@ fn record_outcomes<K: Kv>(
     results: Vec<Option<SendResult>>,
     cancelled: Vec<bool>,
     report: &mut TickReport,
-) -> Result<(), KvError> {
+) -> Result<Vec<(String, Wait)>, KvError> {
     let now = env.now_ms;
     let mut verdicts = Vec::with_capacity(claimed.len());
     let mut retries: BTreeMap<u64, Vec<String>> = BTreeMap::new();
@@ -1442,6 +1459,7 @@ fn record_outcomes<K: Kv>(
     // outcome is.
     let queued = (0..3).any(|_| enqueue(env.kv, &retries, None).is_ok());
     let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
+    let mut lost: Vec<(String, Wait)> = Vec::new();
     // (subscription, any success) per subscription touched by this batch.
     let mut streaks: Vec<(String, bool)> = Vec::new();
     let mut note_streak =
@@ -1465,15 +1483,26 @@ fn record_outcomes<K: Kv>(
         });
         let written = update(env.kv, &keys::delivery(&c.delivery.id), |cur| {
             let Some(bytes) = cur else {
-                return Ok(Update::Keep(false));
+                return Ok(Update::Keep(Recorded::Nothing));
             };
             // Unchanged since the claim wrote it (the rule): no need to parse it.
             let mut d: Delivery = match bytes == c.bytes.as_slice() {
                 true => c.delivery.clone(),
                 false => Delivery::decode(bytes)?,
             };
-            if d.lease_owner.as_deref() != Some(tick_id) || d.status != Status::Pending {
-                return Ok(Update::Keep(false)); // lost the lease: the newer holder records
+            if d.status != Status::Pending {
+                return Ok(Update::Keep(Recorded::Nothing));
+            }
+            if d.lease_owner.as_deref() != Some(tick_id) {
+                // Lost the lease: the newer holder records. Until it has, the entry is not
+                // done with (the holder may die mid-attempt): it waits for that lease, or for
+                // the due time the holder wrote when it recorded a retry.
+                let wait = match (d.lease_until, d.next_attempt_at) {
+                    (Some(until), _) => Some(Wait::Leased(until)),
+                    (None, Some(due)) => Some(Wait::Due(due)),
+                    (None, None) => None,
+                };
+                return Ok(Update::Keep(Recorded::Lost(wait)));
             }
             d.attempts.extend(attempt.clone());
             d.lease_until = None;
@@ -1488,20 +1517,22 @@ fn record_outcomes<K: Kv>(
                 d.next_attempt_at = None;
                 d.finished_at = Some(now);
             }
-            Ok(Update::Write(d.encode(), true))
+            Ok(Update::Write(d.encode(), Recorded::Written))
         })
         .map_err(kv_from_update);
         // One record that cannot be written must not cost the others theirs: that attempt
         // is sent again when its lease expires; the rest are recorded now.
-        let written = match written {
-            Ok(w) => w,
+        match written {
+            Ok(Recorded::Written) => {}
+            Ok(Recorded::Nothing) => continue,
+            Ok(Recorded::Lost(wait)) => {
+                lost.extend(wait.map(|w| (c.delivery.id.clone(), w)));
+                continue;
+            }
             Err(e) => {
                 failure = Some(e);
                 continue;
             }
-        };
-        if !written {
-            continue;
         }
         match verdict {
             Verdict::Succeeded => {
@@ -1536,7 +1567,7 @@ fn record_outcomes<K: Kv>(
         }
         let _ = record_streak(env, &sub_id, success);
     }
-    failure.map_or(Ok(()), Err)
+    failure.map_or(Ok(lost), Err)
 }
 
 /// Resets (success) or extends (a delivery ended failed) a subscription's failure streak,
@@ -2781,6 +2812,65 @@ mod tests {
         assert!(hooked.hook.borrow().is_none(), "the tick ran inside");
         let later = tick(&env_at(&kv, &settings, &entropy, at + 1_000), &sent);
         assert_eq!(later.attempted, 1, "the resumed delivery is sent");
+        assert_eq!(sent.0.get(), 1);
+    }
+
+    /// Answers 200 after `latency_ms`, but while each request is in flight (its attempt
+    /// outliving its lease) another instance claims its delivery until `lease_until`.
+    struct TakenOver<'a> {
+        kv: &'a MemoryKv,
+        latency_ms: u64,
+        lease_until: u64,
+    }
+
+    impl Sender for TakenOver<'_> {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            for id in delivery_ids(requests) {
+                let mut d = stored_delivery(self.kv, &keys::delivery(&id));
+                d.lease_owner = Some("another instance".into());
+                d.lease_until = Some(self.lease_until);
+                self.kv.set(&keys::delivery(&id), &d.encode()).expect("set");
+            }
+            requests
+                .iter()
+                .map(|_| SendResult {
+                    outcome: Ok(200),
+                    latency_ms: self.latency_ms,
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_tick_that_lost_its_lease_does_not_pass_the_entry_the_new_holder_needs() {
+        // This tick's attempt outlives its lease (16 s against 15), another instance claims
+        // the delivery meanwhile. The outcome is the new holder's to record; if that holder
+        // dies, the queue entry is the only pointer left, so this tick must not move the
+        // watermark past it.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(14);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+        let sender = TakenOver {
+            kv: &kv,
+            latency_ms: 16_000,
+            lease_until: now + 31_000,
+        };
+        let report = tick(&env_at(&kv, &settings, &entropy, now), &sender);
+        assert_eq!(report.attempted, 0, "not recorded by the tick that lost it");
+        assert!(
+            report.next_due_ms.is_some_and(|t| t <= now + 31_000),
+            "looked at again when the new lease ends: {:?}",
+            report.next_due_ms
+        );
+        let d = stored_delivery(&kv, &keys::delivery(&id));
+        assert_eq!(d.lease_owner.as_deref(), Some("another instance"));
+        // The new holder died mid-attempt; once its lease is over, the delivery is sent.
+        let sent = Counting(Cell::new(0));
+        let later = tick(&env_at(&kv, &settings, &entropy, now + 32_000), &sent);
+        assert_eq!(later.attempted, 1, "sent once the new lease is over");
         assert_eq!(sent.0.get(), 1);
     }
 
