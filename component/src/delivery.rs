@@ -953,7 +953,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             note_due(now); // enough for this tick; the next one reads on
             continue;
         }
-        match scan_second(env, second, seen) {
+        match scan_second(env, second, seen, len) {
             Ok(scan) => {
                 candidates += scan.candidates.len();
                 scans.push(scan);
@@ -1046,8 +1046,14 @@ impl SecondScan {
 }
 
 /// Reads a due second's new entries and their records: which deliveries are due now, and
-/// which entries must stay unseen (records not written yet, leases held).
-fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<SecondScan, KvError> {
+/// which entries must stay unseen (records not written yet, leases held). `len`: its
+/// counter, as the tick read it.
+fn scan_second<K: Kv>(
+    env: &Env<'_, K>,
+    second: u64,
+    seen: u64,
+    len: u64,
+) -> Result<SecondScan, KvError> {
     let now = env.now_ms;
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
@@ -1064,9 +1070,16 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
             break;
         }
     }
+    // Settled, every number handed out is either read or lost, the last ones too (an
+    // appender that reserved them and failed to write its page): the watermark reaches the
+    // counter, or the second would never be found finished and expire.
     let mut scan = SecondScan {
         second,
-        ceiling: if settled { last_seq } else { contiguous },
+        ceiling: if settled {
+            len.max(last_seq)
+        } else {
+            contiguous
+        },
         gap: !settled && contiguous < last_seq,
         candidates: Vec::new(),
         unfinished_until: None,
@@ -2872,6 +2885,36 @@ mod tests {
         let later = tick(&env_at(&kv, &settings, &entropy, now + 32_000), &sent);
         assert_eq!(later.attempted, 1, "sent once the new lease is over");
         assert_eq!(sent.0.get(), 1);
+    }
+
+    #[test]
+    fn a_settled_second_whose_last_append_failed_expires() {
+        // An appender reserved the last number of the second (the counter went up) and
+        // failed to write its page: a gap at the end. Once the second is settled, nothing
+        // can fill it; the second must still be found finished and leave the directory.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(15);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        queued(&kv, &sub, &["evt_a"], now);
+        kv.increment(&due_log(now / 1000).counter_key(), 1)
+            .expect("reserve");
+        let sent = Counting(Cell::new(0));
+        for at in [now, now + 120_000, now + 180_000] {
+            tick(&env_at(&kv, &settings, &entropy, at), &sent);
+        }
+        assert_eq!(sent.0.get(), 1);
+        let dir = read_directory(&kv).expect("directory");
+        assert!(
+            !dir.contains_key(&(now / 1000)),
+            "the second is gone: {dir:?}"
+        );
+        assert_eq!(
+            kv.get(&due_log(now / 1000).counter_key()).expect("get"),
+            None,
+            "and its queue deleted"
+        );
     }
 
     /// Answers 200 to everything and notes the delivery ids of each batch.
