@@ -1108,8 +1108,11 @@ fn scan_second<K: Kv>(
             // the second is settled. A record that finished within the entry's second is
             // taken as the end of the run the entry was queued for (the common case, which
             // must not hold every second for its grace period): a replay in the very second
-            // its delivery finished is not told apart by this.
-            if !settled && d.finished_at.is_some_and(|f| f < second * 1000) {
+            // its delivery finished is not told apart by this. Nor is a cancelled one held:
+            // its subscription is disabled for good, so it is never replayed, and its
+            // retries' entries in later seconds would each hold their second for nothing.
+            let replayable = matches!(d.status, Status::Succeeded | Status::Failed);
+            if !settled && replayable && d.finished_at.is_some_and(|f| f < second * 1000) {
                 scan.hold(*seq, now + 1000);
             }
             continue;
@@ -2915,6 +2918,43 @@ mod tests {
             None,
             "and its queue deleted"
         );
+    }
+
+    #[test]
+    fn a_retry_cancelled_before_its_second_holds_nothing_when_that_second_comes() {
+        // Attempt 1 failed and attempt 2 is queued a minute ahead; then the subscription is
+        // disabled, which cancels the delivery. When the retry's second comes, its entry is
+        // done with: no replay can follow a cancel, so the tick does not look again.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(16);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let env = env_at(&kv, &settings, &entropy, now);
+        let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        let id = delivery_id(&receipt.event_id, &sub);
+        let failing = ByDelivery {
+            failing: vec![id.clone()],
+            batches: RefCell::default(),
+        };
+        assert_eq!(tick(&env, &failing).failed, 1);
+        let retry_at = load(&env, &id)
+            .expect("load")
+            .expect("record")
+            .next_attempt_at
+            .expect("attempt 2 queued");
+        disable(
+            &env_at(&kv, &settings, &entropy, now + 1_000),
+            &sub,
+            "operator",
+        )
+        .expect("disable");
+        let d = load(&env, &id).expect("load").expect("record");
+        assert_eq!(d.status, Status::Cancelled);
+        let sent = Counting(Cell::new(0));
+        let report = tick(&env_at(&kv, &settings, &entropy, retry_at + 500), &sent);
+        assert_eq!(report.attempted, 0);
+        assert_eq!(report.next_due_ms, None, "nothing left to look at");
     }
 
     /// Answers 200 to everything and notes the delivery ids of each batch.
