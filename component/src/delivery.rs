@@ -706,9 +706,14 @@ fn fan_out<K: Kv>(
         .filter(|(_, record)| record.is_none())
         .map(|(pair, _)| pair)
         .collect();
+    // Queued in the current second (a new event's own). A resumed fan-out may run long
+    // after its event's second was settled: an entry there, read by a tick before its
+    // record below is written, would be taken for a failed publish's leftover and passed.
+    // Its records are still due at the event's time, that is at once. (Never a second
+    // before the event's: due later than its entry's second, an entry counts as stale.)
     let mut queue = BTreeMap::new();
     queue.insert(
-        second_of(event.created_at),
+        second_of(env.now_ms.max(event.created_at)),
         todo.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
     );
     enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
@@ -948,7 +953,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
             note_due(now); // enough for this tick; the next one reads on
             continue;
         }
-        match scan_second(env, second, seen) {
+        match scan_second(env, second, seen, len) {
             Ok(scan) => {
                 candidates += scan.candidates.len();
                 scans.push(scan);
@@ -1041,8 +1046,14 @@ impl SecondScan {
 }
 
 /// Reads a due second's new entries and their records: which deliveries are due now, and
-/// which entries must stay unseen (records not written yet, leases held).
-fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<SecondScan, KvError> {
+/// which entries must stay unseen (records not written yet, leases held). `len`: its
+/// counter, as the tick read it.
+fn scan_second<K: Kv>(
+    env: &Env<'_, K>,
+    second: u64,
+    seen: u64,
+    len: u64,
+) -> Result<SecondScan, KvError> {
     let now = env.now_ms;
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
@@ -1059,9 +1070,16 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
             break;
         }
     }
+    // Settled, every number handed out is either read or lost, the last ones too (an
+    // appender that reserved them and failed to write its page): the watermark reaches the
+    // counter, or the second would never be found finished and expire.
     let mut scan = SecondScan {
         second,
-        ceiling: if settled { last_seq } else { contiguous },
+        ceiling: if settled {
+            len.max(last_seq)
+        } else {
+            contiguous
+        },
         gap: !settled && contiguous < last_seq,
         candidates: Vec::new(),
         unfinished_until: None,
@@ -1083,11 +1101,27 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
             }
             continue;
         };
+        if d.status != Status::Pending {
+            // A replay queues its entry (in its own second) before it makes the record
+            // pending again, so a record that finished before this entry's second began
+            // may be a replay in progress: like a missing record, the entry waits until
+            // the second is settled. A record that finished within the entry's second is
+            // taken as the end of the run the entry was queued for (the common case, which
+            // must not hold every second for its grace period): a replay in the very second
+            // its delivery finished is not told apart by this. Nor is a cancelled one held:
+            // its subscription is disabled for good, so it is never replayed, and its
+            // retries' entries in later seconds would each hold their second for nothing.
+            let replayable = matches!(d.status, Status::Succeeded | Status::Failed);
+            if !settled && replayable && d.finished_at.is_some_and(|f| f < second * 1000) {
+                scan.hold(*seq, now + 1000);
+            }
+            continue;
+        }
         let Some(due) = d.next_attempt_at else {
             continue;
         };
-        if d.status != Status::Pending || second_of(due) > second {
-            continue; // finished, or rescheduled into a later second
+        if second_of(due) > second {
+            continue; // rescheduled into a later second
         }
         match d.lease_until {
             Some(until) if until > now => scan.hold(*seq, until),
@@ -1107,7 +1141,8 @@ fn scan_second<K: Kv>(env: &Env<'_, K>, second: u64, seen: u64) -> Result<Second
 /// Sends the candidates of every scanned second, `max_concurrency` at a time. A batch lasts
 /// as long as its slowest attempt, so deliveries whose last attempt timed out go last, in
 /// batches of their own: one endpoint that hangs does not hold up everyone's retries. What is
-/// not sent (budget, time, store failures, leases held by others) holds its second back.
+/// not sent (budget, time, store failures, leases held by others, not due yet) holds its
+/// second back.
 fn run_candidates<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
@@ -1150,13 +1185,9 @@ fn run_candidates<K: Kv>(
         budget -= batch.len();
         let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
         match run_batch(&clock.env(env), sender, tick_id, &ids, None, clock, report) {
-            // Another tick holds these: it may die mid-attempt, so their second is not done
-            // with them until the lease runs out.
-            Ok(held) => {
-                for (id, until) in held {
-                    if let Some((i, seq, _, _)) = batch.iter().find(|w| w.2 == id) {
-                        scans[*i].hold(*seq, until);
-                    }
+            Ok(waits) => {
+                for (id, wait) in waits {
+                    hold_entries(scans, &id, wait);
                 }
             }
             Err(_) => {
@@ -1168,19 +1199,56 @@ fn run_candidates<K: Kv>(
     }
 }
 
+/// Holds back, in every scanned second, the entries of a delivery a batch left unsent
+/// because of `wait` (each second's own entry: a delivery listed in two seconds is sent
+/// through the first, and the other must not be passed either while the delivery waits).
+fn hold_entries(scans: &mut [SecondScan], id: &str, wait: Wait) {
+    for scan in scans.iter_mut() {
+        let seqs: Vec<u64> = scan
+            .candidates
+            .iter()
+            .filter(|(_, c, _)| c == id)
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        for seq in seqs {
+            match wait {
+                // Another tick holds it: it may die mid-attempt, so the second is not done
+                // with the entry until the lease runs out.
+                Wait::Leased(until) => scan.hold(seq, until),
+                // Due later in this second: sent by a tick that reads a later clock.
+                Wait::Due(due) if second_of(due) <= scan.second => scan.hold(seq, due),
+                // Due in a later second, whose own entry stands for it: this one is stale.
+                Wait::Due(_) => {}
+            }
+        }
+    }
+}
+
+/// Why a batch left a delivery it was given unsent for now, though its queue entry is not
+/// done with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Another tick holds its lease until then.
+    Leased(u64),
+    /// It is pending but due only then: a publish (or replay) made it due after this tick
+    /// read its clock, within the second the tick is scanning.
+    Due(u64),
+}
+
 /// What a claim found.
 enum Claim {
     /// Ours now.
     Claimed(Box<Claimed>),
-    /// Another tick holds it until then.
-    Held(u64),
-    /// Nothing to do (finished, not due, gone).
+    /// Not to be sent now, and not done with either.
+    Wait(Wait),
+    /// Nothing to do (finished, gone).
     Skip,
 }
 
 /// Claims, sends and records one batch of due deliveries, concurrently; `env.now_ms` is when
 /// the batch starts. Moves `clock` on by the time the sending took. Returns the deliveries
-/// another tick holds, with the end of their lease.
+/// that are not done with: left unsent (held by another tick, or not due yet), or sent
+/// while another tick took them over.
 fn run_batch<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
@@ -1189,13 +1257,13 @@ fn run_batch<K: Kv>(
     known: Known<'_>,
     clock: &TickClock,
     report: &mut TickReport,
-) -> Result<Vec<(String, u64)>, KvError> {
+) -> Result<Vec<(String, Wait)>, KvError> {
     let now = env.now_ms;
     // Which of `ids` each claimed delivery is.
     let mut claimed_at: Vec<usize> = Vec::new();
     let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
     let mut claimed: Vec<Claimed> = Vec::new();
-    let mut held: Vec<(String, u64)> = Vec::new();
+    let mut held: Vec<(String, Wait)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let written = known.map(|(items, _)| &items[i].0);
         let outcome = update(env.kv, &keys::delivery(id), |cur| {
@@ -1208,11 +1276,17 @@ fn run_batch<K: Kv>(
                 None => Delivery::decode(bytes)?,
             };
             let due = match d.next_attempt_at {
-                Some(due) if d.status == Status::Pending && due <= now => due,
+                Some(due) if d.status == Status::Pending => due,
                 _ => return Ok(Update::Keep(Claim::Skip)),
             };
             if let Some(until) = d.lease_until.filter(|u| *u > now) {
-                return Ok(Update::Keep(Claim::Held(until)));
+                return Ok(Update::Keep(Claim::Wait(Wait::Leased(until))));
+            }
+            if due > now {
+                // Made due after this tick read its clock: a publish later in the same
+                // second enqueued it before the tick scanned that second. Not sent now, and
+                // its entry must wait for it (else the watermark passes the only pointer).
+                return Ok(Update::Keep(Claim::Wait(Wait::Due(due))));
             }
             d.lease_until = Some(lease_until);
             d.lease_owner = Some(tick_id.to_owned());
@@ -1232,7 +1306,7 @@ fn run_batch<K: Kv>(
                 claimed.push(*c);
                 claimed_at.push(i);
             }
-            Claim::Held(until) => held.push((id.clone(), until)),
+            Claim::Wait(wait) => held.push((id.clone(), wait)),
             Claim::Skip => {}
         }
     }
@@ -1296,7 +1370,9 @@ fn run_batch<K: Kv>(
     for ((i, _), result) in to_send.iter().zip(sent) {
         results[*i] = Some(result);
     }
-    record_outcomes(env, tick_id, claimed, subs, results, cancelled, report)?;
+    held.extend(record_outcomes(
+        env, tick_id, claimed, subs, results, cancelled, report,
+    )?);
     Ok(held)
 }
 
@@ -1343,6 +1419,20 @@ enum Verdict {
     Cancelled,
 }
 
+/// What writing one outcome found.
+enum Recorded {
+    /// The outcome is in the record.
+    Written,
+    /// Nothing to write: the delivery is finished, or gone.
+    Nothing,
+    /// Our lease ran out during the attempt and another tick claimed the delivery: that
+    /// tick records (it may die first), so the entry waits as for any lease held.
+    Lost(Option<Wait>),
+}
+
+/// Writes each claimed delivery's outcome (and what follows from it: retries queued,
+/// streaks, disabling). Returns the deliveries another tick took over meanwhile, whose queue
+/// entries are not done with.
 fn record_outcomes<K: Kv>(
     env: &Env<'_, K>,
     tick_id: &str,
@@ -1351,7 +1441,7 @@ fn record_outcomes<K: Kv>(
     results: Vec<Option<SendResult>>,
     cancelled: Vec<bool>,
     report: &mut TickReport,
-) -> Result<(), KvError> {
+) -> Result<Vec<(String, Wait)>, KvError> {
     let now = env.now_ms;
     let mut verdicts = Vec::with_capacity(claimed.len());
     let mut retries: BTreeMap<u64, Vec<String>> = BTreeMap::new();
@@ -1385,6 +1475,7 @@ fn record_outcomes<K: Kv>(
     // outcome is.
     let queued = (0..3).any(|_| enqueue(env.kv, &retries, None).is_ok());
     let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
+    let mut lost: Vec<(String, Wait)> = Vec::new();
     // (subscription, any success) per subscription touched by this batch.
     let mut streaks: Vec<(String, bool)> = Vec::new();
     let mut note_streak =
@@ -1408,15 +1499,26 @@ fn record_outcomes<K: Kv>(
         });
         let written = update(env.kv, &keys::delivery(&c.delivery.id), |cur| {
             let Some(bytes) = cur else {
-                return Ok(Update::Keep(false));
+                return Ok(Update::Keep(Recorded::Nothing));
             };
             // Unchanged since the claim wrote it (the rule): no need to parse it.
             let mut d: Delivery = match bytes == c.bytes.as_slice() {
                 true => c.delivery.clone(),
                 false => Delivery::decode(bytes)?,
             };
-            if d.lease_owner.as_deref() != Some(tick_id) || d.status != Status::Pending {
-                return Ok(Update::Keep(false)); // lost the lease: the newer holder records
+            if d.status != Status::Pending {
+                return Ok(Update::Keep(Recorded::Nothing));
+            }
+            if d.lease_owner.as_deref() != Some(tick_id) {
+                // Lost the lease: the newer holder records. Until it has, the entry is not
+                // done with (the holder may die mid-attempt): it waits for that lease, or for
+                // the due time the holder wrote when it recorded a retry.
+                let wait = match (d.lease_until, d.next_attempt_at) {
+                    (Some(until), _) => Some(Wait::Leased(until)),
+                    (None, Some(due)) => Some(Wait::Due(due)),
+                    (None, None) => None,
+                };
+                return Ok(Update::Keep(Recorded::Lost(wait)));
             }
             d.attempts.extend(attempt.clone());
             d.lease_until = None;
@@ -1431,20 +1533,22 @@ fn record_outcomes<K: Kv>(
                 d.next_attempt_at = None;
                 d.finished_at = Some(now);
             }
-            Ok(Update::Write(d.encode(), true))
+            Ok(Update::Write(d.encode(), Recorded::Written))
         })
         .map_err(kv_from_update);
         // One record that cannot be written must not cost the others theirs: that attempt
         // is sent again when its lease expires; the rest are recorded now.
-        let written = match written {
-            Ok(w) => w,
+        match written {
+            Ok(Recorded::Written) => {}
+            Ok(Recorded::Nothing) => continue,
+            Ok(Recorded::Lost(wait)) => {
+                lost.extend(wait.map(|w| (c.delivery.id.clone(), w)));
+                continue;
+            }
             Err(e) => {
                 failure = Some(e);
                 continue;
             }
-        };
-        if !written {
-            continue;
         }
         match verdict {
             Verdict::Succeeded => {
@@ -1479,7 +1583,7 @@ fn record_outcomes<K: Kv>(
         }
         let _ = record_streak(env, &sub_id, success);
     }
-    failure.map_or(Ok(()), Err)
+    failure.map_or(Ok(lost), Err)
 }
 
 /// Resets (success) or extends (a delivery ended failed) a subscription's failure streak,
@@ -2604,6 +2708,253 @@ mod tests {
             "sent once the lease is over"
         );
         assert_eq!(sent.0.get(), 1);
+    }
+
+    #[test]
+    fn an_event_published_after_a_tick_read_its_clock_is_sent_by_a_later_tick() {
+        // A tick reads its clock at T - 200; a publish at T, in the same second, enqueues
+        // before the tick scans that second. The tick must not send a delivery due after its
+        // clock, nor move the second's watermark past it: through `events.publish` (no
+        // run_now) the queue entry is the only pointer to attempt 1.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(11);
+        let t = 1_767_225_600_300;
+        active_subscription(&kv);
+        let receipt = publish(
+            &env_at(&kv, &settings, &entropy, t),
+            "load.created",
+            br#"{"id":"L"}"#,
+            None,
+        )
+        .expect("publish");
+        assert_eq!(receipt.deliveries, 1);
+        let sent = Counting(Cell::new(0));
+        let early = tick(&env_at(&kv, &settings, &entropy, t - 200), &sent);
+        assert_eq!(early.attempted, 0, "not due at the tick's clock");
+        assert_eq!(early.next_due_ms, Some(t), "due at its publish time");
+        let later = tick(&env_at(&kv, &settings, &entropy, t + 5_000), &sent);
+        assert_eq!(later.attempted, 1, "sent by the next tick");
+        assert_eq!(sent.0.get(), 1);
+    }
+
+    #[test]
+    fn a_tick_between_a_replays_queue_entry_and_its_record_does_not_lose_the_replay() {
+        // A replay queues its entry first, then makes the record pending again. A tick in
+        // between finds a finished record: it must not take the entry for done, or the
+        // replay stays pending for good (and a second replay answers 409).
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(12);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+        let sent = Counting(Cell::new(0));
+        assert_eq!(
+            tick(&env_at(&kv, &settings, &entropy, now), &sent).succeeded,
+            1
+        );
+        let at = now + 120_000;
+        let hooked = HookKv::new(&kv, "dlv:", || {
+            let report = tick(&env_at(&kv, &settings, &entropy, at), &sent);
+            assert_eq!(report.attempted, 0, "the record is not pending yet");
+        });
+        let replayed = replay(&env_at(&hooked, &settings, &entropy, at), &id).expect("replay");
+        assert_eq!(replayed.status, Status::Pending);
+        assert!(
+            hooked.hook.borrow().is_none(),
+            "the tick ran inside the replay"
+        );
+        let later = tick(&env_at(&kv, &settings, &entropy, at + 1_000), &sent);
+        assert_eq!(later.attempted, 1, "the replay's attempt is sent");
+        assert_eq!(sent.0.get(), 2);
+        let env = env_at(&kv, &settings, &entropy, at + 2_000);
+        assert_eq!(
+            load(&env, &id).expect("load").expect("record").status,
+            Status::Succeeded
+        );
+        replay(&env, &id).expect("finished, so it can be replayed again");
+    }
+
+    #[test]
+    fn a_fan_out_resumed_after_its_events_second_settled_is_not_lost_to_a_tick() {
+        // A keyed publish recorded its event and failed before its fan-out. Its retry, two
+        // minutes later, resumes the fan-out; a tick runs between the queue entry and the
+        // delivery record. An entry in the event's own (settled) second would be taken for
+        // a failed publish's leftover and passed, and the delivery never sent.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(13);
+        let now = 1_767_225_600_000;
+        active_subscription(&kv);
+        let load = br#"{"id":"L"}"#;
+        // Five operations (the event looked for, the fan-out list, the listeners' records
+        // and directories, the body, the event record), then the store fails.
+        kv.fail_at(Some(6));
+        let first = publish(
+            &env_at(&kv, &settings, &entropy, now),
+            "load.created",
+            load,
+            Some("k1"),
+        );
+        kv.fail_at(None);
+        assert!(first.is_err(), "the first try fails");
+        let events: Vec<String> = kv
+            .dump()
+            .keys()
+            .filter(|k| k.starts_with("evt:") && !k.ends_with(":body"))
+            .cloned()
+            .collect();
+        assert_eq!(events.len(), 1, "its event is recorded: {events:?}");
+        let event_id = stored_event(&kv, &events[0]).id;
+        assert!(
+            kv.dump().keys().all(|k| !k.starts_with("dlv:")),
+            "no delivery made"
+        );
+        let at = now + 120_000;
+        let sent = Counting(Cell::new(0));
+        let hooked = HookKv::new(&kv, "subdlv:", || {
+            let report = tick(&env_at(&kv, &settings, &entropy, at), &sent);
+            assert_eq!(report.attempted, 0, "no record yet");
+        });
+        let retry = publish(
+            &env_at(&hooked, &settings, &entropy, at),
+            "load.created",
+            load,
+            Some("k1"),
+        )
+        .expect("the retry resumes");
+        assert!(retry.replayed && retry.event_id == event_id);
+        assert!(hooked.hook.borrow().is_none(), "the tick ran inside");
+        let later = tick(&env_at(&kv, &settings, &entropy, at + 1_000), &sent);
+        assert_eq!(later.attempted, 1, "the resumed delivery is sent");
+        assert_eq!(sent.0.get(), 1);
+    }
+
+    /// Answers 200 after `latency_ms`, but while each request is in flight (its attempt
+    /// outliving its lease) another instance claims its delivery until `lease_until`.
+    struct TakenOver<'a> {
+        kv: &'a MemoryKv,
+        latency_ms: u64,
+        lease_until: u64,
+    }
+
+    impl Sender for TakenOver<'_> {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            for id in delivery_ids(requests) {
+                let mut d = stored_delivery(self.kv, &keys::delivery(&id));
+                d.lease_owner = Some("another instance".into());
+                d.lease_until = Some(self.lease_until);
+                self.kv.set(&keys::delivery(&id), &d.encode()).expect("set");
+            }
+            requests
+                .iter()
+                .map(|_| SendResult {
+                    outcome: Ok(200),
+                    latency_ms: self.latency_ms,
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_tick_that_lost_its_lease_does_not_pass_the_entry_the_new_holder_needs() {
+        // This tick's attempt outlives its lease (16 s against 15), another instance claims
+        // the delivery meanwhile. The outcome is the new holder's to record; if that holder
+        // dies, the queue entry is the only pointer left, so this tick must not move the
+        // watermark past it.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(14);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+        let sender = TakenOver {
+            kv: &kv,
+            latency_ms: 16_000,
+            lease_until: now + 31_000,
+        };
+        let report = tick(&env_at(&kv, &settings, &entropy, now), &sender);
+        assert_eq!(report.attempted, 0, "not recorded by the tick that lost it");
+        assert!(
+            report.next_due_ms.is_some_and(|t| t <= now + 31_000),
+            "looked at again when the new lease ends: {:?}",
+            report.next_due_ms
+        );
+        let d = stored_delivery(&kv, &keys::delivery(&id));
+        assert_eq!(d.lease_owner.as_deref(), Some("another instance"));
+        // The new holder died mid-attempt; once its lease is over, the delivery is sent.
+        let sent = Counting(Cell::new(0));
+        let later = tick(&env_at(&kv, &settings, &entropy, now + 32_000), &sent);
+        assert_eq!(later.attempted, 1, "sent once the new lease is over");
+        assert_eq!(sent.0.get(), 1);
+    }
+
+    #[test]
+    fn a_settled_second_whose_last_append_failed_expires() {
+        // An appender reserved the last number of the second (the counter went up) and
+        // failed to write its page: a gap at the end. Once the second is settled, nothing
+        // can fill it; the second must still be found finished and leave the directory.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(15);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        queued(&kv, &sub, &["evt_a"], now);
+        kv.increment(&due_log(now / 1000).counter_key(), 1)
+            .expect("reserve");
+        let sent = Counting(Cell::new(0));
+        for at in [now, now + 120_000, now + 180_000] {
+            tick(&env_at(&kv, &settings, &entropy, at), &sent);
+        }
+        assert_eq!(sent.0.get(), 1);
+        let dir = read_directory(&kv).expect("directory");
+        assert!(
+            !dir.contains_key(&(now / 1000)),
+            "the second is gone: {dir:?}"
+        );
+        assert_eq!(
+            kv.get(&due_log(now / 1000).counter_key()).expect("get"),
+            None,
+            "and its queue deleted"
+        );
+    }
+
+    #[test]
+    fn a_retry_cancelled_before_its_second_holds_nothing_when_that_second_comes() {
+        // Attempt 1 failed and attempt 2 is queued a minute ahead; then the subscription is
+        // disabled, which cancels the delivery. When the retry's second comes, its entry is
+        // done with: no replay can follow a cancel, so the tick does not look again.
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(16);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let env = env_at(&kv, &settings, &entropy, now);
+        let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        let id = delivery_id(&receipt.event_id, &sub);
+        let failing = ByDelivery {
+            failing: vec![id.clone()],
+            batches: RefCell::default(),
+        };
+        assert_eq!(tick(&env, &failing).failed, 1);
+        let retry_at = load(&env, &id)
+            .expect("load")
+            .expect("record")
+            .next_attempt_at
+            .expect("attempt 2 queued");
+        disable(
+            &env_at(&kv, &settings, &entropy, now + 1_000),
+            &sub,
+            "operator",
+        )
+        .expect("disable");
+        let d = load(&env, &id).expect("load").expect("record");
+        assert_eq!(d.status, Status::Cancelled);
+        let sent = Counting(Cell::new(0));
+        let report = tick(&env_at(&kv, &settings, &entropy, retry_at + 500), &sent);
+        assert_eq!(report.attempted, 0);
+        assert_eq!(report.next_due_ms, None, "nothing left to look at");
     }
 
     /// Answers 200 to everything and notes the delivery ids of each batch.

@@ -4,7 +4,11 @@
 //!
 //! Records are per client, keyed by the SHA-256 of the key, and answered for 24 hours. A
 //! claim (`pending`) is taken by compare-and-swap before anything is created; a claim left
-//! behind by a failed request can be taken over after [`STALE_CLAIM_MS`].
+//! behind by a failed request can be taken over after [`STALE_CLAIM_MS`]. A request that
+//! fails before its response is stored gives its claim up ([`release`]: `released`, by
+//! compare-and-swap against the claim it wrote, so never a response stored or another
+//! request's claim); once the response is stored the key answers with it, whatever fails
+//! after.
 //!
 //! A record never holds the signing secret: it keeps the response's status, `Location` and
 //! subscription id, and a replay writes the body from the subscription record, the one
@@ -49,6 +53,9 @@ pub enum State {
     Pending,
     /// The first request finished; its response is stored.
     Done,
+    /// The first request failed before storing a response and gave its claim up: the key
+    /// is free (earlier versions, which do not know this state, take the record for none).
+    Released,
 }
 
 /// A response kept for replays. Its body is not kept: a replay writes it again from the
@@ -119,6 +126,7 @@ pub fn begin<K: Kv>(
         let reusable = match &existing {
             None => true,
             Some(r) if now >= r.created_at + TTL_MS => true,
+            Some(r) if r.state == State::Released => true,
             Some(r) => r.state == State::Pending && now >= r.created_at + STALE_CLAIM_MS,
         };
         if reusable {
@@ -180,10 +188,27 @@ pub fn finish<K: Kv>(
     .map_err(ApiError::from)
 }
 
-/// Gives the claim up after a failure, so a retry need not wait for it to go stale.
-/// Best effort: if this fails too, the claim goes stale after [`STALE_CLAIM_MS`].
+/// Gives the claim up after a failure, so a retry need not wait for it to go stale: marks
+/// it `released` by compare-and-swap, only while the record is still the very claim this
+/// request wrote. Anything else is left alone: a stored response ([`finish`] may have
+/// applied though the store reported an error, and deleting it would let a retry create a
+/// second subscription), or the claim of another request that took the key over once ours
+/// went stale. Best effort: if this fails too, the claim goes stale after
+/// [`STALE_CLAIM_MS`].
 pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
-    let _ = env.kv.delete(&claim.key);
+    let mut released = claim.record.clone();
+    released.state = State::Released;
+    let Ok(json) = serde_json::to_vec(&released) else {
+        return;
+    };
+    let ours = &claim.record;
+    let _ = update(env.kv, &claim.key, |current| {
+        let current: Option<Record> = current.and_then(|b| serde_json::from_slice(b).ok());
+        if current.as_ref() != Some(ours) {
+            return Ok::<_, ()>(Update::Keep(()));
+        }
+        Ok(Update::Write(json.clone(), ()))
+    });
 }
 
 /// Deletes the idempotency record at `store_key` if it has expired (the retention purge lists
@@ -204,6 +229,47 @@ pub fn purge<K: Kv>(env: &Env<'_, K>, store_key: &str) -> Result<(), KvError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Settings;
+    use crate::env::SeededEntropy;
+    use crate::kv::MemoryKv;
+
+    #[test]
+    fn a_request_slower_than_the_stale_claim_takeover_never_releases_the_new_claim() {
+        // A claims the key and runs longer than STALE_CLAIM_MS; B takes the stale claim
+        // over. A then fails: its release must leave B's claim alone, or B's response
+        // cannot be stored and a third request with the key creates again.
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(1));
+        let env = |now_ms| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let t0 = 1_767_225_600_000;
+        let fresh = |start| match start {
+            Ok(Start::Fresh(claim)) => claim,
+            other => panic!("not a fresh claim: {other:?}"),
+        };
+        let a = fresh(begin(&env(t0), "acme", "k", "f"));
+        let b = fresh(begin(&env(t0 + STALE_CLAIM_MS + 1_000), "acme", "k", "f"));
+        release(&env(t0 + STALE_CLAIM_MS + 2_000), &a);
+        let response = StoredResponse {
+            status: 201,
+            location: Some("/v1/webhooks/sub_b".into()),
+            subscription_id: "sub_b".into(),
+        };
+        finish(&env(t0 + STALE_CLAIM_MS + 3_000), &b, response.clone())
+            .expect("B's claim is still B's");
+        match begin(&env(t0 + STALE_CLAIM_MS + 4_000), "acme", "k", "f") {
+            Ok(Start::Replay(stored)) => assert_eq!(stored, response),
+            other => panic!("not B's response: {other:?}"),
+        }
+        // Released while still its own claim, the key is free at once.
+        let c = fresh(begin(&env(t0), "acme", "k2", "f"));
+        release(&env(t0 + 1), &c);
+        fresh(begin(&env(t0 + 2), "acme", "k2", "other body"));
+    }
 
     #[test]
     fn a_record_of_an_earlier_version_with_a_copy_of_the_body_still_reads() {

@@ -430,22 +430,15 @@ pub fn create<K: Kv>(
             }
         }
     };
-    let result = create_fresh(env, input, client_id, claim.as_ref());
-    match result {
-        Ok((data, id)) => Ok(created_response(
-            201,
-            &data,
-            Some(location(&id)),
-            request_id,
-            false,
-        )),
-        Err(e) => {
-            if let Some(claim) = &claim {
-                idempotency::release(env, claim);
-            }
-            Err(e)
-        }
-    }
+    // A failure gives the claim up only until the response is stored (in `create_fresh`).
+    let (data, id) = create_fresh(env, input, client_id, claim.as_ref())?;
+    Ok(created_response(
+        201,
+        &data,
+        Some(location(&id)),
+        request_id,
+        false,
+    ))
 }
 
 /// The `data` of a create's 201: the partner view and, this once, the signing secret. A
@@ -462,12 +455,53 @@ struct Created<'a> {
 }
 
 /// Creates the subscription; returns the `data` of its 201, written, and its id.
+///
+/// Under an idempotency `claim`, a failure before the response is stored releases the
+/// claim, so a retry need not wait for it to go stale. Once [`idempotency::finish`] has
+/// stored it, the key answers with this subscription whatever fails after (a retry's replay
+/// finishes the create), so it is never released then.
 fn create_fresh<K: Kv>(
     env: &Env<'_, K>,
     input: CreateIn,
     client_id: &str,
     claim: Option<&idempotency::Claim>,
 ) -> Result<(Vec<u8>, String), ApiError> {
+    let (sub, pending, data) = match create_pending(env, input, client_id) {
+        Ok(made) => made,
+        Err(e) => {
+            if let Some(claim) = claim {
+                idempotency::release(env, claim);
+            }
+            return Err(e);
+        }
+    };
+    let id = sub.id.clone();
+    if let Some(claim) = claim {
+        // The replay writes its data from the subscription record: the record is the only
+        // place the secret is stored, and the idempotency record keeps none of it.
+        let stored = StoredResponse {
+            status: 201,
+            location: Some(location(&id)),
+            subscription_id: id.clone(),
+        };
+        if let Err(e) = idempotency::finish(env, claim, stored) {
+            // The swap may have applied though the store reported an error: release
+            // touches the record only if it still holds our claim, not the response.
+            idempotency::release(env, claim);
+            return Err(e);
+        }
+    }
+    activate(env, &id, Some((&sub, &pending)))?;
+    Ok((data, id))
+}
+
+/// The first steps of a create, up to a pending record that holds a slot under the cap:
+/// returns the record, its stored bytes and the `data` of the 201, written.
+fn create_pending<K: Kv>(
+    env: &Env<'_, K>,
+    input: CreateIn,
+    client_id: &str,
+) -> Result<(Subscription, Vec<u8>, Vec<u8>), ApiError> {
     let id = IdKind::Subscription.generate(env.entropy);
     // The cap first: a refused create writes nothing, so refusals cannot grow the shared
     // fan-out lists every publish reads. A slot taken by a create that then fails is given
@@ -505,18 +539,7 @@ fn create_fresh<K: Kv>(
     let pending = sub.encode();
     env.kv.set(&keys::subscription(&id), &pending)?;
     let data = created_data(&sub)?;
-    if let Some(claim) = claim {
-        // The replay writes its data from the subscription record: the record is the only
-        // place the secret is stored, and the idempotency record keeps none of it.
-        let stored = StoredResponse {
-            status: 201,
-            location: Some(location(&id)),
-            subscription_id: id.clone(),
-        };
-        idempotency::finish(env, claim, stored)?;
-    }
-    activate(env, &id, Some((&sub, &pending)))?;
-    Ok((data, id))
+    Ok((sub, pending, data))
 }
 
 /// The `data` of the 201 that created `sub`, written (its status as it was then: active).
@@ -1264,6 +1287,83 @@ mod listing_tests {
         activate(&env, &id, Some((&pending, &bytes))).expect("activate");
         let stored = load(&env, &id).expect("load").expect("record");
         assert_eq!(stored.status, Status::Disabled);
+    }
+
+    /// A store whose first compare-and-swap on a subscription record applies the write and
+    /// then reports an error (Redis does that when the connection breaks after the script
+    /// ran).
+    struct SwapAppliedThenFailed<'a> {
+        inner: &'a MemoryKv,
+        tripped: std::cell::Cell<bool>,
+    }
+
+    impl Kv for SwapAppliedThenFailed<'_> {
+        type Cas = <MemoryKv as Kv>::Cas;
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::kv::KvError> {
+            self.inner.get(key)
+        }
+        fn set(&self, key: &str, value: &[u8]) -> Result<(), crate::kv::KvError> {
+            self.inner.set(key, value)
+        }
+        fn delete(&self, key: &str) -> Result<(), crate::kv::KvError> {
+            self.inner.delete(key)
+        }
+        fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, crate::kv::KvError> {
+            self.inner.get_many(keys)
+        }
+        fn increment(&self, key: &str, delta: i64) -> Result<i64, crate::kv::KvError> {
+            self.inner.increment(key, delta)
+        }
+        fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), crate::kv::KvError> {
+            self.inner.cas_begin(key)
+        }
+        fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, crate::kv::KvError> {
+            let trip = cas.0.starts_with("sub:") && !self.tripped.replace(true);
+            let swapped = self.inner.cas_swap(cas, value)?;
+            if trip {
+                return Err(crate::kv::KvError("connection reset".into()));
+            }
+            Ok(swapped)
+        }
+    }
+
+    #[test]
+    fn a_create_whose_commit_reported_an_error_is_replayed_by_its_retry_not_made_twice() {
+        // The create stored its response under the key, then its commit (pending -> active)
+        // applied but the store answered with an error. The response stays: the retry with
+        // the key replays it instead of creating a second subscription with a new secret.
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(6));
+        let flaky = SwapAppliedThenFailed {
+            inner: &kv,
+            tripped: std::cell::Cell::new(false),
+        };
+        let req = Request::new("POST", "/v1/webhooks")
+            .header("content-type", "application/json")
+            .header("idempotency-key", "k")
+            .body(r#"{"url":"https://h.example.com/x","eventTypes":["load.created"]}"#);
+        let env_of = |kv| Env {
+            now_ms: 1_000,
+            kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let first = create(&env_of(&flaky), &req, "acme", "req_1");
+        assert!(first.is_err(), "the commit reported an error");
+        assert!(flaky.tripped.get());
+        let made = active_ids(&kv);
+        assert_eq!(made.len(), 1, "the commit did apply");
+        let retry = create(&env_of(&flaky), &req, "acme", "req_2").expect("retry");
+        assert_eq!(retry.status, 201);
+        let v: Value = serde_json::from_slice(&retry.body).expect("json");
+        assert_eq!(v["data"]["id"].as_str(), Some(made[0].as_str()), "replayed");
+        assert!(
+            retry
+                .headers
+                .iter()
+                .any(|(n, v)| n == "idempotent-replayed" && v == "true")
+        );
+        assert_eq!(active_ids(&kv), made, "one subscription, not two");
     }
 
     #[test]

@@ -66,6 +66,18 @@ struct Created {
     data: Value,
 }
 
+/// A create under an idempotency key that failed under a store fault: it may have stored
+/// its response before the fault (the response is then kept, never released), and a retry
+/// with the same body replays it and finishes the create.
+#[derive(Debug, Clone)]
+struct Unfinished {
+    /// When it ran: its subscription's `createdAt` if it made one.
+    at: u64,
+    body: Vec<u8>,
+    /// Its place in creation order ([`Model::order`]), among every create observed.
+    rank: u64,
+}
+
 /// An ingest that answered 202 under an idempotency key.
 #[derive(Debug, Clone)]
 struct Ingested {
@@ -107,6 +119,11 @@ pub struct Model {
     creates: BTreeMap<(String, Vec<u8>), Created>,
     maybe_created: BTreeMap<(String, Vec<u8>), Created>,
     create_faults: BTreeMap<(String, Vec<u8>), u64>,
+    unfinished: BTreeMap<(String, Vec<u8>), Vec<Unfinished>>,
+    /// Creates observed so far; a subscription's rank is the number of the create that
+    /// made it.
+    creates_seen: u64,
+    ranks: BTreeMap<String, u64>,
     ingests: BTreeMap<Vec<u8>, Ingested>,
     ingest_faults: BTreeSet<Vec<u8>>,
 }
@@ -405,6 +422,17 @@ impl Model {
         let key = first_header(req, "idempotency-key")
             .filter(|k| valid_idempotency_key(k))
             .map(|k| (client.to_owned(), k.to_vec()));
+        self.creates_seen += 1;
+        let rank = self.creates_seen;
+        // A faulted create under this key with another body may have stored its response,
+        // still answered: this request is then a conflict.
+        let unfinished_other_body = key
+            .as_ref()
+            .and_then(|k| self.unfinished.get(k))
+            .is_some_and(|u| {
+                u.iter()
+                    .any(|u| now < u.at + IDEMPOTENCY_TTL_MS && u.body != req.body)
+            });
         let earlier = key
             .as_ref()
             .and_then(|k| self.creates.get(k))
@@ -451,7 +479,8 @@ impl Model {
                 );
             }
             if reply.code() == Some("idempotency_conflict") {
-                let other_body = earlier.as_ref().is_some_and(|c| c.body != req.body);
+                let other_body =
+                    earlier.as_ref().is_some_and(|c| c.body != req.body) || unfinished_other_body;
                 let claim_may_linger = self
                     .create_faults
                     .get(&key)
@@ -463,7 +492,12 @@ impl Model {
                 );
             }
             if faulted {
-                self.create_faults.insert(key, now);
+                self.create_faults.insert(key.clone(), now);
+                self.unfinished.entry(key).or_default().push(Unfinished {
+                    at: now,
+                    body: req.body.clone(),
+                    rank,
+                });
             }
             return;
         }
@@ -513,6 +547,29 @@ impl Model {
                 );
                 assert_eq!(&c.data, data, "a replay answered other data: {}", what());
             }
+            (Some(k), None) if replayed && !self.subs.contains_key(id) => {
+                // The response a faulted create stored before its fault (its subscription's
+                // `createdAt` is when it ran): the replay finishes that create.
+                let at = data["createdAt"].as_u64();
+                let made = self.unfinished.remove(k).and_then(|u| {
+                    u.into_iter().rev().find(|u| {
+                        Some(u.at) == at && u.body == req.body && now < u.at + IDEMPOTENCY_TTL_MS
+                    })
+                });
+                let Some(made) = made else {
+                    panic!("a replay of nothing: {}", what());
+                };
+                self.creates.insert(
+                    k.clone(),
+                    Created {
+                        at: made.at,
+                        body: req.body.clone(),
+                        data: data.clone(),
+                    },
+                );
+                self.learn(id, client, secret, url, types, made.rank);
+                return;
+            }
             (Some(k), None) if replayed => {
                 // Only a record a faulted request may have left in place can be replayed.
                 let old = self.maybe_created.remove(k);
@@ -528,6 +585,8 @@ impl Model {
             }
             (Some(k), None) => {
                 self.maybe_created.remove(k);
+                // This request's claim replaced whatever a faulted one left.
+                self.unfinished.remove(k);
                 self.creates.insert(
                     k.clone(),
                     Created {
@@ -554,17 +613,37 @@ impl Model {
             "a subscription id was reused: {}",
             what()
         );
+        self.learn(id, client, secret, url, types, rank);
+    }
+
+    /// Learns a subscription made by the create numbered `rank`, in its place in creation
+    /// order (a create finished by a later replay made its subscription when it ran).
+    fn learn(
+        &mut self,
+        id: &str,
+        client: &str,
+        secret: &str,
+        url: &str,
+        event_types: Vec<String>,
+        rank: u64,
+    ) {
         self.subs.insert(
             id.to_owned(),
             SubInfo {
                 client: client.to_owned(),
                 secret: secret.to_owned(),
                 url: url.to_owned(),
-                event_types: types,
+                event_types,
                 disabled: false,
             },
         );
-        self.order.push(id.to_owned());
+        let at = self
+            .order
+            .iter()
+            .position(|o| self.ranks.get(o).is_some_and(|r| *r > rank))
+            .unwrap_or(self.order.len());
+        self.order.insert(at, id.to_owned());
+        self.ranks.insert(id.to_owned(), rank);
         self.last_sub = Some(id.to_owned());
     }
 
