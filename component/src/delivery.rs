@@ -663,9 +663,6 @@ fn api_to_kv(e: ApiError) -> KvError {
     KvError(e.log.unwrap_or(e.message))
 }
 
-/// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
-/// again and resumes where it stopped: queue entries first, then per delivery its history
-/// entry and the record that makes it real.
 /// Where the event of a fan-out comes from, which decides what the fan-out must check in
 /// the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -681,6 +678,9 @@ enum Origin {
     Resumed,
 }
 
+/// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
+/// again and resumes where it stopped: queue entries first, then per delivery its history
+/// entry and the record that makes it real.
 fn fan_out<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
