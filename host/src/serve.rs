@@ -276,14 +276,20 @@ impl Server {
                 ));
             }
         };
-        let permit = match tokio::time::timeout(
-            self.timeouts.instance,
-            self.instances.clone().acquire_owned(),
-        )
-        .await
-        {
-            Ok(Ok(permit)) => permit,
-            _ => {
+        // A free slot at once (the common case) sets no timer.
+        let permit = match self.instances.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => tokio::time::timeout(
+                self.timeouts.instance,
+                self.instances.clone().acquire_owned(),
+            )
+            .await
+            .map_err(|_| ())
+            .and_then(|p| p.map_err(|_| ())),
+        };
+        let permit = match permit {
+            Ok(permit) => permit,
+            Err(()) => {
                 return Ok(host_error(
                     ApiError::new(
                         503,
