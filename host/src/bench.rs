@@ -131,7 +131,8 @@ fn env(kv: KvStore) -> HostEnv {
     }
 }
 
-fn req(method: &str, path: &str, auth: &str, body: &str) -> http::Request<Full<Bytes>> {
+/// A JSON request with a bearer token, as the benchmarks and the server's tests send them.
+pub(crate) fn req(method: &str, path: &str, auth: &str, body: &str) -> http::Request<Full<Bytes>> {
     http::Request::builder()
         .method(method)
         .uri(format!("http://bench{path}"))

@@ -487,6 +487,7 @@ impl serde::Serialize for LogLine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::req;
     use crate::outbound::{Outbound, OutboundFuture};
     use crate::store::{KvStore, MemoryStore};
     use std::collections::BTreeMap;
@@ -505,16 +506,6 @@ mod tests {
                 std::future::pending().await
             })
         }
-    }
-
-    fn req(method: &str, path: &str, auth: &str, body: &str) -> http::Request<Full<Bytes>> {
-        http::Request::builder()
-            .method(method)
-            .uri(format!("http://test{path}"))
-            .header("authorization", format!("Bearer {auth}"))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .expect("request")
     }
 
     /// A store with one subscription to `load.created` at an endpoint that never answers
@@ -565,9 +556,8 @@ mod tests {
 
     /// Writes `request` on a new connection and reads what comes back until the server
     /// closes it (or 10 s pass: a failure, not a wait the test relies on).
-    async fn exchange(addr: SocketAddr, request: &[u8]) -> (String, Duration) {
+    async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let started = Instant::now();
         let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
         conn.write_all(request).await.expect("write");
         let mut got = Vec::new();
@@ -577,45 +567,38 @@ mod tests {
             "the server kept the connection open: {}",
             String::from_utf8_lossy(&got)
         );
-        (
-            String::from_utf8_lossy(&got).into_owned(),
-            started.elapsed(),
-        )
+        String::from_utf8_lossy(&got).into_owned()
     }
 
-    fn short_timeouts() -> Timeouts {
-        Timeouts {
-            header: Duration::from_millis(300),
-            body: Duration::from_millis(300),
-            instance: Duration::from_millis(300),
-        }
+    /// A server over `env` whose limits on slow clients are 300 ms each.
+    fn impatient(env: HostEnv) -> Server {
+        let short = Duration::from_millis(300);
+        Server::new(env).expect("server").with_timeouts(Timeouts {
+            header: short,
+            body: short,
+            instance: short,
+        })
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_connection_that_sends_no_head_or_sits_idle_is_closed() {
         let env = hanging_subscription(Arc::new(Notify::new())).await;
-        let server = Server::new(env)
-            .expect("server")
-            .with_timeouts(short_timeouts());
-        let (addr, _stop) = serving(server).await;
+        let (addr, _stop) = serving(impatient(env)).await;
         // Nothing at all, then half a head (slowloris).
-        let (got, _) = exchange(addr, b"").await;
+        let got = exchange(addr, b"").await;
         assert!(!got.contains("200 OK"), "{got}");
-        let (got, _) = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await;
+        let got = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await;
         assert!(!got.contains("200 OK"), "{got}");
         // A whole request on a keep-alive connection, then nothing: answered, then closed.
-        let (got, _) = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        let got = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_body_that_does_not_arrive_in_time_is_a_408_with_a_request_id() {
         let env = hanging_subscription(Arc::new(Notify::new())).await;
-        let server = Server::new(env)
-            .expect("server")
-            .with_timeouts(short_timeouts());
-        let (addr, _stop) = serving(server).await;
-        let (got, _) = exchange(
+        let (addr, _stop) = serving(impatient(env)).await;
+        let got = exchange(
             addr,
             b"POST /v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"url\"",
         )
@@ -630,21 +613,17 @@ mod tests {
     async fn a_request_that_finds_every_instance_taken_gets_a_503_with_a_request_id() {
         let sent = Arc::new(Notify::new());
         let env = hanging_subscription(sent.clone()).await;
-        let server = Server::new(env)
-            .expect("server")
-            .with_timeouts(short_timeouts())
-            .with_instances(1);
-        let (addr, _stop) = serving(server).await;
+        let (addr, _stop) = serving(impatient(env).with_instances(1)).await;
         // The event's attempt 1 hangs, and keeps the only instance after the 202.
         let event = b"POST /internal/v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\
             Content-Type: application/json\r\nX-Service-Event: load.created\r\n\
             Content-Length: 10\r\nConnection: close\r\n\r\n{\"id\":\"L\"}";
-        let (got, _) = exchange(addr, event).await;
+        let got = exchange(addr, event).await;
         assert!(got.starts_with("HTTP/1.1 202"), "{got}");
         tokio::time::timeout(Duration::from_secs(10), sent.notified())
             .await
             .expect("attempt 1 is under way");
-        let (got, _) = exchange(
+        let got = exchange(
             addr,
             b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         )

@@ -679,6 +679,15 @@ fn publish_head(
     )
 }
 
+/// `edgehook serve` on a free loopback port in `dir`: the process, its address, and the admin
+/// token it wrote.
+fn serve_on_loopback(dir: &Path) -> (Proc, String, String) {
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], dir);
+    let addr = server.address();
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    (server, addr, token)
+}
+
 /// A connection to `addr` whose reads give up after the deadline.
 fn connect(addr: &str) -> std::net::TcpStream {
     let stream = std::net::TcpStream::connect(addr).expect("connect");
@@ -690,9 +699,7 @@ fn connect(addr: &str) -> std::net::TcpStream {
 fn sigterm_lets_a_request_in_flight_get_its_answer() {
     use std::io::Write as _;
     let dir = temp_dir("sigterm-request");
-    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
-    let addr = server.address();
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let (mut server, addr, token) = serve_on_loopback(&dir);
     let mut stream = connect(&addr);
     // The request's head, asking to continue: the server answers 100 once it reads the body,
     // so the request is surely in flight. Then SIGTERM, then the body.
@@ -741,9 +748,7 @@ fn sigterm_lets_a_request_in_flight_get_its_answer() {
 fn sigterm_does_not_wait_for_idle_connections() {
     use std::io::{Read as _, Write as _};
     let dir = temp_dir("sigterm-idle");
-    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
-    let addr = server.address();
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let (mut server, addr, token) = serve_on_loopback(&dir);
     // A keep-alive connection that has had its answer and stays open, idle.
     let mut stream = connect(&addr);
     stream
