@@ -14,6 +14,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("subscription_limit", Some("100")),
     ("allow_private_targets", Some("false")),
     ("rate_limit_per_minute", Some("1200")),
+    ("opportunistic_tick_s", Some("10")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -36,6 +37,10 @@ pub struct Settings {
     pub allow_private_targets: bool,
     /// Partner API requests one API client may make per clock minute (0: no limit).
     pub rate_limit_per_minute: u32,
+    /// After answering a request, run the due work if no instance did so in the last this
+    /// many seconds (0: never). For hosts with no timer of their own (Spin without a
+    /// CronJob); hosts that call `tick` themselves set it to 0.
+    pub opportunistic_tick_s: u32,
 }
 
 impl std::fmt::Debug for Settings {
@@ -52,6 +57,7 @@ impl std::fmt::Debug for Settings {
             .field("subscription_limit", &self.subscription_limit)
             .field("allow_private_targets", &self.allow_private_targets)
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
+            .field("opportunistic_tick_s", &self.opportunistic_tick_s)
             .finish()
     }
 }
@@ -131,6 +137,7 @@ impl Settings {
             subscription_limit: narrow(number("subscription_limit", 1, 100_000)?),
             allow_private_targets: flag("allow_private_targets")?,
             rate_limit_per_minute: narrow(number("rate_limit_per_minute", 0, 1_000_000)?),
+            opportunistic_tick_s: narrow(number("opportunistic_tick_s", 0, 3600)?),
         })
     }
 }

@@ -29,8 +29,13 @@
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
 //! - `retdir` — the days that have events or idempotency records (binary, as `duedir`);
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
+//! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
+//!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`).
+
+/// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
+pub const TICK_LEASE: &str = "ticklease";
 
 /// Read by `/healthz` to check that the store answers. Never written.
 pub const HEALTH_PROBE: &str = "health";
