@@ -20,6 +20,7 @@ pub const RULES: &[Rule] = &[
     ("store.set_get_exact_bytes", set_get_exact_bytes),
     ("store.set_get_empty_value", set_get_empty_value),
     ("store.set_get_64kib_value", set_get_64kib_value),
+    ("store.set_get_256kib_value", set_get_256kib_value),
     ("store.set_overwrites", set_overwrites),
     ("store.delete_missing_is_ok", delete_missing_is_ok),
     ("store.delete_removes", delete_removes),
@@ -217,9 +218,18 @@ fn set_get_empty_value(p: &Probe, k: &Keys) -> Outcome {
     round_trip(p, &k.k("empty"), b"")
 }
 
+/// `len` bytes of a pattern that repeats only every 251 bytes.
+fn patterned(len: u32) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 % 251) as u8).collect()
+}
+
 fn set_get_64kib_value(p: &Probe, k: &Keys) -> Outcome {
-    let value: Vec<u8> = (0..65536u32).map(|i| (i * 31 % 251) as u8).collect();
-    round_trip(p, &k.k("big"), &value)
+    round_trip(p, &k.k("big"), &patterned(64 << 10))
+}
+
+/// The largest value the component writes: an event body at the ingest limit (256 KiB).
+fn set_get_256kib_value(p: &Probe, k: &Keys) -> Outcome {
+    round_trip(p, &k.k("bigger"), &patterned(256 << 10))
 }
 
 fn set_overwrites(p: &Probe, k: &Keys) -> Outcome {
