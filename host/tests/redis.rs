@@ -25,9 +25,9 @@ use common::*;
 // redis-server
 
 /// A `redis-server` child on a loopback port; killed on drop.
-struct RedisServer {
+pub(crate) struct RedisServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: PathBuf,
 }
 
@@ -40,12 +40,12 @@ impl Drop for RedisServer {
 }
 
 impl RedisServer {
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
     l.local_addr().expect("addr").port()
 }
@@ -130,8 +130,8 @@ fn start_redis() -> RedisServer {
 }
 
 /// One redis-server for the tests of this process that run at the same time; it stops when
-/// the last of them drops its handle.
-fn shared_redis() -> Arc<RedisServer> {
+/// the last of them drops its handle. (Also `kv_conformance`'s, for our host and Spin.)
+pub(crate) fn shared_redis() -> Arc<RedisServer> {
     static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
     let mut slot = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(server) = slot.upgrade() {
