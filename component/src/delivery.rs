@@ -3039,6 +3039,36 @@ mod tests {
         assert_eq!(retry_due(0, 0, 0), None);
     }
 
+    /// Jitter happens: different random inputs spread the due times over the whole +10 %
+    /// window (on whole seconds), never below the un-jittered delay nor past the bound.
+    #[test]
+    fn retry_jitter_spreads_due_times_within_the_bound() {
+        let failed_at = 1_000_000;
+        for (attempts, delay) in [(1, 60_000), (2, 300_000)] {
+            let dues: std::collections::BTreeSet<u64> = (0..2_000u64)
+                .map(|i| retry_due(failed_at, attempts, i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                .map(|due| due.expect("a retry"))
+                .collect();
+            let (lo, hi) = (failed_at + delay, failed_at + delay + delay / 10);
+            assert!(dues.iter().all(|d| (lo..=hi).contains(d)), "{dues:?}");
+            let seconds = delay / 10 / 1000;
+            assert!(
+                dues.len() as u64 >= seconds * 9 / 10,
+                "attempt {}: {} distinct due seconds over a {seconds} s window",
+                attempts + 1,
+                dues.len()
+            );
+            assert!(
+                *dues.first().expect("some") <= lo + 1000,
+                "the window's start is used"
+            );
+            assert!(
+                *dues.last().expect("some") >= hi - 1000,
+                "the window's end is used"
+            );
+        }
+    }
+
     #[test]
     fn delivery_ids_are_stable_per_event_and_subscription() {
         let a = delivery_id("evt_1", "sub_1");
