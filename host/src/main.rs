@@ -4,7 +4,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use edgehook_host::cli::{self, Remote};
 use edgehook_host::filestore::{FileStore, SyncPolicy};
-use edgehook_host::net::{NetOptions, NetOutbound};
+use edgehook_host::net::{self, NetOptions, NetOutbound};
 use edgehook_host::redisstore::{RedisOptions, RedisStore};
 use edgehook_host::serve::{Server, bind, log_line};
 use edgehook_host::store::KvStore;
@@ -68,10 +68,16 @@ struct ServeArgs {
     /// generated on first start.
     #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Allow subscription URLs and deliveries to non-public addresses and plain http
-    /// (local development and tests only).
+    /// Allow subscription URLs and deliveries to loopback, private and other non-public
+    /// addresses and local names such as localhost; still https only, unless --allow-http
+    /// too (local development and tests only; as --set allow_private_targets=true).
     #[arg(long)]
     allow_private_targets: bool,
+    /// Allow plain http:// subscription URLs and deliveries; still to public hosts only,
+    /// unless --allow-private-targets too (local development and tests only; as --set
+    /// allow_http=true).
+    #[arg(long)]
+    allow_http: bool,
     /// A PEM file of extra CA certificates to trust for deliveries.
     #[arg(long)]
     extra_ca: Option<PathBuf>,
@@ -383,26 +389,41 @@ fn serve(args: ServeArgs) -> Result<()> {
         config.insert(key.to_owned(), v.to_owned());
     }
     // --admin-token (or EDGEHOOK_ADMIN_TOKEN), then --set admin_token=..., then the file.
-    let token = match args
-        .admin_token
-        .or_else(|| config.get("admin_token").cloned())
-        .filter(|t| !t.trim().is_empty())
-    {
-        Some(t) => t,
-        None => cli::admin_token_or_create(&args.data_dir)?,
+    let given = |t: &String| !t.trim().is_empty();
+    let (token, token_from) = match args.admin_token.clone().filter(given) {
+        Some(t) => (t, "from --admin-token / EDGEHOOK_ADMIN_TOKEN".to_owned()),
+        None => match config.get("admin_token").filter(|t| given(t)) {
+            Some(t) => (t.clone(), "from --set admin_token".to_owned()),
+            None => (
+                cli::admin_token_or_create(&args.data_dir)?,
+                format!(
+                    "file {}",
+                    absolute(&args.data_dir.join(cli::ADMIN_TOKEN_FILE)).display()
+                ),
+            ),
+        },
     };
     config.insert("admin_token".into(), token);
     // Checked now, as the component will read them: a bad value stops the start (naming the
     // key, never the value) instead of failing every request.
-    edgehook_component::config::Settings::from_pairs(config.iter())
-        .map_err(|e| anyhow::anyhow!("invalid setting: {e}"))?;
-    let allow_private = args.allow_private_targets
-        || config
-            .get("allow_private_targets")
-            .is_some_and(|v| matches!(v.trim(), "true" | "1" | "yes"));
-    if allow_private {
+    let check = |config: &BTreeMap<String, String>| {
+        edgehook_component::config::Settings::from_pairs(config.iter())
+            .map_err(|e| anyhow::anyhow!("invalid setting: {e}"))
+    };
+    check(&config)?;
+    // The switches, as flags or as settings (--set, EDGEHOOK_ALLOW_HTTP, ...).
+    if args.allow_http {
+        config.insert("allow_http".into(), "true".into());
+    }
+    if args.allow_private_targets {
         config.insert("allow_private_targets".into(), "true".into());
     }
+    let settings = check(&config)?;
+    let net = NetOptions {
+        allow_http: settings.allow_http,
+        allow_private: settings.allow_private_targets,
+        extra_ca: args.extra_ca.clone(),
+    };
     let rt = runtime()?;
     rt.block_on(async move {
         let (kv, file_store, store_name): (KvStore, _, _) = match &args.kv {
@@ -426,14 +447,11 @@ fn serve(args: ServeArgs) -> Result<()> {
                 };
                 let store = FileStore::open(&args.data_dir.join("store"), sync)
                     .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-                let name = args.data_dir.join("store").display().to_string();
+                let name = absolute(&args.data_dir.join("store")).display().to_string();
                 (KvStore::Local(Arc::new(store.clone())), Some(store), name)
             }
         };
-        let outbound = NetOutbound::new(&NetOptions {
-            allow_private,
-            extra_ca: args.extra_ca.clone(),
-        })?;
+        let outbound = NetOutbound::new(&net)?;
         let env = HostEnv {
             kv,
             config: Arc::new(config),
@@ -444,15 +462,30 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let server = Server::new(env)?;
         let listener = bind(args.listen).await?;
+        let addr = listener.local_addr()?;
+        // Where things are: the first lines a newcomer reads.
         log_line(
             "info",
             "listening",
             &[
-                ("addr", listener.local_addr()?.to_string()),
-                ("dataDir", args.data_dir.display().to_string()),
+                ("url", format!("http://{addr}")),
+                ("addr", addr.to_string()),
+                ("dataDir", absolute(&args.data_dir).display().to_string()),
                 ("store", store_name),
+                ("adminToken", token_from),
+                ("outbound", net::describe(net.policy()).to_owned()),
             ],
         );
+        if net.allow_http || net.allow_private {
+            log_line(
+                "warn",
+                net::RELAXED,
+                &[
+                    ("allowHttp", net.allow_http.to_string()),
+                    ("allowPrivateTargets", net.allow_private.to_string()),
+                ],
+            );
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             shutdown_signal().await;
@@ -466,6 +499,11 @@ fn serve(args: ServeArgs) -> Result<()> {
         log_line("info", "stopped", &[]);
         Ok(())
     })
+}
+
+/// `path` made absolute (against the working directory), for messages.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 async fn shutdown_signal() {

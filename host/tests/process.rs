@@ -42,11 +42,12 @@ fn run_cli(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> (bool, String) {
 }
 
 /// `serve` on a free port, delivering to loopback receivers, with one `--set`.
-fn serve_to_loopback(setting: &'static str) -> [&'static str; 6] {
+fn serve_to_loopback(setting: &'static str) -> [&'static str; 7] {
     [
         "serve",
         "--listen",
         "127.0.0.1:0",
+        "--allow-http",
         "--allow-private-targets",
         "--set",
         setting,
@@ -92,6 +93,7 @@ fn the_readme_quickstart_works_end_to_end() {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--allow-http",
             "--allow-private-targets",
         ],
         &dir,
