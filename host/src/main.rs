@@ -25,11 +25,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// edgehook: outbound webhooks as one WebAssembly component.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// What `edgehook --help` says of exit codes; `main` makes it true.
+const EXIT_STATUS: &str = "Exit status:
+  0    success (serve: stopped by SIGINT or SIGTERM, after a clean shutdown)
+  1    failure: an error (printed on stderr), a server answer of 400 or more, or a check
+       that failed (simulate, soak)
+  2    usage error: an unknown command or flag, a missing or invalid value
+  101  a bug (a panic); please report it";
 
 #[derive(Subcommand)]
 enum Command {
@@ -562,7 +570,9 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         seed: args.seed,
         ..Default::default()
     };
-    let outcome = edgehook_host::scenario::run(&s)?;
+    let mut progress = edgehook_host::progress::Progress::stderr();
+    let outcome = edgehook_host::scenario::run_with(&s, &mut progress)?;
+    drop(progress);
     println!("{outcome:#?}");
     match outcome.check(&s) {
         Ok(()) => {

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod conventions;
 mod hardening;
 mod net;
 mod process;
