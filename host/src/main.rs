@@ -48,6 +48,9 @@ enum Command {
     /// Issue or revoke partner API keys (talks to a running server).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Create a subscription as a partner would (`POST /v1/webhooks` with an API key); prints
+    /// it with its signing secret, shown only this once.
+    Subscribe(SubscribeArgs),
     /// Publish a load event (talks to a running server).
     Publish(PublishArgs),
     /// Show a subscription with its state and recent deliveries (talks to a running server).
@@ -117,6 +120,34 @@ struct ListenArgs {
     /// Oldest timestamp accepted, in seconds.
     #[arg(long, default_value_t = 300)]
     tolerance: u64,
+    /// Run in the background: return once the receiver accepts connections (it keeps
+    /// printing deliveries here); stop it with `kill <pid>` (the pid is printed).
+    #[arg(long)]
+    detach: bool,
+    /// The listening socket is standard input (how --detach starts the receiver).
+    #[arg(long, hide = true, conflicts_with = "detach")]
+    socket_on_stdin: bool,
+}
+
+#[derive(clap::Args)]
+struct SubscribeArgs {
+    /// The delivery URL: https:// (http:// and local addresses only where the server allows
+    /// them).
+    #[arg(long)]
+    url: String,
+    /// An event type to deliver, repeatable: load.created, load.updated,
+    /// load.status_changed.
+    #[arg(long = "event", value_name = "TYPE", required = true)]
+    events: Vec<String>,
+    /// The partner's API key (ehk_...).
+    #[arg(long, env = "EDGEHOOK_API_KEY", hide_env_values = true)]
+    key: String,
+    /// Print only the signing secret (e.g. SECRET=$(edgehook subscribe ... --quiet)).
+    #[arg(long, short)]
+    quiet: bool,
+    /// The server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "EDGEHOOK_SERVER")]
+    server: String,
 }
 
 #[derive(clap::Args)]
@@ -138,6 +169,9 @@ enum KeysCommand {
     Issue {
         /// The API client (partner) id.
         client: String,
+        /// Print only the API key (e.g. KEY=$(edgehook keys issue acme --quiet)).
+        #[arg(long, short)]
+        quiet: bool,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -255,16 +289,18 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Listen(args) => {
-            runtime()?.block_on(listen::run(args.listen, args.secret, args.tolerance))
-        }
-        Command::Keys(KeysCommand::Issue { client, remote }) => remote_call(
+        Command::Listen(args) => listen(args),
+        Command::Keys(KeysCommand::Issue {
+            client,
+            quiet,
+            remote,
+        }) => remote_call_showing(
             &remote,
             "POST",
             &format!("/internal/v1/clients/{}/keys", cli::segment(&client)),
-            None,
-            &[],
+            quiet.then_some("apiKey"),
         ),
+        Command::Subscribe(args) => subscribe(args),
         Command::Keys(KeysCommand::Revoke {
             client,
             key_id,
@@ -348,6 +384,29 @@ fn remote_call(
     body: Option<Vec<u8>>,
     headers: &[(String, String)],
 ) -> Result<()> {
+    let (status, text) = remote_answer(remote, method, path, body, headers)?;
+    cli::print_answer(status, &text, None)
+}
+
+/// [`remote_call`] without a body, printing only the answer's `data.<only>` if given.
+fn remote_call_showing(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    only: Option<&str>,
+) -> Result<()> {
+    let (status, text) = remote_answer(remote, method, path, None, &[])?;
+    cli::print_answer(status, &text, only)
+}
+
+/// One operator call: the answer's status and its (pretty-printed) body.
+fn remote_answer(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(String, String)],
+) -> Result<(u16, String)> {
     let token = match &remote.admin_token {
         Some(t) => t.clone(),
         None => cli::read_admin_token(&remote.data_dir).with_context(|| {
@@ -359,12 +418,36 @@ fn remote_call(
         })?,
     };
     let remote = Remote::new(&remote.server, &token)?;
-    let (status, text) = runtime()?.block_on(remote.call(method, path, body, headers))?;
-    println!("{text}");
-    if status >= 400 {
-        bail!("the server answered {status}");
+    runtime()?.block_on(remote.call(method, path, body, headers))
+}
+
+fn subscribe(args: SubscribeArgs) -> Result<()> {
+    let partner = Remote::new(&args.server, &args.key)?;
+    let body = serde_json::json!({"url": args.url, "eventTypes": args.events}).to_string();
+    let headers = [("content-type".to_owned(), "application/json".to_owned())];
+    let (status, text) = runtime()?.block_on(partner.call(
+        "POST",
+        "/v1/webhooks",
+        Some(body.into_bytes()),
+        &headers,
+    ))?;
+    cli::print_answer(status, &text, args.quiet.then_some("signingSecret"))
+}
+
+fn listen(args: ListenArgs) -> Result<()> {
+    if args.detach {
+        let (addr, pid) = listen::detach(args.listen, &args.secret, args.tolerance)?;
+        eprintln!(
+            "edgehook listen: receiving on {addr} in the background, pid {pid} (stop it with: \
+             kill {pid})"
+        );
+        return Ok(());
     }
-    Ok(())
+    let rt = runtime()?;
+    if args.socket_on_stdin {
+        return rt.block_on(listen::run_on_stdin(args.secret, args.tolerance));
+    }
+    rt.block_on(listen::run(args.listen, args.secret, args.tolerance))
 }
 
 fn serve(args: ServeArgs) -> Result<()> {

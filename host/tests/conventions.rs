@@ -78,6 +78,7 @@ fn every_command_prints_help_for_help_and_h_and_does_nothing_else() {
         "listen",
         "keys issue",
         "keys revoke",
+        "subscribe",
         "publish",
         "subscription",
         "delivery show",

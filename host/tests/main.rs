@@ -9,6 +9,7 @@ mod conventions;
 mod hardening;
 mod net;
 mod process;
+mod quickstart;
 mod redis;
 mod remote;
 mod startup;
