@@ -1343,8 +1343,9 @@ fn run_batch<K: Kv>(
                 b
             }
         };
-        if !env.settings.allow_private_targets && validate::target_url(&sub.url, false).is_err() {
-            // Created while private targets were allowed, and they no longer are: the
+        let policy = env.settings.target_policy();
+        if !policy.allows_all() && validate::target_url(&sub.url, policy).is_err() {
+            // Created while private targets or http were allowed, and they no longer are: the
             // attempt fails here, before anything is sent (SSRF check at send time).
             results[i] = Some(SendResult {
                 outcome: Err(DESTINATION_REFUSED.into()),
@@ -1381,7 +1382,7 @@ fn outgoing<K: Kv>(
     sub: &Subscription,
     body: Rc<Vec<u8>>,
 ) -> Option<Outgoing> {
-    let url = validate::target_url(&sub.url, true).ok()?;
+    let url = validate::target_url(&sub.url, validate::TargetPolicy::OPEN).ok()?;
     let timestamp = env.now_ms / 1000;
     let signature = signing::sign(&sub.signing_secret.0, timestamp, &body);
     let authority = match url.port {

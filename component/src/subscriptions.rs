@@ -351,7 +351,7 @@ struct CreateIn {
 
 /// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
 /// as `eventType` is caught instead of silently creating a subscription without it.
-fn validate_create(body: &Value, allow_private: bool) -> Result<CreateIn, ApiError> {
+fn validate_create(body: &Value, policy: validate::TargetPolicy) -> Result<CreateIn, ApiError> {
     let Some(obj) = body.as_object() else {
         return Err(ApiError::validation(vec![FieldError::new(
             "body",
@@ -374,7 +374,7 @@ fn validate_create(body: &Value, allow_private: bool) -> Result<CreateIn, ApiErr
             details.push(FieldError::new("url", "required", "url is required"));
             None
         }
-        Some(Value::String(u)) => match validate::target_url(u, allow_private) {
+        Some(Value::String(u)) => match validate::target_url(u, policy) {
             Ok(_) => Some(u.clone()),
             Err(p) => {
                 details.push(FieldError::new("url", p.code, p.message));
@@ -411,7 +411,7 @@ pub fn create<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let body = require_json(req)?;
-    let input = validate_create(&body, env.settings.allow_private_targets)?;
+    let input = validate_create(&body, env.settings.target_policy())?;
     let idempotency_key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
         None => None,
         Some((_, raw)) => {

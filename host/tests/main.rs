@@ -6,9 +6,12 @@
 
 mod common;
 
+mod conventions;
 mod hardening;
 mod kv_conformance;
 mod net;
 mod process;
+mod quickstart;
 mod redis;
 mod remote;
+mod startup;
