@@ -32,6 +32,7 @@ pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod soak;
+pub mod spin;
 pub mod store;
 
 pub use runtime::{

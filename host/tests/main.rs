@@ -10,3 +10,4 @@ mod net;
 mod process;
 mod redis;
 mod remote;
+mod spin;
