@@ -43,6 +43,12 @@ pub struct Record {
     pub created_at: u64,
     /// The stored response, once done.
     pub response: Option<StoredResponse>,
+    /// A random token of the request that took the claim. Two requests' claims never have
+    /// the same bytes, so [`finish`] and [`release`] act only on their own claim, and a host
+    /// whose compare-and-swap can report failure after applying (Spin 4.0.2's Redis store)
+    /// is told apart by reading the key back. Absent in records of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 /// The state of an idempotency record.
@@ -120,6 +126,7 @@ pub fn begin<K: Kv>(
         fingerprint: fingerprint.to_owned(),
         created_at: now,
         response: None,
+        claim: Some(crate::ids::hex(&env.random_bytes::<8>())),
     };
     let start = update(env.kv, &store_key, |current| {
         let existing: Option<Record> = current.and_then(|b| serde_json::from_slice(b).ok());

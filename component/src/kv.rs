@@ -46,6 +46,16 @@ pub trait Kv {
     fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError>;
 }
 
+/// Reads a counter kept by [`Kv::increment`] without changing it: `increment(key, 0)`.
+///
+/// Never read a counter through [`Kv::get`]: `wasi:keyvalue` leaves the representation of
+/// an incremented value to the host (Spin's SQLite store keeps 8-byte little-endian
+/// integers, Redis and our own stores decimal text), so only `increment` reads it portably.
+/// A missing counter reads as 0 (and is created holding 0 on most hosts).
+pub fn read_counter<K: Kv>(kv: &K, key: &str) -> Result<i64, KvError> {
+    kv.increment(key, 0)
+}
+
 /// What an [`update`] closure decides after seeing the current value.
 pub enum Update<T> {
     /// Write this new value (by compare-and-swap) and return `T`.
@@ -244,18 +254,19 @@ impl Kv for MemoryKv {
     }
 
     fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+        // Kept as 8 little-endian bytes, as Spin's SQLite store does (Redis and the host's
+        // stores keep decimal text): a counter read through `get` fails the unit tests.
         let mut inner = self.op()?;
         let current = match inner.map.get(key) {
             None => 0,
-            Some(bytes) => std::str::from_utf8(bytes)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-                .ok_or_else(|| KvError(format!("{key} does not hold a counter")))?,
+            Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
+                .map(i64::from_le_bytes)
+                .map_err(|_| KvError(format!("{key} does not hold a counter")))?,
         };
         let next = current + delta;
         inner
             .map
-            .insert(key.to_owned(), next.to_string().into_bytes());
+            .insert(key.to_owned(), next.to_le_bytes().to_vec());
         Ok(next)
     }
 

@@ -31,6 +31,7 @@ use bindings::wasi::http::types::{
 use bindings::wasi::io::poll;
 use bindings::wasi::io::streams::StreamError;
 use bindings::wasi::keyvalue::{atomics, batch, store};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The key-value bucket every host provides (Spin's default store).
 const BUCKET: &str = "default";
@@ -57,7 +58,8 @@ impl WasiKv {
 }
 
 impl Kv for WasiKv {
-    type Cas = atomics::Cas;
+    /// The handle and its key (read back when a swap reports failure).
+    type Cas = (atomics::Cas, String);
 
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
         self.0.get(key).map_err(kv_err)
@@ -75,7 +77,16 @@ impl Kv for WasiKv {
         if keys.is_empty() {
             return Ok(Vec::new()); // no host call for nothing
         }
-        let found = batch::get_many(&self.0, keys).map_err(kv_err)?;
+        if keys.len() == 1 || BATCH_FAILED.load(Ordering::Relaxed) {
+            return keys.iter().map(|k| self.get(k)).collect();
+        }
+        let Ok(found) = batch::get_many(&self.0, keys) else {
+            // Some hosts' batch read is broken (Spin 4.0.2's Redis store sends `KEYS k1 k2`
+            // for it and fails with more than one key): read one key at a time instead, for
+            // the rest of this instance. A store that is really down fails those reads too.
+            BATCH_FAILED.store(true, Ordering::Relaxed);
+            return keys.iter().map(|k| self.get(k)).collect();
+        };
         // The result pairs values with keys. Hosts answer in request order; if one does
         // not, match by key (every requested key answered, duplicates included).
         if found.len() == keys.len() && found.iter().zip(keys).all(|((k, _), want)| k == want) {
@@ -101,17 +112,25 @@ impl Kv for WasiKv {
     fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
         let cas = atomics::Cas::new(&self.0, key).map_err(kv_err)?;
         let current = cas.current().map_err(kv_err)?;
-        Ok((cas, current))
+        Ok(((cas, key.to_owned()), current))
     }
 
-    fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {
+    fn cas_swap(&self, (cas, key): Self::Cas, value: &[u8]) -> Result<bool, KvError> {
         match atomics::swap(cas, value) {
             Ok(()) => Ok(true),
-            Err(atomics::CasError::CasFailed(_)) => Ok(false),
+            // Spin 4.0.2's Redis store reports every swap as failed, applied or not (its
+            // `UNWATCH <key>` after EXEC is refused). EXEC is atomic, so the key holding
+            // exactly the bytes just written tells an applied swap; the core makes the
+            // values whose ownership matters unique (claims carry a random token), so
+            // another writer's identical bytes are never taken for ours where it counts.
+            Err(atomics::CasError::CasFailed(_)) => Ok(self.get(&key)?.as_deref() == Some(value)),
             Err(atomics::CasError::StoreError(e)) => Err(kv_err(e)),
         }
     }
 }
+
+/// Set once the host's batch read failed in this instance: later reads go key by key.
+static BATCH_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// `wasi:random/random` as the core's [`Entropy`].
 struct WasiEntropy;

@@ -658,10 +658,16 @@ fn limit_reached(cap: u32) -> ApiError {
 fn take_slot<K: Kv>(env: &Env<'_, K>, client_id: &str, id: &str) -> Result<(), ApiError> {
     let cap = env.settings.subscription_limit;
     let key = keys::client_live(client_id);
-    if env.kv.increment(&key, 1)? <= i64::from(cap) {
+    let nonce = crate::ids::hex(&env.random_bytes::<8>());
+    let taken = update(env.kv, &key, |current| {
+        Ok::<_, ApiError>(match parse_live(current) {
+            Some(n) if n < u64::from(cap) => Update::Write(encode_live(n + 1, &nonce), true),
+            _ => Update::Keep(false), // at the cap (or unreadable): recount below
+        })
+    })?;
+    if taken {
         return Ok(());
     }
-    env.kv.increment(&key, -1)?;
     for _ in 0..4 {
         let (cas, _) = env.kv.cas_begin(&key)?;
         let entries = client_index(client_id).read_bytes(env.kv, 0, usize::MAX)?;
@@ -684,13 +690,35 @@ fn take_slot<K: Kv>(env: &Env<'_, K>, client_id: &str, id: &str) -> Result<(), A
         if live >= cap as usize {
             return Err(limit_reached(cap));
         }
-        if env.kv.cas_swap(cas, (live + 1).to_string().as_bytes())? {
+        if env
+            .kv
+            .cas_swap(cas, &encode_live(live as u64 + 1, &nonce))?
+        {
             return Ok(());
         }
     }
     Err(ApiError::store_unavailable(
         "the subscription count kept changing",
     ))
+}
+
+/// The client's live-subscription count as stored: decimal text, then a space and the
+/// writer's random nonce. It is changed only by compare-and-swap (never `increment`: a
+/// counter's bytes are the host's own, and the recount must replace it atomically), and the
+/// nonce makes every write's bytes unique, so a host whose swap can report failure after
+/// applying (Spin 4.0.2's Redis store) is told apart by reading the key back.
+fn encode_live(n: u64, nonce: &str) -> Vec<u8> {
+    format!("{n} {nonce}").into_bytes()
+}
+
+/// Reads [`encode_live`]: `Some(0)` when missing, `None` when unreadable (a value of
+/// another format, e.g. an `increment`ed counter of an earlier version: recounted).
+fn parse_live(value: Option<&[u8]>) -> Option<u64> {
+    let Some(value) = value else {
+        return Some(0);
+    };
+    let text = std::str::from_utf8(value).ok()?;
+    text.split(' ').next()?.parse().ok()
 }
 
 /// Decodes a list cursor (`cur_<hex seq>`): hex digits only (`from_str_radix` alone would
@@ -932,7 +960,13 @@ pub fn disable<K: Kv>(
             // so is giving back the slot (a counter left high is corrected by the next
             // recount).
             let _ = remove_from_indexes(env, &sub);
-            let _ = env.kv.increment(&keys::client_live(&sub.client_id), -1);
+            let nonce = crate::ids::hex(&env.random_bytes::<8>());
+            let _ = update(env.kv, &keys::client_live(&sub.client_id), |current| {
+                Ok::<_, ()>(match parse_live(current) {
+                    Some(n) if n > 0 => Update::Write(encode_live(n - 1, &nonce), ()),
+                    _ => Update::Keep(()),
+                })
+            });
             return Ok(Some(sub));
         }
     }

@@ -168,6 +168,23 @@ pub struct Faults {
     pub seed: u64,
 }
 
+/// Behaviours of other hosts' key-value stores that `wasi:keyvalue` allows or that are
+/// known bugs, reproduced by the in-memory store so the component is tested against them
+/// (simulation only; docs/embedding.md, "Key-value contract").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quirks {
+    /// `increment` keeps a counter as 8 little-endian bytes, as Spin's SQLite store does
+    /// (the interface leaves the representation to the host): `get` of a counter returns
+    /// those bytes, and `increment` of a value that is not 8 bytes fails.
+    pub counters_le_bytes: bool,
+    /// `get-many` of more than one key fails, as Spin 4.0.2's Redis store does (it sends
+    /// `KEYS k1 k2 ...`).
+    pub batch_read_fails: bool,
+    /// Every compare-and-swap reports failure, whether it applied or not, as Spin 4.0.2's
+    /// Redis store does (its `UNWATCH <key>` after EXEC is refused).
+    pub swap_reports_failure: bool,
+}
+
 /// SplitMix64 of `(seed, n)`: decides whether random fault number `n` fires.
 fn fault_roll(seed: u64, n: u64) -> u64 {
     let mut z = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -189,6 +206,7 @@ struct MemoryInner {
     ops: u64,
     bytes_written: u64,
     faults: Faults,
+    quirks: Quirks,
 }
 
 impl MemoryStore {
@@ -200,6 +218,11 @@ impl MemoryStore {
     /// Replaces the fault plan.
     pub fn set_faults(&self, faults: Faults) {
         self.lock().faults = faults;
+    }
+
+    /// Makes the store behave like another host's ([`Quirks`]).
+    pub fn set_quirks(&self, quirks: Quirks) {
+        self.lock().quirks = quirks;
     }
 
     /// Operations performed so far (faulted ones included).
@@ -265,11 +288,20 @@ impl KvBackend for MemoryStore {
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
         let mut inner = self.op(&[key])?;
-        let current = parse_counter(key, inner.map.get(key))?;
+        let le = inner.quirks.counters_le_bytes;
+        let current = match inner.map.get(key) {
+            Some(bytes) if le => <[u8; 8]>::try_from(bytes.as_slice())
+                .map(i64::from_le_bytes)
+                .map_err(|_| StoreError(format!("{key} does not hold a counter")))?,
+            value => parse_counter(key, value)?,
+        };
         let next = current
             .checked_add(delta)
             .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
-        let bytes = next.to_string().into_bytes();
+        let bytes = match le {
+            true => next.to_le_bytes().to_vec(),
+            false => next.to_string().into_bytes(),
+        };
         inner.bytes_written += bytes.len() as u64;
         inner.map.insert(key.to_owned(), bytes);
         Ok(next)
@@ -287,12 +319,17 @@ impl KvBackend for MemoryStore {
         }
         inner.bytes_written += new.len() as u64;
         inner.map.insert(key.to_owned(), new.to_vec());
-        Ok(true)
+        Ok(!inner.quirks.swap_reports_failure)
     }
 
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let inner = self.op(&refs)?;
+        if inner.quirks.batch_read_fails && keys.len() > 1 {
+            return Err(StoreError(
+                "ResponseError: wrong number of arguments for 'keys' command".into(),
+            ));
+        }
         Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
     }
 }

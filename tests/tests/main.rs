@@ -8,6 +8,7 @@ mod common;
 mod component;
 mod delivery;
 mod faults;
+mod host_quirks;
 mod injection;
 mod invariants;
 mod openapi;

@@ -1,0 +1,183 @@
+//! The component on key-value stores that behave like other hosts' (docs/embedding.md,
+//! "Key-value contract"): the whole partner and operator story passes on a store that keeps
+//! counters as 8-byte integers (Spin's SQLite store), one whose batch read fails (Spin
+//! 4.0.2's Redis store), one whose every compare-and-swap reports failure, applied or not
+//! (Spin 4.0.2's Redis store), and all three at once. Before the component read counters
+//! only through `increment(key, 0)`, fell back from a failed batch read and read a reported
+//! swap failure back, these stories failed as they did on real Spin: list and publish 503
+//! on the first store, list 503 on the second, an idempotent create 409 on the third.
+
+use crate::common;
+
+use common::*;
+use edgehook_host::outbound::Reply;
+use edgehook_host::store::Quirks;
+use serde_json::json;
+use std::time::Duration;
+
+const URL: &str = "https://hooks.example.com/quirks";
+
+/// Runs the story on a simulation whose store has `quirks`; `name` labels failures.
+fn story(name: &str, quirks: Quirks) {
+    let mut sim = sim(71);
+    sim.store().set_quirks(quirks);
+    let key = issue_key(&mut sim, "acme");
+
+    // Create with an Idempotency-Key, then the same request again: one subscription.
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let first = create_with(&mut sim, &key, &body, &[("idempotency-key", "k-1")]);
+    assert_eq!(first.status, 201, "{name}: create: {:?}", first.json());
+    let again = create_with(&mut sim, &key, &body, &[("idempotency-key", "k-1")]);
+    assert_eq!(
+        again.status,
+        201,
+        "{name}: idempotent retry: {:?}",
+        again.json()
+    );
+    assert_eq!(again.header("idempotent-replayed"), Some("true"), "{name}");
+    assert_eq!(
+        again.json()["data"]["id"],
+        first.json()["data"]["id"],
+        "{name}"
+    );
+    let other = json!({"url": URL, "eventTypes": ["load.updated"]});
+    let conflict = create_with(&mut sim, &key, &other, &[("idempotency-key", "k-1")]);
+    assert_error(&conflict, 409, "idempotency_conflict");
+    let sub = first.json()["data"]["id"].as_str().expect("id").to_owned();
+
+    // Two more, then list in pages of two.
+    for n in 0..2 {
+        create(&mut sim, &key, &format!("{URL}/{n}"), &["load.updated"]);
+    }
+    let page = call(&mut sim, "GET", "/v1/webhooks?limit=2", &key);
+    assert_eq!(page.status, 200, "{name}: list: {:?}", page.json());
+    assert_eq!(
+        page.json()["data"].as_array().map(Vec::len),
+        Some(2),
+        "{name}"
+    );
+    let cursor = page.json()["nextCursor"]
+        .as_str()
+        .expect("cursor")
+        .to_owned();
+    let rest = call(
+        &mut sim,
+        "GET",
+        &format!("/v1/webhooks?limit=2&cursor={cursor}"),
+        &key,
+    );
+    assert_eq!(rest.status, 200, "{name}: second page: {:?}", rest.json());
+    assert_eq!(
+        rest.json()["data"].as_array().map(Vec::len),
+        Some(1),
+        "{name}"
+    );
+    assert_eq!(list_ids(&mut sim, &key).len(), 3, "{name}");
+
+    // Publish: the first attempt fails, the retry a minute later succeeds.
+    sim.net()
+        .endpoint(URL, [Reply::Status(503), Reply::Status(200)]);
+    let published = ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]);
+    assert_eq!(
+        published.status,
+        202,
+        "{name}: publish: {:?}",
+        published.json()
+    );
+    assert_eq!(published.json()["data"]["deliveries"], 1, "{name}");
+    sim.advance(Duration::from_secs(1)).expect("tick");
+    assert_eq!(sim.net().received_by(URL).len(), 1, "{name}: first attempt");
+    sim.advance(Duration::from_secs(70)).expect("ticks");
+    let received = sim.net().received_by(URL);
+    assert_eq!(received.len(), 2, "{name}: the retry was sent");
+    let dlv = received[0]
+        .header("x-service-delivery-id")
+        .expect("id")
+        .to_owned();
+    assert_eq!(
+        received[1].header("x-service-delivery-id"),
+        Some(dlv.as_str())
+    );
+
+    // The operator sees it succeeded and replays it: the same delivery id once more.
+    let auth = bearer(ADMIN);
+    let shown = sim
+        .request(
+            "GET",
+            &format!("/internal/v1/deliveries/{dlv}"),
+            &[("authorization", &auth)],
+            b"",
+        )
+        .expect("request runs");
+    assert_eq!(shown.status, 200, "{name}: {:?}", shown.json());
+    assert_eq!(shown.json()["data"]["status"], "succeeded", "{name}");
+    sim.net().endpoint(URL, [Reply::Status(200)]);
+    let replay = sim
+        .request(
+            "POST",
+            &format!("/internal/v1/deliveries/{dlv}/replay"),
+            &[("authorization", &auth)],
+            b"",
+        )
+        .expect("request runs");
+    assert_eq!(replay.status, 202, "{name}: replay: {:?}", replay.json());
+    sim.advance(Duration::from_secs(1)).expect("tick");
+    let received = sim.net().received_by(URL);
+    assert_eq!(received.len(), 3, "{name}: the replay was sent");
+    assert_eq!(
+        received[2].header("x-service-delivery-id"),
+        Some(dlv.as_str())
+    );
+
+    // Delete: gone from the list, no more deliveries.
+    let deleted = call(&mut sim, "DELETE", &format!("/v1/webhooks/{sub}"), &key);
+    assert_eq!(deleted.status, 200, "{name}: delete: {:?}", deleted.json());
+    assert!(!list_ids(&mut sim, &key).contains(&sub), "{name}");
+    let published = ingest(&mut sim, "load.created", br#"{"id":"L-2"}"#, &[]);
+    assert_eq!(published.json()["data"]["deliveries"], 0, "{name}");
+}
+
+#[test]
+fn counters_kept_as_integer_bytes_spin_sqlite() {
+    story(
+        "8-byte counters",
+        Quirks {
+            counters_le_bytes: true,
+            ..Quirks::default()
+        },
+    );
+}
+
+#[test]
+fn a_failing_batch_read_spin_redis() {
+    story(
+        "failing get-many",
+        Quirks {
+            batch_read_fails: true,
+            ..Quirks::default()
+        },
+    );
+}
+
+#[test]
+fn every_swap_reported_failed_spin_redis() {
+    story(
+        "swap always reports failure",
+        Quirks {
+            swap_reports_failure: true,
+            ..Quirks::default()
+        },
+    );
+}
+
+#[test]
+fn all_three_at_once() {
+    story(
+        "all quirks",
+        Quirks {
+            counters_le_bytes: true,
+            batch_read_fails: true,
+            swap_reports_failure: true,
+        },
+    );
+}
