@@ -144,7 +144,8 @@ pub struct SpinApp {
     dir: PathBuf,
     /// Its loopback address, `127.0.0.1:<port>`.
     pub addr: String,
-    /// The process id of `spin` (for its CPU time).
+    /// The process id of `spin up`, which leads a process group of its own (its trigger
+    /// process is in it).
     pub pid: u32,
 }
 
@@ -198,6 +199,10 @@ impl SpinApp {
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log);
+            // A group of its own: `spin up` runs the trigger as a child process, which outlives
+            // `spin up` when only that is killed.
+            #[cfg(unix)]
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
             if options.runtime_config.is_some() {
                 command
                     .arg("--runtime-config-file")
@@ -267,6 +272,18 @@ impl SpinApp {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// CPU time used so far by `spin up` and its child processes (the HTTP trigger, which
+    /// runs the component), from `/proc`; `None` where that cannot be read.
+    pub fn cpu(&self) -> Option<Duration> {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid)).ok()?;
+        let mut total = crate::bench::process_cpu_of(self.pid)?;
+        for child in children.split_whitespace() {
+            total += crate::bench::process_cpu_of(child.parse().ok()?)?;
+        }
+        Some(total)
+    }
+
     /// The temporary directory (manifest, component, state, log).
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -275,6 +292,11 @@ impl SpinApp {
 
 impl Drop for SpinApp {
     fn drop(&mut self) {
+        // `spin up` and its trigger process: the group `start` made.
+        #[cfg(unix)]
+        if let Some(group) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         if !self.dir.as_os_str().is_empty() {

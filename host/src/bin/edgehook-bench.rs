@@ -3,8 +3,9 @@
 //! `cargo run --release -p edgehook-host --bin edgehook-bench`.
 //! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
 //! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`,
-//! `redis`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a server
-//! (`redis://127.0.0.1:6379`); the whole suite skips it otherwise, and says so.
+//! `redis`, `spin`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
+//! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
+//! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 use anyhow::{Result, bail};
 use edgehook_host::bench;
@@ -14,7 +15,7 @@ use std::time::Duration;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "size",
     "api",
     "fuel",
@@ -23,6 +24,7 @@ const SECTIONS: [&str; 8] = [
     "simulation",
     "growth",
     "redis",
+    "spin",
 ];
 
 fn main() -> Result<()> {
@@ -86,6 +88,22 @@ fn main() -> Result<()> {
                 ))?);
             }
             Err(_) => eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)"),
+        }
+    }
+    if run("spin") {
+        match edgehook_host::spin::find_binary() {
+            Some(spin) => {
+                eprintln!("spin against serve ...");
+                rows.extend(rt.block_on(bench::spin::spin_vs_serve(
+                    &spin,
+                    n / 4,
+                    Duration::from_secs(secs),
+                    32,
+                ))?);
+            }
+            None => eprintln!(
+                "spin: skipped (no Spin CLI: set SPIN_BIN, or put it at ../shared/tools/spin)"
+            ),
         }
     }
     // The servers' log lines first, then the table.
