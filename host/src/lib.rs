@@ -33,6 +33,7 @@ pub mod scenario;
 pub mod serve;
 pub mod sim;
 pub mod soak;
+pub mod spin;
 pub mod store;
 
 pub use runtime::{

@@ -15,7 +15,7 @@
 //! only; every wait is a condition with a deadline; Spin and Redis are killed on drop.
 
 use crate::common::*;
-use crate::redis::{free_port, shared_redis};
+use crate::redis::shared_redis;
 use edgehook_host::cli::Remote;
 use edgehook_host::filestore::{FileStore, SyncPolicy};
 use edgehook_host::outbound::NoNetwork;

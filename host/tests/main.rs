@@ -14,4 +14,5 @@ mod process;
 mod quickstart;
 mod redis;
 mod remote;
+mod spin;
 mod startup;

@@ -10,10 +10,8 @@ use edgehook_host::redisstore::{RedisOptions, RedisStore};
 use edgehook_host::store::{RemoteKv, parse_counter};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -22,33 +20,7 @@ use crate::common;
 use common::*;
 
 // ---------------------------------------------------------------------------------------
-// redis-server
-
-/// A `redis-server` child on a loopback port; killed on drop.
-pub(crate) struct RedisServer {
-    child: Child,
-    pub(crate) port: u16,
-    dir: PathBuf,
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl RedisServer {
-    pub(crate) fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-pub(crate) fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-    l.local_addr().expect("addr").port()
-}
+// redis-server (started by `common::start_redis`)
 
 /// Sends one command on a new connection; returns the first line of the reply.
 fn redis_command(port: u16, args: &[&str]) -> String {
@@ -63,74 +35,8 @@ fn redis_command(port: u16, args: &[&str]) -> String {
     line.trim_end().to_owned()
 }
 
-/// Whether a Redis answers `PING` on the port.
-fn pong(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-}
-
-fn start_redis() -> RedisServer {
-    let dir = temp_dir("redis-server");
-    // The free port may be taken between our probe and redis' bind: then it exits, try again.
-    for _ in 0..5 {
-        let port = free_port();
-        let log = std::fs::File::create(dir.join("redis.log")).expect("redis log file");
-        let spawned = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .spawn();
-        let child = match spawned {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-                "redis-server is not installed (not on PATH): these tests need it. On Debian: \
-                 apt-get install redis-server (.ci/run installs it)"
-            ),
-            Err(e) => panic!("cannot start redis-server: {e}"),
-        };
-        let mut server = RedisServer {
-            child,
-            port,
-            dir: dir.clone(),
-        };
-        let end = Instant::now() + DEADLINE;
-        loop {
-            if pong(port) {
-                return server;
-            }
-            if server
-                .child
-                .try_wait()
-                .expect("redis-server status")
-                .is_some()
-            {
-                break; // exited: most likely the port was taken
-            }
-            assert!(
-                Instant::now() < end,
-                "redis-server did not answer on port {port}; its log:\n{}",
-                std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
-            );
-            std::thread::park_timeout(Duration::from_millis(10));
-        }
-        // Keep the directory for the next try.
-        server.dir = PathBuf::new();
-    }
-    panic!(
-        "redis-server exited at start five times; its last log:\n{}",
-        std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
-    );
-}
-
 /// One redis-server for the tests of this process that run at the same time; it stops when
-/// the last of them drops its handle. (Also `kv_conformance`'s, for our host and Spin.)
+/// the last of them drops its handle.
 pub(crate) fn shared_redis() -> Arc<RedisServer> {
     static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
     let mut slot = SHARED.lock().unwrap_or_else(|p| p.into_inner());
@@ -344,7 +250,6 @@ fn two_instances_on_one_redis_share_subscriptions_and_deliveries() {
             "serve",
             "--listen",
             "127.0.0.1:0",
-            "--allow-http",
             "--allow-private-targets",
             "--kv",
             &url,

@@ -3,8 +3,9 @@
 //! `cargo run --release -p edgehook-host --bin edgehook-bench`.
 //! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
 //! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`,
-//! `redis`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a server
-//! (`redis://127.0.0.1:6379`); the whole suite skips it otherwise, and says so.
+//! `redis`, `spin`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
+//! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
+//! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 use anyhow::Result;
 use clap::{Parser, ValueEnum};
@@ -33,7 +34,8 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Sections to run (default: all). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
-    /// server (redis://127.0.0.1:6379).
+    /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
+    /// ../shared/tools/spin).
     #[arg(value_enum)]
     sections: Vec<Section>,
 }
@@ -57,10 +59,12 @@ enum Section {
     Growth,
     /// Latency over Redis.
     Redis,
+    /// The same component under `spin up` against `serve`.
+    Spin,
 }
 
 /// Every section, in the order they run, with what the progress line says.
-const ALL: [(Section, &str); 8] = [
+const ALL: [(Section, &str); 9] = [
     (Section::Size, "sizes"),
     (Section::Api, "api latency and instantiate"),
     (Section::Fuel, "guest fuel"),
@@ -69,6 +73,7 @@ const ALL: [(Section, &str); 8] = [
     (Section::Simulation, "simulation speed"),
     (Section::Growth, "cost growth"),
     (Section::Redis, "redis latency"),
+    (Section::Spin, "spin against serve"),
 ];
 
 fn main() -> Result<()> {
@@ -115,6 +120,20 @@ fn main() -> Result<()> {
                 Err(_) => {
                     progress.clear();
                     eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)");
+                }
+            },
+            Section::Spin => match edgehook_host::spin::find_binary() {
+                Some(spin) => rows.extend(rt.block_on(bench::spin::spin_vs_serve(
+                    &spin,
+                    n / 4,
+                    Duration::from_secs(secs),
+                    32,
+                ))?),
+                None => {
+                    progress.clear();
+                    eprintln!(
+                        "spin: skipped (no Spin CLI: set SPIN_BIN, or put it at ../shared/tools/spin)"
+                    );
                 }
             },
         }
