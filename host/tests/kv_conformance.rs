@@ -343,6 +343,9 @@ fn the_file_store_keeps_every_rule() {
 
 #[test]
 fn the_redis_store_through_our_host_keeps_every_rule() {
+    if !redis_or_skip() {
+        return;
+    }
     let redis = shared_redis();
     let rt = rt();
     let store = rt
@@ -380,6 +383,9 @@ fn spin_with_its_sqlite_store_breaks_only_the_known_rules() {
 #[test]
 fn spin_with_redis_breaks_only_the_known_rules() {
     let Some(spin) = spin_binary() else { return };
+    if !redis_or_skip() {
+        return;
+    }
     let redis = shared_redis();
     let config = format!(
         "[key_value_store.default]\ntype = \"redis\"\nurl = \"{}\"\n",
