@@ -71,16 +71,7 @@ fn issue_key(dir: &Path, base: &str) -> String {
 
 /// Creates a subscription of `url` to `event` with `key`: the 201's `data`.
 fn subscribe(rt: &tokio::runtime::Runtime, base: &str, key: &str, url: &str, event: &str) -> Value {
-    let partner = Remote::new(base, key).expect("client");
-    let body = format!(r#"{{"url":"{url}","eventTypes":["{event}"]}}"#);
-    let (status, text) = rt
-        .block_on(partner.call(
-            "POST",
-            "/v1/webhooks",
-            Some(body.into_bytes()),
-            &[("content-type".into(), "application/json".into())],
-        ))
-        .expect("create");
+    let (status, text) = post_subscription(rt, base, key, url, event);
     assert_eq!(status, 201, "{text}");
     serde_json::from_str::<Value>(&text).expect("json")["data"].clone()
 }

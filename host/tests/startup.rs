@@ -36,16 +36,7 @@ fn create(rt: &tokio::runtime::Runtime, base: &str, token: &str, url: &str) -> (
     assert_eq!(status, 201, "{text}");
     let issued: Value = serde_json::from_str(&text).expect("json");
     let key = issued["data"]["apiKey"].as_str().expect("apiKey");
-    let partner = Remote::new(base, key).expect("client");
-    let body = format!(r#"{{"url":"{url}","eventTypes":["load.created"]}}"#);
-    let (status, text) = rt
-        .block_on(partner.call(
-            "POST",
-            "/v1/webhooks",
-            Some(body.into_bytes()),
-            &[("content-type".into(), "application/json".into())],
-        ))
-        .expect("create");
+    let (status, text) = post_subscription(rt, base, key, url, "load.created");
     let answer: Value = serde_json::from_str(&text).expect("json");
     let code = answer["error"]["details"][0]["code"].as_str().unwrap_or("");
     (status, code.to_owned())

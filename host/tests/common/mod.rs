@@ -378,3 +378,23 @@ pub fn redis_or_skip() -> bool {
     );
     false
 }
+
+/// `POST /v1/webhooks` for `url` and `event` with API key `key` on the server at `base`: the
+/// status and the body.
+pub fn post_subscription(
+    rt: &tokio::runtime::Runtime,
+    base: &str,
+    key: &str,
+    url: &str,
+    event: &str,
+) -> (u16, String) {
+    let partner = edgehook_host::cli::Remote::new(base, key).expect("client");
+    let body = format!(r#"{{"url":"{url}","eventTypes":["{event}"]}}"#);
+    rt.block_on(partner.call(
+        "POST",
+        "/v1/webhooks",
+        Some(body.into_bytes()),
+        &[("content-type".into(), "application/json".into())],
+    ))
+    .expect("create")
+}
