@@ -178,8 +178,8 @@ mod tests {
     }
 
     #[test]
-    fn the_configuration_table_of_architecture_md_is_these_keys_and_defaults() {
-        let doc = include_str!("../../ARCHITECTURE.md");
+    fn the_configuration_table_of_docs_design_configuration_md_is_these_keys_and_defaults() {
+        let doc = include_str!("../../docs/design/configuration.md");
         let rows: Vec<(&str, &str)> = doc
             .lines()
             .filter_map(|l| {

@@ -2486,7 +2486,7 @@ mod tests {
         assert_eq!(seen[0].1, now / 1000);
         let (id, timestamp, lease) = &seen[1];
         assert_eq!(*timestamp, (now + 10_000) / 1000, "signed when it is sent");
-        // ARCHITECTURE: leased for the attempt timeout + 5 s from when it is claimed.
+        // docs/design/delivery.md: leased for the attempt timeout + 5 s from when it is claimed.
         assert_eq!(seen[0].2, Some(now + 10_000 + 5_000));
         assert_eq!(
             *lease,
@@ -2540,8 +2540,8 @@ mod tests {
     #[test]
     fn deliveries_to_one_subscription_run_together_and_a_success_in_the_batch_outweighs_a_final_failure()
      {
-        // DESIGN: deliveries to one subscription run in parallel; ARCHITECTURE (failure
-        // streak): a batch with both a success and a final failure for one subscription
+        // DESIGN: deliveries to one subscription run in parallel; docs/design/http.md
+        // (failure streak): a batch with both a success and a final failure for one subscription
         // counts as a success. With a threshold of one failure, the final failure alone
         // disables (the control run below).
         for (failing, disabled) in [(&["evt_b"][..], false), (&["evt_a", "evt_b"][..], true)] {

@@ -105,7 +105,7 @@ fn a_delivery_is_the_published_bytes_signed_with_exact_headers() {
         r.header("x-service-delivery-id")
             .is_some_and(|d| d.starts_with("dlv_"))
     );
-    // ARCHITECTURE: deliveries carry Content-Length and User-Agent: edgehook/<version>.
+    // docs/design/http.md: deliveries carry Content-Length and User-Agent: edgehook/<version>.
     assert_eq!(
         r.header("user-agent"),
         Some(concat!("edgehook/", env!("CARGO_PKG_VERSION")))

@@ -1,7 +1,7 @@
 //! The black-box tests: the real edgehook `.wasm` driven through the host. One test binary
 //! with a module per area (`cargo test -p edgehook-tests --test blackbox <module>::`), so
 //! wasmtime is linked once rather than once per file and each run compiles the component
-//! once (see ARCHITECTURE.md, "Building and testing").
+//! once (see docs/design/building-and-testing.md).
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! The invariants of every single response (DESIGN.md §3, ARCHITECTURE.md "HTTP
-//! conventions"): a status from the documented set, a JSON object body carrying the request
+//! The invariants of every single response (DESIGN.md §3, docs/design/http.md
+//! "Conventions"): a status from the documented set, a JSON object body carrying the request
 //! id (also in `X-Request-Id`), the error envelope with a code that belongs to the status,
 //! and the headers that go with some errors. Never a 500: with a healthy in-memory store
 //! nothing can be "internal".

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// How long a create's `Idempotency-Key` is kept (DESIGN.md §3).
 pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 60 * 60 * 1000;
-/// How long an unfinished claim on a key blocks others (ARCHITECTURE.md).
+/// How long an unfinished claim on a key blocks others (docs/design/http.md, "Idempotency").
 pub const STALE_CLAIM_MS: u64 = 60 * 1000;
 
 /// An API key the model knows.
