@@ -21,6 +21,7 @@
 //! each event type's fan-out list).
 
 use crate::codec::Reader;
+use crate::keys::{self, Key};
 use crate::kv::{Kv, KvError, Update, UpdateError, read_counter, update};
 
 /// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
@@ -34,7 +35,7 @@ type PageChange<'a> = dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()> + 'a;
 
 /// One append-only list.
 pub struct AppendLog {
-    prefix: String,
+    prefix: Key,
     page: u64,
 }
 
@@ -92,28 +93,28 @@ pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
 
 impl AppendLog {
     /// The list stored under `prefix`.
-    pub fn new(prefix: impl Into<String>) -> Self {
+    pub fn new(prefix: Key) -> Self {
         Self::with_page_size(prefix, PAGE)
     }
 
     /// The list stored under `prefix`, `size` entries a page: smaller pages make appends and
     /// removals cheaper and full reads take more keys. Every user of one list must agree on
     /// its page size.
-    pub fn with_page_size(prefix: impl Into<String>, size: u64) -> Self {
+    pub fn with_page_size(prefix: Key, size: u64) -> Self {
         AppendLog {
-            prefix: prefix.into(),
+            prefix,
             page: size.max(1),
         }
     }
 
     /// The key of the list's entry counter.
-    pub fn counter_key(&self) -> String {
-        format!("{}:n", self.prefix)
+    pub fn counter_key(&self) -> Key {
+        keys::log_counter(&self.prefix)
     }
 
     /// The key of page `page` (0-based).
-    pub fn page_key(&self, page: u64) -> String {
-        format!("{}:p{page}", self.prefix)
+    pub fn page_key(&self, page: u64) -> Key {
+        keys::log_page(&self.prefix, page)
     }
 
     /// Number of entries ever appended (numbers handed out), read through
@@ -223,7 +224,7 @@ impl AppendLog {
                 .div_ceil(self.page)
                 .saturating_add(1);
             let end = last_page.min(page.saturating_add(want - 1));
-            let keys: Vec<String> = (page..=end).map(|p| self.page_key(p)).collect();
+            let keys: Vec<Key> = (page..=end).map(|p| self.page_key(p)).collect();
             for value in kv.get_many(&keys)?.into_iter().flatten() {
                 self.take_page(&value, after, &mut out)?;
             }
@@ -317,7 +318,7 @@ mod tests {
     #[test]
     fn append_and_read_across_pages() {
         let kv = MemoryKv::new();
-        let log = AppendLog::new("t");
+        let log = AppendLog::new(Key::from_stored("t"));
         let items: Vec<String> = (0..300).map(|i| format!("x{i}")).collect();
         let seqs = log.append(&kv, &items[..200]).expect("append");
         assert_eq!(seqs.first(), Some(&1));
@@ -343,7 +344,7 @@ mod tests {
     #[test]
     fn a_read_is_the_counter_and_one_batch_of_pages() {
         let kv = MemoryKv::new();
-        let log = AppendLog::new("t");
+        let log = AppendLog::new(Key::from_stored("t"));
         let cost = |after: u64, limit: usize| {
             let before = kv.ops();
             let entries = log.read(&kv, after, limit).expect("read");
@@ -392,7 +393,7 @@ mod tests {
     #[test]
     fn remove_rewrites_one_page_and_keeps_the_numbering() {
         let kv = MemoryKv::new();
-        let log = AppendLog::new("t");
+        let log = AppendLog::new(Key::from_stored("t"));
         let items: Vec<String> = (0..300).map(|i| format!("x{i}")).collect();
         log.append(&kv, &items).expect("append");
         let untouched = kv.get("t:p0").expect("get");
@@ -415,7 +416,7 @@ mod tests {
     #[test]
     fn a_page_is_extended_without_decoding_it_and_modify_rewrites_one_entry() {
         let kv = MemoryKv::new();
-        let log = AppendLog::with_page_size("t", 4);
+        let log = AppendLog::with_page_size(Key::from_stored("t"), 4);
         log.append(&kv, &["a", "b"]).expect("append");
         let before = kv.get("t:p0").expect("get").expect("page");
         log.append(&kv, &["c"]).expect("append");
@@ -449,7 +450,7 @@ mod tests {
     #[test]
     fn a_page_that_is_not_binary_is_refused_and_never_overwritten() {
         let kv = MemoryKv::new();
-        let log = AppendLog::new("t");
+        let log = AppendLog::new(Key::from_stored("t"));
         kv.increment("t:n", 2).expect("counter");
         let damaged = br#"[{"seq":2,"item":"y"},{"seq":1,"item":"x"}]"#;
         kv.set("t:p0", damaged).expect("set");

@@ -22,7 +22,7 @@ use crate::env::Env;
 use crate::error::ApiError;
 use crate::events::{self, PublishError, PublishReceipt};
 use crate::ids::IdKind;
-use crate::keys;
+use crate::keys::{self, Key};
 use crate::kv::{Kv, KvError, Update, update, update_seen, update_seldom};
 use crate::scheduler::TickReport;
 use crate::signing;
@@ -414,15 +414,15 @@ fn days_add<K: Kv>(kv: &K, day: u64, seen: Option<Option<&[u8]>>) -> Result<(), 
         Ok(Update::Write(directory::encode(&days), ()))
     };
     match seen {
-        Some(seen) => update_seen(kv, keys::RETENTION_DIRECTORY, seen, add),
-        None => update_seldom(kv, keys::RETENTION_DIRECTORY, add),
+        Some(seen) => update_seen(kv, &keys::RETENTION_DIRECTORY, seen, add),
+        None => update_seldom(kv, &keys::RETENTION_DIRECTORY, add),
     }
     .map_err(kv_from_update)
 }
 
 /// Removes a day from the retention directory.
 fn days_remove<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
-    update(kv, keys::RETENTION_DIRECTORY, |cur| {
+    update(kv, &keys::RETENTION_DIRECTORY, |cur| {
         let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
         if days.remove(&day).is_none() {
             return Ok(Update::Keep(()));
@@ -476,8 +476,8 @@ fn enqueue<K: Kv>(
         Ok(Update::Write(directory::encode(&dir), ()))
     };
     match seen {
-        Some(seen) => update_seen(kv, keys::DUE_DIRECTORY, seen, add),
-        None => update_seldom(kv, keys::DUE_DIRECTORY, add),
+        Some(seen) => update_seen(kv, &keys::DUE_DIRECTORY, seen, add),
+        None => update_seldom(kv, &keys::DUE_DIRECTORY, add),
     }
     .map_err(kv_from_update)
 }
@@ -634,9 +634,9 @@ fn active_listeners<K: Kv>(
     event_type: &str,
 ) -> Result<(Vec<Subscription>, SeenDirectories), KvError> {
     let ids = subscriptions::fanout_ids(env, event_type).map_err(api_to_kv)?;
-    let mut batch: Vec<String> = ids.iter().map(|id| keys::subscription(id)).collect();
-    batch.push(keys::DUE_DIRECTORY.to_owned());
-    batch.push(keys::RETENTION_DIRECTORY.to_owned());
+    let mut batch: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
+    batch.push(keys::DUE_DIRECTORY.clone());
+    batch.push(keys::RETENTION_DIRECTORY.clone());
     let mut values = env.kv.get_many(&batch)?;
     let seen = SeenDirectories {
         retention: values.pop().flatten(),
@@ -687,7 +687,7 @@ fn fan_out<K: Kv>(
     // A resumed fan-out skips the deliveries an earlier try already made (their history and
     // queue entries were written before their record), so retries make progress.
     // A new event has no deliveries yet: only a resumed fan-out looks.
-    let record_keys: Vec<String> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
+    let record_keys: Vec<Key> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
     let existing = match origin {
         Origin::Resumed => env.kv.get_many(&record_keys)?,
         Origin::Fresh | Origin::Keyed => vec![None; record_keys.len()],
@@ -813,7 +813,7 @@ impl TickClock {
 /// The due-queue directory: each second with a queue, and how many of its entries a tick has
 /// already seen through (a watermark on entry numbers), so finished seconds cost one read.
 fn read_directory<K: Kv>(kv: &K) -> Result<Directory, KvError> {
-    kv.get(keys::DUE_DIRECTORY)?
+    kv.get(&keys::DUE_DIRECTORY)?
         .map(|b| directory::decode(&b))
         .transpose()
         .map(Option::unwrap_or_default)
@@ -959,7 +959,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         let _ = due_log(*second).delete_all(env.kv);
     }
     // Record the watermarks and drop expired seconds; a concurrent enqueue only ever adds.
-    let _ = update(env.kv, keys::DUE_DIRECTORY, |cur| {
+    let _ = update(env.kv, &keys::DUE_DIRECTORY, |cur| {
         let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
         for (second, seen) in &seen_now {
             if let Some(entry) = dir.get_mut(second) {
@@ -1075,7 +1075,7 @@ fn scan_second<K: Kv>(
     let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
     first_seq.sort_unstable();
     first_seq.dedup_by(|later, first| later.0 == first.0);
-    let keys: Vec<String> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
+    let keys: Vec<Key> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
     // A queue entry is written before its delivery record: an entry without a record is a
     // fan-out still in progress (look again shortly) unless the second is settled, when it
@@ -1623,7 +1623,7 @@ pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiE
     let len = log.len(env.kv)?;
     let entries: Vec<Entry<String>> =
         log.read(env.kv, len.saturating_sub(CANCEL_LOOKBACK), usize::MAX)?;
-    let keys: Vec<String> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+    let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
     let now = env.now_ms;
     let mut cancelled = 0;
     for (key, value) in keys.iter().zip(env.kv.get_many(&keys)?) {
@@ -1700,7 +1700,7 @@ pub fn history<K: Kv>(
     let entries: Vec<Entry<String>> = history_log(sub_id).read(env.kv, after, limit + 1)?;
     let has_more = entries.len() > limit;
     let entries = &entries[..entries.len().min(limit)];
-    let keys: Vec<String> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+    let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
     let mut out: Vec<(u64, Delivery)> = Vec::new();
     for (e, v) in entries.iter().zip(env.kv.get_many(&keys)?) {
         if let Some(d) = v.and_then(|b| Delivery::decode(&b).ok()) {
@@ -1722,7 +1722,7 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         / DAY_MS;
     let days = env
         .kv
-        .get(keys::RETENTION_DIRECTORY)?
+        .get(&keys::RETENTION_DIRECTORY)?
         .map(|b| directory::decode(&b))
         .transpose()?
         .unwrap_or_default();
@@ -1732,7 +1732,7 @@ fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         for event_id in items.iter().map(|e| &e.item) {
             // An idempotency record's key, listed on the day it was claimed; else an event.
             if event_id.starts_with(keys::IDEMPOTENCY_PREFIX) {
-                crate::idempotency::purge(env, event_id)?;
+                crate::idempotency::purge(env, &Key::from_stored(event_id.as_str()))?;
                 continue;
             }
             if let Some(bytes) = env.kv.get(&keys::event(event_id))? {
@@ -1803,25 +1803,49 @@ mod tests {
 
     impl Kv for HookKv<'_> {
         type Cas = <MemoryKv as Kv>::Cas;
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+        fn get(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+        ) -> Result<Option<Vec<u8>>, KvError> {
+            let key = key.key_str();
             self.reads.borrow_mut().push(key.to_owned());
             self.inner.get(key)
         }
-        fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+        fn set(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+            value: &[u8],
+        ) -> Result<(), KvError> {
+            let key = key.key_str();
             self.sets.borrow_mut().push(key.to_owned());
             self.inner.set(key, value)
         }
-        fn delete(&self, key: &str) -> Result<(), KvError> {
+        fn delete(&self, key: &(impl crate::keys::AsKey + ?Sized)) -> Result<(), KvError> {
+            let key = key.key_str();
             self.inner.delete(key)
         }
-        fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-            self.reads.borrow_mut().extend(keys.iter().cloned());
+        fn get_many(
+            &self,
+            keys: &[impl crate::keys::AsKey],
+        ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+            self.reads
+                .borrow_mut()
+                .extend(keys.iter().map(|k| k.key_str().to_owned()));
             self.inner.get_many(keys)
         }
-        fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+        fn increment(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+            delta: i64,
+        ) -> Result<i64, KvError> {
+            let key = key.key_str();
             self.inner.increment(key, delta)
         }
-        fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+        fn cas_begin(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+        ) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+            let key = key.key_str();
             self.reads.borrow_mut().push(key.to_owned());
             self.cas.borrow_mut().push(key.to_owned());
             if key.starts_with(self.prefix) {
@@ -2049,7 +2073,7 @@ mod tests {
         let read = reads.reads.borrow().clone();
         let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
         assert!(
-            read.contains(&dlv),
+            read.contains(&dlv.to_string()),
             "the record is still claimed against the store"
         );
         for key in [
@@ -2057,7 +2081,10 @@ mod tests {
             keys::event_body(&receipt.event_id),
             keys::subscription(&sub),
         ] {
-            assert!(!read.contains(&key), "{key} was read again: {read:?}");
+            assert!(
+                !read.contains(&key.to_string()),
+                "{key} was read again: {read:?}"
+            );
         }
         // A replayed publish (the event exists) is run from the store.
         let (again, prepared) = publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None)
@@ -2101,12 +2128,15 @@ mod tests {
         let evt = keys::event(&receipt.event_id);
         let reads = ops.reads.borrow().clone();
         assert!(
-            !reads.contains(&dlv) && !reads.contains(&evt),
+            !reads.contains(&dlv.to_string()) && !reads.contains(&evt.to_string()),
             "a fresh id has nothing to find or race with: {reads:?}"
         );
         let sets = ops.sets.borrow().clone();
         assert_eq!(sets.iter().filter(|k| **k == evt).count(), 1, "{sets:?}");
-        assert!(sets.contains(&dlv), "the record is written: {sets:?}");
+        assert!(
+            sets.contains(&dlv.to_string()),
+            "the record is written: {sets:?}"
+        );
         // What it wrote is whole: the event says it is fanned out, the delivery is due.
         let event = stored_event(&kv, &evt);
         assert!(event.fanned_out && event.subscriptions == vec![sub]);
@@ -2225,7 +2255,7 @@ mod tests {
         let began = first.cas.borrow().clone();
         for dir in [keys::DUE_DIRECTORY, keys::RETENTION_DIRECTORY] {
             assert!(
-                began.iter().any(|k| k == dir),
+                began.iter().any(|k| *k == dir),
                 "the first event adds its {dir} entry"
             );
         }
@@ -2240,15 +2270,15 @@ mod tests {
         let began = second.cas.borrow().clone();
         for dir in [keys::DUE_DIRECTORY, keys::RETENTION_DIRECTORY] {
             assert!(
-                !began.iter().any(|k| k == dir),
+                !began.iter().any(|k| *k == dir),
                 "{dir}: compare-and-swaps began on {began:?}"
             );
             assert!(
-                second.reads.borrow().iter().any(|k| k == dir),
+                second.reads.borrow().iter().any(|k| *k == dir),
                 "{dir} is still read"
             );
         }
-        let dir = directory::decode(&kv.get(keys::DUE_DIRECTORY).ok().flatten().expect("dir"))
+        let dir = directory::decode(&kv.get(&keys::DUE_DIRECTORY).ok().flatten().expect("dir"))
             .expect("directory");
         assert_eq!(dir.keys().copied().collect::<Vec<_>>(), vec![now / 1000]);
     }
@@ -2282,9 +2312,9 @@ mod tests {
         let env = env_at(&kv, &settings, &entropy, 1_767_225_600_000);
         let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
         assert_eq!(receipt.deliveries, 0);
-        assert_eq!(kv.get(keys::DUE_DIRECTORY).expect("get"), None);
+        assert_eq!(kv.get(&keys::DUE_DIRECTORY).expect("get"), None);
         assert!(
-            kv.get(keys::RETENTION_DIRECTORY).expect("get").is_some(),
+            kv.get(&keys::RETENTION_DIRECTORY).expect("get").is_some(),
             "the event itself is kept for its retention"
         );
     }

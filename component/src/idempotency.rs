@@ -20,7 +20,7 @@ use crate::auth::sha256_hex;
 use crate::delivery;
 use crate::env::Env;
 use crate::error::{ApiError, FieldError};
-use crate::keys;
+use crate::keys::{self, Key};
 use crate::kv::{Kv, KvError, Update, update};
 use serde::{Deserialize, Serialize};
 
@@ -89,7 +89,7 @@ pub enum Start {
 /// A claim on a key, held while the request runs.
 #[derive(Debug, Clone)]
 pub struct Claim {
-    key: String,
+    key: Key,
     record: Record,
 }
 
@@ -164,7 +164,7 @@ pub fn begin<K: Kv>(
     if let Start::Fresh(claim) = &start {
         // Listed for the purge before anything is created; a claim that cannot be listed is
         // given up, so the retry is not blocked by it.
-        if let Err(e) = delivery::retain(env.kv, now, &store_key, None) {
+        if let Err(e) = delivery::retain(env.kv, now, store_key.as_str(), None) {
             release(env, claim);
             return Err(e.into());
         }
@@ -221,7 +221,7 @@ pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
 /// Deletes the idempotency record at `store_key` if it has expired (the retention purge lists
 /// it on the day it was claimed; a key used again since then has a newer record, which stays
 /// until its own day is purged). A record that cannot be read is deleted: it is unusable.
-pub fn purge<K: Kv>(env: &Env<'_, K>, store_key: &str) -> Result<(), KvError> {
+pub fn purge<K: Kv>(env: &Env<'_, K>, store_key: &Key) -> Result<(), KvError> {
     let Some(bytes) = env.kv.get(store_key)? else {
         return Ok(());
     };

@@ -4,6 +4,7 @@
 //! Every read-modify-write in the core goes through [`update`], a compare-and-swap loop, so
 //! two instances working on one store never lose each other's writes.
 
+use crate::keys::AsKey;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,17 +31,20 @@ pub trait Kv {
     type Cas;
 
     /// Reads one key; `None` when it does not exist.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError>;
+    fn get(&self, key: &(impl AsKey + ?Sized)) -> Result<Option<Vec<u8>>, KvError>;
     /// Writes one key unconditionally.
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError>;
+    fn set(&self, key: &(impl AsKey + ?Sized), value: &[u8]) -> Result<(), KvError>;
     /// Deletes one key; deleting a missing key is not an error.
-    fn delete(&self, key: &str) -> Result<(), KvError>;
+    fn delete(&self, key: &(impl AsKey + ?Sized)) -> Result<(), KvError>;
     /// Reads many keys at once; the result has one entry per key, in order.
-    fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError>;
+    fn get_many(&self, keys: &[impl AsKey]) -> Result<Vec<Option<Vec<u8>>>, KvError>;
     /// Atomically adds `delta` to a counter key (missing counts as 0) and returns the new value.
-    fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError>;
+    fn increment(&self, key: &(impl AsKey + ?Sized), delta: i64) -> Result<i64, KvError>;
     /// Starts a compare-and-swap on `key`: returns the handle and the value it saw.
-    fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError>;
+    fn cas_begin(
+        &self,
+        key: &(impl AsKey + ?Sized),
+    ) -> Result<(Self::Cas, Option<Vec<u8>>), KvError>;
     /// Writes `value` if the key still holds what `cas_begin` saw. `Ok(false)` means another
     /// writer got there first and nothing was written.
     fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError>;
@@ -52,7 +56,7 @@ pub trait Kv {
 /// an incremented value to the host (Spin's SQLite store keeps 8-byte little-endian
 /// integers, Redis and our own stores decimal text), so only `increment` reads it portably.
 /// A missing counter reads as 0 (and is created holding 0 on most hosts).
-pub fn read_counter<K: Kv>(kv: &K, key: &str) -> Result<i64, KvError> {
+pub fn read_counter<K: Kv>(kv: &K, key: &(impl AsKey + ?Sized)) -> Result<i64, KvError> {
     kv.increment(key, 0)
 }
 
@@ -90,7 +94,7 @@ pub const CAS_ATTEMPTS: usize = 32;
 /// side effects beyond its return value.
 pub fn update<K: Kv, T, E>(
     kv: &K,
-    key: &str,
+    key: &(impl AsKey + ?Sized),
     mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
 ) -> Result<T, UpdateError<E>> {
     // The loop itself is not generic over `T` and `E` (they travel in these slots), so there
@@ -132,7 +136,7 @@ pub fn update<K: Kv, T, E>(
 /// concurrent writer's change.
 pub fn update_seldom<K: Kv, T, E>(
     kv: &K,
-    key: &str,
+    key: &(impl AsKey + ?Sized),
     f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
 ) -> Result<T, UpdateError<E>> {
     let seen = kv.get(key)?;
@@ -144,7 +148,7 @@ pub fn update_seldom<K: Kv, T, E>(
 /// directory that drops an entry long after anyone could still add to it.
 pub fn update_seen<K: Kv, T, E>(
     kv: &K,
-    key: &str,
+    key: &(impl AsKey + ?Sized),
     seen: Option<&[u8]>,
     mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
 ) -> Result<T, UpdateError<E>> {
@@ -160,7 +164,11 @@ type Decide<'a> = dyn FnMut(Option<&[u8]>) -> Option<Vec<u8>> + 'a;
 
 /// The compare-and-swap loop behind [`update`]: `decide` returns the value to write, or
 /// `None` to stop without writing. `Ok(false)` means every attempt lost the race.
-fn cas_loop<K: Kv>(kv: &K, key: &str, decide: &mut Decide<'_>) -> Result<bool, KvError> {
+fn cas_loop<K: Kv>(
+    kv: &K,
+    key: &(impl AsKey + ?Sized),
+    decide: &mut Decide<'_>,
+) -> Result<bool, KvError> {
     for _ in 0..CAS_ATTEMPTS {
         let (cas, current) = kv.cas_begin(key)?;
         match decide(current.as_deref()) {
@@ -234,26 +242,33 @@ impl MemoryKv {
 impl Kv for MemoryKv {
     type Cas = (String, Option<Vec<u8>>);
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
+    fn get(&self, key: &(impl AsKey + ?Sized)) -> Result<Option<Vec<u8>>, KvError> {
+        let key = key.key_str();
         Ok(self.op()?.map.get(key).cloned())
     }
 
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
+    fn set(&self, key: &(impl AsKey + ?Sized), value: &[u8]) -> Result<(), KvError> {
+        let key = key.key_str();
         self.op()?.map.insert(key.to_owned(), value.to_vec());
         Ok(())
     }
 
-    fn delete(&self, key: &str) -> Result<(), KvError> {
+    fn delete(&self, key: &(impl AsKey + ?Sized)) -> Result<(), KvError> {
+        let key = key.key_str();
         self.op()?.map.remove(key);
         Ok(())
     }
 
-    fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+    fn get_many(&self, keys: &[impl AsKey]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         let inner = self.op()?;
-        Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
+        Ok(keys
+            .iter()
+            .map(|k| inner.map.get(k.key_str()).cloned())
+            .collect())
     }
 
-    fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
+    fn increment(&self, key: &(impl AsKey + ?Sized), delta: i64) -> Result<i64, KvError> {
+        let key = key.key_str();
         // Kept as 8 little-endian bytes, as Spin's SQLite store does (Redis and the host's
         // stores keep decimal text): a counter read through `get` fails the unit tests.
         let mut inner = self.op()?;
@@ -270,7 +285,11 @@ impl Kv for MemoryKv {
         Ok(next)
     }
 
-    fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+    fn cas_begin(
+        &self,
+        key: &(impl AsKey + ?Sized),
+    ) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+        let key = key.key_str();
         let mut inner = self.op()?;
         inner.cas_begun += 1;
         let seen = inner.map.get(key).cloned();

@@ -232,7 +232,7 @@ fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiErro
         server_time_ms: u64,
         status: &'static str,
     }
-    env.kv.get(keys::HEALTH_PROBE)?;
+    env.kv.get(&keys::HEALTH_PROBE)?;
     Ok(Response::json(
         200,
         &Health {

@@ -17,6 +17,7 @@ use crate::env::{Entropy, Env};
 use crate::events::{PublishError, PublishReceipt};
 use crate::http::{Request, Response};
 use crate::ids::IdKind;
+use crate::keys::AsKey;
 use crate::kv::{Kv, KvError};
 use crate::router::{self, READ_LIMIT};
 use crate::scheduler::{self, TickReport};
@@ -52,40 +53,21 @@ fn kv_err(e: store::Error) -> KvError {
 }
 
 impl WasiKv {
-    fn open() -> Result<Self, KvError> {
-        store::open(BUCKET).map(WasiKv).map_err(kv_err)
-    }
-}
-
-impl Kv for WasiKv {
-    /// The handle and its key (read back when a swap reports failure).
-    type Cas = (atomics::Cas, String);
-
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, KvError> {
-        self.0.get(key).map_err(kv_err)
-    }
-
-    fn set(&self, key: &str, value: &[u8]) -> Result<(), KvError> {
-        self.0.set(key, value).map_err(kv_err)
-    }
-
-    fn delete(&self, key: &str) -> Result<(), KvError> {
-        self.0.delete(key).map_err(kv_err)
-    }
-
-    fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+    /// [`Kv::get_many`] of keys as text: one batch call, or key by key where the host's
+    /// batch read fails.
+    fn get_many_named(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         if keys.is_empty() {
             return Ok(Vec::new()); // no host call for nothing
         }
         if keys.len() == 1 || BATCH_FAILED.load(Ordering::Relaxed) {
-            return keys.iter().map(|k| self.get(k)).collect();
+            return keys.iter().map(|k| self.0.get(k).map_err(kv_err)).collect();
         }
         let Ok(found) = batch::get_many(&self.0, keys) else {
             // Some hosts' batch read is broken (Spin 4.0.2's Redis store sends `KEYS k1 k2`
             // for it and fails with more than one key): read one key at a time instead, for
             // the rest of this instance. A store that is really down fails those reads too.
             BATCH_FAILED.store(true, Ordering::Relaxed);
-            return keys.iter().map(|k| self.get(k)).collect();
+            return keys.iter().map(|k| self.0.get(k).map_err(kv_err)).collect();
         };
         // The result pairs values with keys. Hosts answer in request order; if one does
         // not, match by key (every requested key answered, duplicates included).
@@ -105,11 +87,41 @@ impl Kv for WasiKv {
             .collect())
     }
 
-    fn increment(&self, key: &str, delta: i64) -> Result<i64, KvError> {
-        atomics::increment(&self.0, key, delta).map_err(kv_err)
+    fn open() -> Result<Self, KvError> {
+        store::open(BUCKET).map(WasiKv).map_err(kv_err)
+    }
+}
+
+impl Kv for WasiKv {
+    /// The handle and its key (read back when a swap reports failure).
+    type Cas = (atomics::Cas, String);
+
+    fn get(&self, key: &(impl AsKey + ?Sized)) -> Result<Option<Vec<u8>>, KvError> {
+        self.0.get(key.key_str()).map_err(kv_err)
     }
 
-    fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+    fn set(&self, key: &(impl AsKey + ?Sized), value: &[u8]) -> Result<(), KvError> {
+        self.0.set(key.key_str(), value).map_err(kv_err)
+    }
+
+    fn delete(&self, key: &(impl AsKey + ?Sized)) -> Result<(), KvError> {
+        self.0.delete(key.key_str()).map_err(kv_err)
+    }
+
+    fn get_many(&self, keys: &[impl AsKey]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        let keys: Vec<String> = keys.iter().map(|k| k.key_str().to_owned()).collect();
+        self.get_many_named(&keys)
+    }
+
+    fn increment(&self, key: &(impl AsKey + ?Sized), delta: i64) -> Result<i64, KvError> {
+        atomics::increment(&self.0, key.key_str(), delta).map_err(kv_err)
+    }
+
+    fn cas_begin(
+        &self,
+        key: &(impl AsKey + ?Sized),
+    ) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+        let key = key.key_str();
         let cas = atomics::Cas::new(&self.0, key).map_err(kv_err)?;
         let current = cas.current().map_err(kv_err)?;
         Ok(((cas, key.to_owned()), current))
@@ -123,7 +135,9 @@ impl Kv for WasiKv {
             // exactly the bytes just written tells an applied swap; the core makes the
             // values whose ownership matters unique (claims carry a random token), so
             // another writer's identical bytes are never taken for ours where it counts.
-            Err(atomics::CasError::CasFailed(_)) => Ok(self.get(&key)?.as_deref() == Some(value)),
+            Err(atomics::CasError::CasFailed(_)) => {
+                Ok(self.0.get(&key).map_err(kv_err)?.as_deref() == Some(value))
+            }
             Err(atomics::CasError::StoreError(e)) => Err(kv_err(e)),
         }
     }

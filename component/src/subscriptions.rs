@@ -23,7 +23,7 @@ use crate::error::{ApiError, FieldError};
 use crate::http::{Request, Response};
 use crate::idempotency::{self, Start, StoredResponse};
 use crate::ids::IdKind;
-use crate::keys;
+use crate::keys::{self, Key};
 use crate::kv::{Kv, Update, update};
 use crate::validate;
 use base64::Engine as _;
@@ -312,7 +312,7 @@ pub fn load_many<K: Kv>(
     env: &Env<'_, K>,
     ids: &[String],
 ) -> Result<Vec<Option<Subscription>>, ApiError> {
-    let keys: Vec<String> = ids.iter().map(|id| keys::subscription(id)).collect();
+    let keys: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
     Ok(env
         .kv
         .get_many(&keys)?
@@ -831,7 +831,7 @@ pub fn list<K: Kv>(
             Unsure,
             Unreadable,
         }
-        let mut unsure: Vec<String> = Vec::new();
+        let mut unsure: Vec<Key> = Vec::new();
         let seen: Vec<Seen> = entries
             .iter()
             .map(|e| match decode_index_item(&e.item) {
@@ -1281,22 +1281,47 @@ mod listing_tests {
 
     impl Kv for SwapAppliedThenFailed<'_> {
         type Cas = <MemoryKv as Kv>::Cas;
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, crate::kv::KvError> {
+        fn get(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+        ) -> Result<Option<Vec<u8>>, crate::kv::KvError> {
+            let key = key.key_str();
             self.inner.get(key)
         }
-        fn set(&self, key: &str, value: &[u8]) -> Result<(), crate::kv::KvError> {
+        fn set(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+            value: &[u8],
+        ) -> Result<(), crate::kv::KvError> {
+            let key = key.key_str();
             self.inner.set(key, value)
         }
-        fn delete(&self, key: &str) -> Result<(), crate::kv::KvError> {
+        fn delete(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+        ) -> Result<(), crate::kv::KvError> {
+            let key = key.key_str();
             self.inner.delete(key)
         }
-        fn get_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, crate::kv::KvError> {
+        fn get_many(
+            &self,
+            keys: &[impl crate::keys::AsKey],
+        ) -> Result<Vec<Option<Vec<u8>>>, crate::kv::KvError> {
             self.inner.get_many(keys)
         }
-        fn increment(&self, key: &str, delta: i64) -> Result<i64, crate::kv::KvError> {
+        fn increment(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+            delta: i64,
+        ) -> Result<i64, crate::kv::KvError> {
+            let key = key.key_str();
             self.inner.increment(key, delta)
         }
-        fn cas_begin(&self, key: &str) -> Result<(Self::Cas, Option<Vec<u8>>), crate::kv::KvError> {
+        fn cas_begin(
+            &self,
+            key: &(impl crate::keys::AsKey + ?Sized),
+        ) -> Result<(Self::Cas, Option<Vec<u8>>), crate::kv::KvError> {
+            let key = key.key_str();
             self.inner.cas_begin(key)
         }
         fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, crate::kv::KvError> {

@@ -411,13 +411,13 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
     let (_, publish_again) = fuel(event_request(), 202).await?;
     let listed = env
         .kv
-        .get(DUE_DIRECTORY)
+        .get(&DUE_DIRECTORY)
         .await?
         .context("the due directory")?;
     let mut dir = directory::decode(&listed)?;
     let second = clock.now_ms() / 1000;
     dir.extend((1..=360).map(|s| (second - 400 + s, 0)));
-    env.kv.set(DUE_DIRECTORY, &directory::encode(&dir)).await?;
+    env.kv.set(&DUE_DIRECTORY, &directory::encode(&dir)).await?;
     let (_, publish_queued) = fuel(event_request(), 202).await?;
     // A load the size of a real one (forty stops), for a type nobody listens to now (the one
     // subscription to it was deleted above): validating, hashing and storing it.
@@ -1145,7 +1145,7 @@ mod tests {
         let (_, one_listed) = publish().await.expect("second event");
         let mut dir = directory::decode(
             &env.kv
-                .get(DUE_DIRECTORY)
+                .get(&DUE_DIRECTORY)
                 .await
                 .expect("store")
                 .expect("the directory"),
@@ -1154,7 +1154,7 @@ mod tests {
         assert_eq!(dir.len(), 1, "{dir:?}");
         dir.extend((0..2000).map(|s| (1_767_000_000 + 3 * s, 5)));
         env.kv
-            .set(DUE_DIRECTORY, &directory::encode(&dir))
+            .set(&DUE_DIRECTORY, &directory::encode(&dir))
             .await
             .expect("store");
         let (resp, many_listed) = publish().await.expect("third event");

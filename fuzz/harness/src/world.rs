@@ -11,6 +11,7 @@ use edgehook_component::config::Settings;
 use edgehook_component::delivery::{Outgoing, SendResult, Sender};
 use edgehook_component::env::{Env, SeededEntropy};
 use edgehook_component::http::Request;
+use edgehook_component::keys::Key;
 use edgehook_component::kv::{Kv, MemoryKv};
 use edgehook_component::router;
 use serde_json::Value;
@@ -207,7 +208,7 @@ impl World {
         let template = TEMPLATE.get_or_init(build_template);
         let kv = MemoryKv::new();
         for (k, v) in &template.store {
-            if kv.set(k, v).is_err() {
+            if kv.set(&Key::from_stored(k.as_str()), v).is_err() {
                 panic!("MemoryKv refused a write without faults");
             }
         }
