@@ -272,18 +272,6 @@ impl SpinApp {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
-    /// CPU time used so far by `spin up` and its child processes (the HTTP trigger, which
-    /// runs the component), from `/proc`; `None` where that cannot be read.
-    pub fn cpu(&self) -> Option<Duration> {
-        let children =
-            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid)).ok()?;
-        let mut total = crate::bench::process_cpu_of(self.pid)?;
-        for child in children.split_whitespace() {
-            total += crate::bench::process_cpu_of(child.parse().ok()?)?;
-        }
-        Some(total)
-    }
-
     /// The temporary directory (manifest, component, state, log).
     pub fn dir(&self) -> &Path {
         &self.dir
