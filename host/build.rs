@@ -1,6 +1,9 @@
 //! Builds the edgehook component (`component/`) for `wasm32-wasip2` with the size-optimized
 //! `guest` profile and hands its path to the host crate as `EDGEHOOK_COMPONENT_WASM`, so that
-//! `cargo build`/`cargo test` at the workspace root always embed the current .wasm.
+//! `cargo build`/`cargo test` at the workspace root always embed the current .wasm. The two
+//! small guests beside it are built the same way: the benchmarks' baseline (`bench/empty`,
+//! `EDGEHOOK_EMPTY_WASM`) and the key-value conformance probe (`tests/kvprobe`,
+//! `EDGEHOOK_KVPROBE_WASM`).
 //!
 //! The guest build uses its own target directory (`<target>/guest`): the outer cargo holds
 //! the lock on the main one while build scripts run.
@@ -18,6 +21,7 @@ fn main() {
     for watched in [
         "component/src",
         "bench/empty/src",
+        "tests/kvprobe/src",
         "component/Cargo.toml",
         "Cargo.toml",
         "wit",
@@ -42,6 +46,8 @@ fn main() {
             "edgehook-component",
             "--package",
             "edgehook-empty",
+            "--package",
+            "edgehook-kvprobe",
         ])
         .args(["--target", "wasm32-wasip2"])
         .args(["--profile", "guest", "--target-dir"])
@@ -65,6 +71,7 @@ fn main() {
     for (file, var) in [
         ("edgehook_component.wasm", "EDGEHOOK_COMPONENT_WASM"),
         ("edgehook_empty.wasm", "EDGEHOOK_EMPTY_WASM"),
+        ("edgehook_kvprobe.wasm", "EDGEHOOK_KVPROBE_WASM"),
     ] {
         let out = out_dir.join(file);
         std::fs::copy(target_dir.join("wasm32-wasip2/guest").join(file), &out)

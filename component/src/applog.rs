@@ -12,8 +12,6 @@
 //! [`decode_page`]: appending copies the page and adds the new entries at its end, without
 //! decoding the entries already there, and reading one is a walk over length prefixes. So the
 //! component never parses or re-encodes JSON to append to a queue, a history or an index.
-//! Pages written as JSON arrays of `{"seq", "item"}` by earlier versions are still read, and
-//! are rewritten in the binary form by the next change to them.
 //!
 //! An entry can be removed again ([`AppendLog::remove`]) or rewritten
 //! ([`AppendLog::modify`]): that rewrites only its own page.
@@ -24,13 +22,11 @@
 
 use crate::codec::Reader;
 use crate::kv::{Kv, KvError, Update, UpdateError, read_counter, update};
-use serde::Deserialize;
 
 /// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
 pub const PAGE: u64 = 128;
 
-/// The first byte of a binary page. A page written as JSON by an earlier version starts with
-/// `[`.
+/// The first byte of a page.
 const BINARY_PAGE: u8 = 0xE1;
 
 /// An edit of a page's entries: `Some(())` if it changed them, `None` to write nothing.
@@ -43,7 +39,7 @@ pub struct AppendLog {
 }
 
 /// An entry and its number in the list (1-based).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry<T> {
     /// Position in the list.
     pub seq: u64,
@@ -77,21 +73,11 @@ pub fn encode_page(entries: &[Entry<Vec<u8>>]) -> Vec<u8> {
     page
 }
 
-/// Decodes a page, binary ([`encode_page`]) or an earlier version's JSON array of
-/// `{"seq", "item"}` with string items. Entries come in the order they were written (which
+/// Decodes a page ([`encode_page`]). Entries come in the order they were written (which
 /// concurrent appenders can make differ from their numbers' order). `Err` if it is damaged.
 pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
     let damaged = || KvError("damaged append-log page".into());
-    let Some(mut r) = Reader::new(page, BINARY_PAGE) else {
-        let entries: Vec<Entry<String>> = serde_json::from_slice(page).map_err(|_| damaged())?;
-        return Ok(entries
-            .into_iter()
-            .map(|e| Entry {
-                seq: e.seq,
-                item: e.item.into_bytes(),
-            })
-            .collect());
-    };
+    let mut r = Reader::new(page, BINARY_PAGE).ok_or_else(damaged)?;
     let mut out = Vec::new();
     while !r.is_empty() {
         let seq = r.u64().ok_or_else(damaged)?;
@@ -176,7 +162,7 @@ impl AppendLog {
                 let mut page = match current {
                     None => vec![BINARY_PAGE],
                     Some(b) if b.first() == Some(&BINARY_PAGE) => b.to_vec(),
-                    Some(b) => encode_page(&decode_page(b).map_err(|_| ())?),
+                    Some(_) => return Err(()), // damaged: refused, not overwritten
                 };
                 page.extend_from_slice(&added);
                 Ok::<_, ()>(Update::Write(page, ()))
@@ -461,24 +447,15 @@ mod tests {
     }
 
     #[test]
-    fn a_json_page_of_an_earlier_version_is_read_and_turned_binary_by_the_next_append() {
+    fn a_page_that_is_not_binary_is_refused_and_never_overwritten() {
         let kv = MemoryKv::new();
         let log = AppendLog::new("t");
         kv.increment("t:n", 2).expect("counter");
-        kv.set("t:p0", br#"[{"seq":2,"item":"y"},{"seq":1,"item":"x"}]"#)
-            .expect("set");
-        let read = |kv: &MemoryKv| -> Vec<(u64, String)> {
-            log.read(kv, 0, 10)
-                .expect("read")
-                .into_iter()
-                .map(|e| (e.seq, e.item))
-                .collect()
-        };
-        assert_eq!(read(&kv), [(1, "x".to_owned()), (2, "y".to_owned())]);
-        log.append(&kv, &["z"]).expect("append");
-        let page = kv.get("t:p0").expect("get").expect("page");
-        assert_eq!(page.first(), Some(&BINARY_PAGE));
-        assert_eq!(read(&kv).len(), 3);
+        let damaged = br#"[{"seq":2,"item":"y"},{"seq":1,"item":"x"}]"#;
+        kv.set("t:p0", damaged).expect("set");
+        assert!(log.read(&kv, 0, 10).is_err(), "reading it fails");
+        assert!(log.append(&kv, &["z"]).is_err(), "appending to it fails");
+        assert_eq!(kv.get("t:p0").expect("get").as_deref(), Some(&damaged[..]));
     }
 
     #[test]

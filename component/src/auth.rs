@@ -10,7 +10,6 @@ use crate::keys;
 use crate::kv::{Kv, Update, update};
 use crate::operator::bearer;
 use base64::Engine as _;
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -18,8 +17,7 @@ use subtle::ConstantTimeEq;
 pub const KEY_PREFIX: &str = "ehk_";
 
 /// The stored record of an API key (the key itself is never stored).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKeyRecord {
     /// The key's id (`key_...`), safe to show and log.
     pub id: String,
@@ -33,8 +31,7 @@ pub struct ApiKeyRecord {
     pub revoked_at: Option<u64>,
 }
 
-/// First byte of a binary API key record ([`ApiKeyRecord::encode`]); records of earlier
-/// versions are JSON and start with `{`.
+/// First byte of an API key record ([`ApiKeyRecord::encode`]): its format's version.
 const API_KEY_V1: u8 = 0xA1;
 
 impl ApiKeyRecord {
@@ -50,12 +47,8 @@ impl ApiKeyRecord {
         w.finish()
     }
 
-    /// Reads a stored record, binary or the JSON of earlier versions; `None` if damaged.
+    /// Reads a stored record ([`ApiKeyRecord::encode`]); `None` if damaged.
     pub fn decode(bytes: &[u8]) -> Option<ApiKeyRecord> {
-        crate::codec::read_record(bytes, Self::decode_binary)
-    }
-
-    fn decode_binary(bytes: &[u8]) -> Option<ApiKeyRecord> {
         let mut r = Reader::new(bytes, API_KEY_V1)?;
         let record = ApiKeyRecord {
             id: r.str()?,
@@ -189,49 +182,15 @@ mod tests {
         assert_eq!(ApiKeyRecord::decode(&live.encode()), Some(live));
     }
 
+    /// Only the binary format is read: a record in another format (the JSON no release
+    /// wrote) is damage, and its key authenticates nothing.
     #[test]
-    fn a_json_key_record_of_an_earlier_version_still_reads() {
+    fn a_key_record_in_another_format_is_not_read() {
         let json = format!(
-            r#"{{"id":"key_0123456789abcdef01234567","clientId":"acme.eu-1","hash":"{}","createdAt":1767225600000,"revokedAt":1767225700000}}"#,
+            r#"{{"id":"key_0123456789abcdef01234567","clientId":"acme.eu-1","hash":"{}","createdAt":1767225600000,"revokedAt":null}}"#,
             "cd".repeat(32)
         );
-        assert_eq!(ApiKeyRecord::decode(json.as_bytes()), Some(sample()));
-        assert_eq!(ApiKeyRecord::decode(b"{\"id\":"), None);
-    }
-
-    /// A key issued by an earlier version (its record JSON) still authenticates, and is
-    /// revoked by this one (the record rewritten binary, and refused from then on).
-    #[test]
-    fn a_key_stored_by_an_earlier_version_authenticates_and_revokes() {
-        use crate::config::Settings;
-        use crate::env::SeededEntropy;
-        use crate::kv::MemoryKv;
-        let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(3));
-        let env = Env {
-            now_ms: 1_767_225_600_000,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
-        let key = "ehk_earlier-version-key";
-        let hash = sha256_hex(key);
-        let json = format!(
-            r#"{{"id":"key_0123456789abcdef01234567","clientId":"acme","hash":"{hash}","createdAt":1,"revokedAt":null}}"#
-        );
-        kv.set(&keys::api_key(&hash), json.as_bytes()).expect("set");
-        kv.set(
-            &keys::api_key_id("key_0123456789abcdef01234567"),
-            hash.as_bytes(),
-        )
-        .expect("set");
-        let req =
-            Request::new("GET", "/v1/webhooks").header("authorization", &format!("Bearer {key}"));
-        assert_eq!(authenticate(&env, &req), Ok("acme".to_owned()));
-        let revoked = revoke(&env, "acme", "key_0123456789abcdef01234567").expect("revoked");
-        assert!(revoked.revoked_at.is_some());
-        let stored = kv.get(&keys::api_key(&hash)).expect("get").expect("record");
-        assert_eq!(stored[0], API_KEY_V1, "rewritten binary");
-        assert_eq!(authenticate(&env, &req).map_err(|e| e.status), Err(401));
+        assert_eq!(ApiKeyRecord::decode(json.as_bytes()), None);
     }
 
     #[test]

@@ -9,8 +9,7 @@
 pub struct Writer(Vec<u8>);
 
 impl Writer {
-    /// An empty record that starts with `version` (a byte no JSON text starts with, so the
-    /// JSON records of earlier versions stay readable beside binary ones).
+    /// An empty record that starts with `version`, the byte that names its format.
     pub fn new(version: u8, capacity: usize) -> Self {
         let mut out = Vec::with_capacity(capacity);
         out.push(version);
@@ -182,20 +181,6 @@ impl<'a> Reader<'a> {
     /// `Some(())` if the whole record has been read (trailing bytes are damage too).
     pub fn end(self) -> Option<()> {
         self.is_empty().then_some(())
-    }
-}
-
-/// Reads a stored record: with `binary` (which returns `None` for damage), or, when it starts
-/// with `{`, as the JSON an earlier version wrote. `None` if it is damaged either way. Every
-/// record that moved from JSON to binary reads through here, so old records stay readable.
-pub fn read_record<T: serde::de::DeserializeOwned>(
-    bytes: &[u8],
-    binary: impl FnOnce(&[u8]) -> Option<T>,
-) -> Option<T> {
-    if bytes.first() == Some(&b'{') {
-        serde_json::from_slice(bytes).ok()
-    } else {
-        binary(bytes)
     }
 }
 

@@ -13,7 +13,9 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("retention_days", Some("30")),
     ("subscription_limit", Some("100")),
     ("allow_private_targets", Some("false")),
+    ("allow_http", Some("false")),
     ("rate_limit_per_minute", Some("1200")),
+    ("opportunistic_tick_s", Some("10")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -32,10 +34,17 @@ pub struct Settings {
     /// Active subscriptions one API client may have.
     pub subscription_limit: u32,
     /// Whether subscription URLs may point at non-global addresses and `localhost`
-    /// (for local development and tests only).
+    /// (for local development and tests only; `https` still required unless `allow_http`).
     pub allow_private_targets: bool,
+    /// Whether subscription URLs may be plain `http://` (for local development and tests
+    /// only; hosts must still be public unless `allow_private_targets`).
+    pub allow_http: bool,
     /// Partner API requests one API client may make per clock minute (0: no limit).
     pub rate_limit_per_minute: u32,
+    /// After answering a request, run the due work if no instance did so in the last this
+    /// many seconds (0: never). For hosts with no timer of their own (Spin without a
+    /// CronJob); hosts that call `tick` themselves set it to 0.
+    pub opportunistic_tick_s: u32,
 }
 
 impl std::fmt::Debug for Settings {
@@ -51,7 +60,9 @@ impl std::fmt::Debug for Settings {
             .field("retention_days", &self.retention_days)
             .field("subscription_limit", &self.subscription_limit)
             .field("allow_private_targets", &self.allow_private_targets)
+            .field("allow_http", &self.allow_http)
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
+            .field("opportunistic_tick_s", &self.opportunistic_tick_s)
             .finish()
     }
 }
@@ -130,8 +141,20 @@ impl Settings {
             retention_days: narrow(number("retention_days", 1, 3650)?),
             subscription_limit: narrow(number("subscription_limit", 1, 100_000)?),
             allow_private_targets: flag("allow_private_targets")?,
+            allow_http: flag("allow_http")?,
             rate_limit_per_minute: narrow(number("rate_limit_per_minute", 0, 1_000_000)?),
+            opportunistic_tick_s: narrow(number("opportunistic_tick_s", 0, 3600)?),
         })
+    }
+}
+
+impl Settings {
+    /// The delivery targets these settings allow (`allow_http`, `allow_private_targets`).
+    pub fn target_policy(&self) -> crate::validate::TargetPolicy {
+        crate::validate::TargetPolicy {
+            allow_http: self.allow_http,
+            allow_private: self.allow_private_targets,
+        }
     }
 }
 
@@ -149,6 +172,8 @@ mod tests {
         assert_eq!(s.retention_days, 30);
         assert_eq!(s.subscription_limit, 100);
         assert!(!s.allow_private_targets);
+        assert!(!s.allow_http);
+        assert_eq!(s.target_policy(), crate::validate::TargetPolicy::STRICT);
         assert_eq!(s.rate_limit_per_minute, 1200);
     }
 
@@ -180,6 +205,9 @@ mod tests {
         assert_eq!(s.attempt_timeout_ms, 2500);
         assert_eq!(s.admin_token.as_deref(), Some("t0k"));
         assert!(s.allow_private_targets);
+        assert!(!s.allow_http, "each switch is its own");
+        let s = Settings::from_pairs([("allow_http", "yes")]).expect("valid");
+        assert!(s.allow_http && !s.allow_private_targets);
     }
 
     #[test]

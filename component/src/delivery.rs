@@ -16,7 +16,7 @@
 //! leaves a lease that expires and the attempt runs again (receivers dedupe by delivery id).
 
 use crate::applog::{AppendLog, Entry};
-use crate::codec::{self, Reader, Writer};
+use crate::codec::{Reader, Writer};
 use crate::directory::{self, Directory};
 use crate::env::Env;
 use crate::error::ApiError;
@@ -28,7 +28,7 @@ use crate::scheduler::TickReport;
 use crate::signing;
 use crate::subscriptions::{self, Status as SubStatus, Subscription};
 use crate::validate;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -54,7 +54,7 @@ const QUEUE_GRACE_S: u64 = 60;
 const CANCEL_LOOKBACK: u64 = 2048;
 
 /// Where a delivery is in its life.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum Status {
     /// An attempt is due now or later.
@@ -68,7 +68,7 @@ pub enum Status {
 }
 
 /// One attempt to deliver.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Attempt {
     /// Run number: 0 for the original delivery, 1.. for replays.
@@ -89,10 +89,8 @@ pub struct Attempt {
     pub succeeded: bool,
 }
 
-/// A delivery: one event to one subscription. Stored binary ([`Delivery::encode`]); the
-/// JSON form (`Deserialize`) is how earlier versions stored it, still read.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+/// A delivery: one event to one subscription. Stored binary ([`Delivery::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// `dlv_...`, fixed per (event, subscription).
     pub id: String,
@@ -120,8 +118,7 @@ pub struct Delivery {
     pub finished_at: Option<u64>,
 }
 
-/// First byte of a binary delivery record ([`Delivery::encode`]); records of earlier versions
-/// are JSON and start with `{`.
+/// First byte of a delivery record ([`Delivery::encode`]): its format's version.
 const DELIVERY_V1: u8 = 0xD1;
 
 impl Status {
@@ -176,11 +173,9 @@ impl Delivery {
         w.finish()
     }
 
-    /// Reads a stored record: binary ([`Delivery::encode`]), or the JSON of earlier
-    /// versions. A damaged record is an error.
+    /// Reads a stored record ([`Delivery::encode`]). A damaged record is an error.
     pub fn decode(bytes: &[u8]) -> Result<Delivery, KvError> {
-        codec::read_record(bytes, Self::decode_binary)
-            .ok_or_else(|| KvError("corrupt delivery record".into()))
+        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt delivery record".into()))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Delivery> {
@@ -240,8 +235,7 @@ impl Delivery {
 }
 
 /// A published event, as stored (`evt:{id}`; its body is stored beside it).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {
     /// `evt_...`.
     pub id: String,
@@ -257,8 +251,7 @@ pub struct EventRecord {
     pub fanned_out: bool,
 }
 
-/// First byte of a binary event record ([`EventRecord::encode`]); records of earlier
-/// versions are JSON and start with `{`.
+/// First byte of an event record ([`EventRecord::encode`]): its format's version.
 const EVENT_V1: u8 = 0xE5;
 
 impl EventRecord {
@@ -275,10 +268,9 @@ impl EventRecord {
         w.finish()
     }
 
-    /// Reads a stored record, binary or the JSON of earlier versions. Damage is an error.
+    /// Reads a stored record ([`EventRecord::encode`]). Damage is an error.
     pub fn decode(bytes: &[u8]) -> Result<EventRecord, KvError> {
-        codec::read_record(bytes, Self::decode_binary)
-            .ok_or_else(|| KvError("corrupt event record".into()))
+        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt event record".into()))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
@@ -1343,8 +1335,9 @@ fn run_batch<K: Kv>(
                 b
             }
         };
-        if !env.settings.allow_private_targets && validate::target_url(&sub.url, false).is_err() {
-            // Created while private targets were allowed, and they no longer are: the
+        let policy = env.settings.target_policy();
+        if !policy.allows_all() && validate::target_url(&sub.url, policy).is_err() {
+            // Created while private targets or http were allowed, and they no longer are: the
             // attempt fails here, before anything is sent (SSRF check at send time).
             results[i] = Some(SendResult {
                 outcome: Err(DESTINATION_REFUSED.into()),
@@ -1381,7 +1374,7 @@ fn outgoing<K: Kv>(
     sub: &Subscription,
     body: Rc<Vec<u8>>,
 ) -> Option<Outgoing> {
-    let url = validate::target_url(&sub.url, true).ok()?;
+    let url = validate::target_url(&sub.url, validate::TargetPolicy::OPEN).ok()?;
     let timestamp = env.now_ms / 1000;
     let signature = signing::sign(&sub.signing_secret.0, timestamp, &body);
     let authority = match url.port {
@@ -2016,41 +2009,17 @@ mod tests {
         );
     }
 
+    /// Only the binary formats are read: event and delivery records in the JSON no release
+    /// wrote are damage (an error, never a guess).
     #[test]
-    fn a_json_event_record_of_an_earlier_version_still_reads() {
-        let json = format!(
-            r#"{{"id":"evt_0123456789abcdef01234567","eventType":"load.status_changed","createdAt":1767225600123,"bodySha256":"{}","subscriptions":["sub_a","sub_é",""],"fannedOut":true}}"#,
+    fn records_in_another_format_are_not_read() {
+        let event = format!(
+            r#"{{"id":"evt_0123456789abcdef01234567","eventType":"load.created","createdAt":1,"bodySha256":"{}","subscriptions":[],"fannedOut":true}}"#,
             "ab".repeat(32)
         );
-        assert_eq!(EventRecord::decode(json.as_bytes()), Ok(sample_event()));
-        assert!(EventRecord::decode(b"{\"id\":").is_err(), "broken JSON");
-    }
-
-    #[test]
-    fn a_json_delivery_record_of_an_earlier_version_is_read_and_its_next_write_is_binary() {
-        let kv = MemoryKv::new();
-        let settings = Settings::default();
-        let entropy = SeededEntropy::new(9);
-        let now = 1_767_225_600_000;
-        let env = env_at(&kv, &settings, &entropy, now);
-        let sub = active_subscription(&kv);
-        let id = queued(&kv, &sub, &["evt_old"], now).remove(0);
-        // What the previous version wrote for a delivery whose attempt 1 timed out.
-        let json = format!(
-            r#"{{"id":"{id}","eventId":"evt_old","eventType":"load.created","subscriptionId":"{sub}","createdAt":{c},"status":"pending","attempts":[{{"run":0,"number":1,"dueAt":{c},"startedAt":{c},"statusCode":null,"error":"timeout","latencyMs":10000,"succeeded":false}}],"run":0,"nextAttemptAt":{now},"leaseUntil":null,"leaseOwner":null,"finishedAt":null}}"#,
-            c = now - 70_000,
-        );
-        kv.set(&keys::delivery(&id), json.as_bytes()).expect("set");
-        let before = load(&env, &id).expect("load").expect("read from JSON");
-        assert_eq!(before.attempts.len(), 1);
-        assert_eq!(before.attempts[0].error.as_deref(), Some("timeout"));
-        assert_eq!(tick(&env, &Counting(Cell::new(0))).succeeded, 1);
-        let stored = kv.get(&keys::delivery(&id)).expect("get").expect("record");
-        assert_eq!(stored[0], DELIVERY_V1, "rewritten binary");
-        let after = Delivery::decode(&stored).expect("binary");
-        assert_eq!(after.status, Status::Succeeded);
-        assert_eq!(after.attempts[0], before.attempts[0], "history kept");
-        assert_eq!(after.attempts.len(), 2);
+        assert!(EventRecord::decode(event.as_bytes()).is_err());
+        let delivery = r#"{"id":"dlv_1","eventId":"evt_1","eventType":"load.created","subscriptionId":"sub_1","createdAt":1,"status":"pending","attempts":[],"run":0,"nextAttemptAt":1,"leaseUntil":null,"leaseOwner":null,"finishedAt":null}"#;
+        assert!(Delivery::decode(delivery.as_bytes()).is_err());
     }
 
     #[test]
@@ -3037,6 +3006,36 @@ mod tests {
         }
         assert_eq!(retry_due(0, 3, 0), None);
         assert_eq!(retry_due(0, 0, 0), None);
+    }
+
+    /// Jitter happens: different random inputs spread the due times over the whole +10 %
+    /// window (on whole seconds), never below the un-jittered delay nor past the bound.
+    #[test]
+    fn retry_jitter_spreads_due_times_within_the_bound() {
+        let failed_at = 1_000_000;
+        for (attempts, delay) in [(1, 60_000), (2, 300_000)] {
+            let dues: std::collections::BTreeSet<u64> = (0..2_000u64)
+                .map(|i| retry_due(failed_at, attempts, i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                .map(|due| due.expect("a retry"))
+                .collect();
+            let (lo, hi) = (failed_at + delay, failed_at + delay + delay / 10);
+            assert!(dues.iter().all(|d| (lo..=hi).contains(d)), "{dues:?}");
+            let seconds = delay / 10 / 1000;
+            assert!(
+                dues.len() as u64 >= seconds * 9 / 10,
+                "attempt {}: {} distinct due seconds over a {seconds} s window",
+                attempts + 1,
+                dues.len()
+            );
+            assert!(
+                *dues.first().expect("some") <= lo + 1000,
+                "the window's start is used"
+            );
+            assert!(
+                *dues.last().expect("some") >= hi - 1000,
+                "the window's end is used"
+            );
+        }
     }
 
     #[test]

@@ -5,13 +5,10 @@
 //! the due directory lists every second of the last minute and more (a second stays until
 //! its grace period is over; retries add seconds a minute and five minutes ahead). So the
 //! record is binary and sorted, and [`contains`] answers with a binary search over the bytes:
-//! the same cost whether 1 or 1,000 seconds are listed. Parsing it (JSON, as earlier versions
-//! wrote it) cost every publish time in proportion to that count.
+//! the same cost whether 1 or 1,000 seconds are listed.
 //!
 //! Layout: [`DIRECTORY_V1`], the entry count (`u32`), then each entry as two `u64`s (key,
-//! value), keys strictly ascending (see [`crate::codec`]). Records written by earlier
-//! versions (a JSON object of second to watermark, a JSON list of days) are still read, and
-//! are rewritten binary by their next change.
+//! value), keys strictly ascending (see [`crate::codec`]).
 
 use crate::codec::{Reader, Writer};
 use crate::kv::KvError;
@@ -20,8 +17,8 @@ use std::collections::BTreeMap;
 /// Key to value (second to watermark; day to 0).
 pub type Directory = BTreeMap<u64, u64>;
 
-/// The first byte of a binary directory: no JSON text starts with it (0xC1 is never a byte
-/// of UTF-8), nor does any other record of the store (pages are 0xE1).
+/// The first byte of a directory, its format's version: no other record of the store starts
+/// with it (pages are 0xE1).
 pub const DIRECTORY_V1: u8 = 0xC1;
 
 /// Bytes of one entry.
@@ -44,15 +41,9 @@ pub fn encode(dir: &Directory) -> Vec<u8> {
     w.finish()
 }
 
-/// Reads a directory record, binary or (from an earlier version) JSON. Damage is an error.
+/// Reads a directory record ([`encode`]). Damage is an error.
 pub fn decode(bytes: &[u8]) -> Result<Directory, KvError> {
-    match bytes.first() {
-        Some(b'{') => serde_json::from_slice(bytes).map_err(|_| corrupt()),
-        Some(b'[') => serde_json::from_slice::<Vec<u64>>(bytes)
-            .map(|days| days.into_iter().map(|d| (d, 0)).collect())
-            .map_err(|_| corrupt()),
-        _ => decode_binary(bytes).ok_or_else(corrupt),
-    }
+    decode_binary(bytes).ok_or_else(corrupt)
 }
 
 fn decode_binary(bytes: &[u8]) -> Option<Directory> {
@@ -72,11 +63,11 @@ fn decode_binary(bytes: &[u8]) -> Option<Directory> {
     Some(dir)
 }
 
-/// Whether `key` is listed in the record `bytes`. A binary record is searched where it lies,
-/// nothing decoded but the keys the search visits; a JSON one is read whole.
+/// Whether `key` is listed in the record `bytes`, searched where it lies: nothing decoded
+/// but the keys the search visits.
 pub fn contains(bytes: &[u8], key: u64) -> Result<bool, KvError> {
     if bytes.first() != Some(&DIRECTORY_V1) {
-        return decode(bytes).map(|dir| dir.contains_key(&key));
+        return Err(corrupt());
     }
     let count = bytes
         .get(1..HEAD)
@@ -152,19 +143,13 @@ mod tests {
         }
     }
 
+    /// Only the binary format is read: the JSON forms no release wrote are damage.
     #[test]
-    fn records_of_earlier_versions_still_read() {
-        let due = br#"{"1767225600":0,"1767225601":7}"#;
-        let dir = decode(due).expect("JSON object");
-        assert_eq!(dir, [(1_767_225_600, 0), (1_767_225_601, 7)].into());
-        assert_eq!(contains(due, 1_767_225_601), Ok(true));
-        assert_eq!(contains(due, 1_767_225_602), Ok(false));
-        let days = b"[20454,20455]";
-        assert_eq!(
-            decode(days).expect("JSON list"),
-            [(20454, 0), (20455, 0)].into()
-        );
-        assert_eq!(contains(days, 20455), Ok(true));
+    fn a_directory_in_another_format_is_not_read() {
+        for other in [&br#"{"1767225600":0}"#[..], b"[20454,20455]"] {
+            assert!(decode(other).is_err());
+            assert!(contains(other, 20454).is_err());
+        }
     }
 
     #[test]

@@ -3,11 +3,11 @@
 //! Layout (values are JSON unless noted):
 //! - `health` — never written; read by `/healthz` to probe the store.
 //! - `apikey:{sha256(key) hex}` — an API key record (client, key id, revoked?; binary,
-//!   `ApiKeyRecord::encode`, JSON if an earlier version wrote it), found by
+//!   `ApiKeyRecord::encode`), found by
 //!   hashing the presented bearer token. Keys themselves are never stored.
 //! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
 //! - `sub:{id}` — a subscription record (the only place its signing secret is stored);
-//!   binary (`Subscription::encode`), JSON if an earlier version wrote it.
+//!   binary (`Subscription::encode`).
 //! - `client:{client id}:subs:...` — an [`AppendLog`](crate::applog::AppendLog) of the
 //!   client's subscriptions in creation order, each entry its listing state, id and list
 //!   item (see `subscriptions`); an entry's number is the subscription's `seq`, used by list
@@ -19,18 +19,22 @@
 //!   fingerprint and the response to replay, without the signing secret (a replay reads it
 //!   from `sub:{id}`). Listed in the retention log of the day it was claimed.
 //! - `evt:{id}` — an event record (type, body hash, matched subscriptions); binary
-//!   (`EventRecord::encode`), JSON if an earlier version wrote it.
+//!   (`EventRecord::encode`).
 //! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
-//! - `dlv:{id}` — a delivery record with every attempt; binary (`Delivery::encode`), JSON
-//!   if an earlier version wrote it.
+//! - `dlv:{id}` — a delivery record with every attempt; binary (`Delivery::encode`).
 //! - `duedir` — the seconds that have queued attempts, each with a watermark; binary and
-//!   sorted (`directory`), JSON if an earlier version wrote it; `due:{second}:...` — an
+//!   sorted (`directory`); `due:{second}:...` — an
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
 //! - `retdir` — the days that have events or idempotency records (binary, as `duedir`);
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
+//! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
+//!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`).
+
+/// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
+pub const TICK_LEASE: &str = "ticklease";
 
 /// Read by `/healthz` to check that the store answers. Never written.
 pub const HEALTH_PROBE: &str = "health";

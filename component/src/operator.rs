@@ -51,6 +51,7 @@ pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
                 "retentionDays": s.retention_days,
                 "subscriptionLimit": s.subscription_limit,
                 "allowPrivateTargets": s.allow_private_targets,
+                "allowHttp": s.allow_http,
                 "rateLimitPerMinute": s.rate_limit_per_minute,
             },
             "requestId": request_id,

@@ -19,7 +19,7 @@ use crate::http::{Request, Response};
 use crate::ids::IdKind;
 use crate::kv::{Kv, KvError};
 use crate::router::{self, READ_LIMIT};
-use crate::scheduler::TickReport;
+use crate::scheduler::{self, TickReport};
 use bindings::exports::edgehook::webhooks::{events as wit_events, scheduler as wit_scheduler};
 use bindings::exports::wasi::http::incoming_handler;
 use bindings::wasi::clocks::monotonic_clock;
@@ -417,6 +417,10 @@ impl incoming_handler::Guest for Component {
             // of a published event, a replay) in the same invocation: the same settings and
             // bucket, the clock read again.
             let _ = delivery::run_now(&env_at(opened, now_ms()), &WasiSender, work);
+        }
+        if let Ok(opened) = &opened {
+            // A host with no timer (Spin without a CronJob) gets its retries from here.
+            let _ = scheduler::after_request(&env_at(opened, now_ms()), &req.path, &WasiSender);
         }
     }
 }

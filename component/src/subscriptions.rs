@@ -27,7 +27,7 @@ use crate::keys;
 use crate::kv::{Kv, Update, update};
 use crate::validate;
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -39,7 +39,7 @@ pub const MAX_LIMIT: usize = 100;
 const STALE_PENDING_MS: u64 = 60 * 1000;
 
 /// A signing secret. Its `Debug` never shows the value.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, PartialEq, Eq)]
 #[serde(transparent)]
 pub struct Secret(pub String);
 
@@ -60,7 +60,7 @@ impl Secret {
 }
 
 /// Lifecycle of a subscription record.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum Status {
     /// Being created; invisible until it becomes active.
@@ -71,10 +71,8 @@ pub enum Status {
     Disabled,
 }
 
-/// A stored subscription. Stored binary ([`Subscription::encode`]); `Deserialize` reads the
-/// JSON records of earlier versions.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+/// A stored subscription. Stored binary ([`Subscription::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscription {
     /// `sub_...`.
     pub id: String,
@@ -97,11 +95,9 @@ pub struct Subscription {
     /// Position in the client's creation order.
     pub seq: u64,
     /// Deliveries in a row that ended failed (reset by any success).
-    #[serde(default)]
     pub consecutive_failures: u32,
     /// The number of its entry in each event type's fan-out index, in the order of
     /// `event_types` (so a delete removes exactly those entries).
-    #[serde(default)]
     pub fanout_seqs: Vec<u64>,
 }
 
@@ -144,11 +140,9 @@ impl Subscription {
         w.finish()
     }
 
-    /// Reads a stored record: binary ([`Subscription::encode`]), or the JSON of earlier
-    /// versions (rewritten binary by its next change). A damaged record is an error.
+    /// Reads a stored record ([`Subscription::encode`]). A damaged record is an error.
     pub fn decode(bytes: &[u8]) -> Result<Subscription, ApiError> {
-        crate::codec::read_record(bytes, Self::decode_binary)
-            .ok_or_else(|| ApiError::internal("corrupt subscription record"))
+        Self::decode_binary(bytes).ok_or_else(|| ApiError::internal("corrupt subscription record"))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
@@ -181,8 +175,7 @@ impl Subscription {
     }
 }
 
-/// The first byte of a binary subscription record ([`Subscription::encode`]). Records written
-/// as JSON by earlier versions start with `{`.
+/// The first byte of a subscription record ([`Subscription::encode`]): its format's version.
 const SUBSCRIPTION_V1: u8 = 0xB1;
 
 impl Status {
@@ -351,7 +344,7 @@ struct CreateIn {
 
 /// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
 /// as `eventType` is caught instead of silently creating a subscription without it.
-fn validate_create(body: &Value, allow_private: bool) -> Result<CreateIn, ApiError> {
+fn validate_create(body: &Value, policy: validate::TargetPolicy) -> Result<CreateIn, ApiError> {
     let Some(obj) = body.as_object() else {
         return Err(ApiError::validation(vec![FieldError::new(
             "body",
@@ -374,7 +367,7 @@ fn validate_create(body: &Value, allow_private: bool) -> Result<CreateIn, ApiErr
             details.push(FieldError::new("url", "required", "url is required"));
             None
         }
-        Some(Value::String(u)) => match validate::target_url(u, allow_private) {
+        Some(Value::String(u)) => match validate::target_url(u, policy) {
             Ok(_) => Some(u.clone()),
             Err(p) => {
                 details.push(FieldError::new("url", p.code, p.message));
@@ -411,7 +404,7 @@ pub fn create<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let body = require_json(req)?;
-    let input = validate_create(&body, env.settings.allow_private_targets)?;
+    let input = validate_create(&body, env.settings.target_policy())?;
     let idempotency_key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
         None => None,
         Some((_, raw)) => {
@@ -1116,18 +1109,11 @@ mod record_tests {
         assert!(Subscription::decode(b"not json").is_err());
     }
 
+    /// Only the binary format is read: a record in the JSON no release wrote is damage.
     #[test]
-    fn a_json_subscription_record_of_an_earlier_version_still_reads() {
-        // As an earlier version wrote it (serde_json of the camelCase record), including
-        // one written before `consecutiveFailures` and `fanoutSeqs` existed.
-        let json = r#"{"id":"sub_000000000000000000000007","clientId":"acme","url":"https://hooks.example.com/in?x=\"é\"","eventTypes":["load.created","load.status_changed"],"signingSecret":"whsec_abc","status":"disabled","disabledReason":"repeated_failures","createdAt":1767225600000,"disabledAt":1767225700000,"seq":42,"consecutiveFailures":5,"fanoutSeqs":[3,9]}"#;
-        assert_eq!(
-            Subscription::decode(json.as_bytes()).expect("decode"),
-            sample()
-        );
-        let oldest = br#"{"id":"sub_1","clientId":"acme","url":"https://x.example","eventTypes":[],"signingSecret":"whsec_abc","status":"active","disabledReason":null,"createdAt":1,"disabledAt":null,"seq":1}"#;
-        let sub = Subscription::decode(oldest).expect("decode");
-        assert_eq!((sub.consecutive_failures, sub.fanout_seqs.len()), (0, 0));
+    fn a_subscription_record_in_another_format_is_not_read() {
+        let json = br#"{"id":"sub_1","clientId":"acme","url":"https://x.example","eventTypes":[],"signingSecret":"whsec_abc","status":"active","disabledReason":null,"createdAt":1,"disabledAt":null,"seq":1}"#;
+        assert!(Subscription::decode(json).is_err());
     }
 }
 
@@ -1258,44 +1244,6 @@ mod listing_tests {
         };
         kv.set(&keys::subscription(&disabled.id), &disabled.encode())
             .expect("flip");
-    }
-
-    #[test]
-    fn a_json_subscription_record_of_an_earlier_version_is_deleted_and_rewritten_binary() {
-        let kv = MemoryKv::new();
-        let (settings, entropy) = (Settings::default(), SeededEntropy::new(5));
-        let env = env(&kv, &settings, &entropy);
-        let id = create_one(&env, 0).expect("create");
-        let sub = load(&env, &id).expect("load").expect("record");
-        // The record as an earlier version stored it.
-        let json = json!({
-            "id": sub.id, "clientId": sub.client_id, "url": sub.url,
-            "eventTypes": sub.event_types, "signingSecret": sub.signing_secret.0,
-            "status": "active", "disabledReason": null, "createdAt": sub.created_at,
-            "disabledAt": null, "seq": sub.seq, "consecutiveFailures": 0,
-            "fanoutSeqs": sub.fanout_seqs,
-        });
-        let json = serde_json::to_vec(&json).expect("json");
-        kv.set(&keys::subscription(&id), &json).expect("set");
-        assert_eq!(load(&env, &id).expect("load"), Some(sub.clone()));
-        let gone = disable(&env, &id, Some("acme"), "deleted").expect("delete");
-        assert_eq!(gone.map(|s| s.status), Some(Status::Disabled));
-        let stored = kv
-            .get(&keys::subscription(&id))
-            .ok()
-            .flatten()
-            .expect("kept");
-        assert_eq!(stored[0], SUBSCRIPTION_V1, "its next write is binary");
-        let stored = Subscription::decode(&stored).expect("decode");
-        assert_eq!(
-            (
-                stored.status,
-                stored.disabled_reason.as_deref(),
-                stored.signing_secret
-            ),
-            (Status::Disabled, Some("deleted"), sub.signing_secret)
-        );
-        assert!(list_ids(&env).is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub const MAX_URL_LEN: usize = 2048;
 /// A URL that passed validation, split into its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetUrl {
-    /// `https` (or `http` when private targets are allowed).
+    /// `https` (or `http` when the policy allows it).
     pub scheme: String,
     /// The host as written, lower-cased, trailing dot removed (brackets kept for IPv6).
     pub host: String,
@@ -52,9 +52,42 @@ fn problem(code: &'static str, message: impl Into<String>) -> UrlProblem {
     }
 }
 
-/// Validates a subscription URL. With `allow_private` (development only) non-global
-/// addresses, local names and plain `http` are accepted.
-pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProblem> {
+/// Which delivery targets a deployment allows besides `https` URLs of public hosts. Each
+/// switch allows one thing and nothing else: a receiver on the developer's own machine
+/// (`http://127.0.0.1:9000/...`) needs both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TargetPolicy {
+    /// Plain `http://` URLs, to hosts the policy allows otherwise (setting `allow_http`).
+    pub allow_http: bool,
+    /// Hosts that are non-global IP addresses, local names (`localhost`, `*.local`, single
+    /// labels, ...) or names spelling a non-global address (setting
+    /// `allow_private_targets`).
+    pub allow_private: bool,
+}
+
+impl TargetPolicy {
+    /// `https` to public hosts only: the default, and what production runs with.
+    pub const STRICT: TargetPolicy = TargetPolicy {
+        allow_http: false,
+        allow_private: false,
+    };
+    /// Both switches on (local development with `edgehook listen`, tests).
+    pub const OPEN: TargetPolicy = TargetPolicy {
+        allow_http: true,
+        allow_private: true,
+    };
+
+    /// Whether the policy allows everything a URL can be (so a URL that passed validation
+    /// once needs no second look).
+    pub fn allows_all(self) -> bool {
+        self.allow_http && self.allow_private
+    }
+}
+
+/// Validates a subscription URL under `policy`: `https` to a public host, plus plain `http`
+/// with [`TargetPolicy::allow_http`] and non-global addresses and local names with
+/// [`TargetPolicy::allow_private`] (development only).
+pub fn target_url(raw: &str, policy: TargetPolicy) -> Result<TargetUrl, UrlProblem> {
     if raw.len() > MAX_URL_LEN {
         return Err(problem(
             "url_too_long",
@@ -83,7 +116,7 @@ pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProble
     let scheme = scheme.to_ascii_lowercase();
     match scheme.as_str() {
         "https" => {}
-        "http" if allow_private => {}
+        "http" if policy.allow_http => {}
         _ => {
             return Err(problem(
                 "https_required",
@@ -121,7 +154,7 @@ pub fn target_url(raw: &str, allow_private: bool) -> Result<TargetUrl, UrlProble
         return Err(problem("invalid_url", "url must have a host"));
     }
     let kind = host_kind(&host)?;
-    if !allow_private {
+    if !policy.allow_private {
         check_public(&host, kind)?;
     }
     let path_and_query = if tail.starts_with('/') {
@@ -453,19 +486,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const STRICT: TargetPolicy = TargetPolicy::STRICT;
+    const OPEN: TargetPolicy = TargetPolicy::OPEN;
+
     fn refused(url: &str) -> bool {
-        target_url(url, false).is_err()
+        target_url(url, STRICT).is_err()
     }
 
     #[test]
     fn accepts_ordinary_https_urls() {
-        let u = target_url("https://Hooks.Example.com:8443/in/loads?x=1", false).expect("valid");
+        let u = target_url("https://Hooks.Example.com:8443/in/loads?x=1", STRICT).expect("valid");
         assert_eq!(u.host, "hooks.example.com");
         assert_eq!(u.port, Some(8443));
         assert_eq!(u.path_and_query, "/in/loads?x=1");
-        assert!(target_url("https://example.com", false).is_ok());
-        assert!(target_url("https://93.184.216.34/hook", false).is_ok());
-        assert!(target_url("https://[2606:4700::1111]/hook", false).is_ok());
+        assert!(target_url("https://example.com", STRICT).is_ok());
+        assert!(target_url("https://93.184.216.34/hook", STRICT).is_ok());
+        assert!(target_url("https://[2606:4700::1111]/hook", STRICT).is_ok());
     }
 
     #[test]
@@ -491,12 +527,12 @@ mod tests {
         let base = "https://example.com/";
         let longest = format!("{base}{}", "a".repeat(2048 - base.len()));
         assert!(
-            target_url(&longest, false).is_ok(),
+            target_url(&longest, STRICT).is_ok(),
             "2048 characters are fine"
         );
         let long = format!("{longest}a");
         assert_eq!(
-            target_url(&long, false).map_err(|p| p.code),
+            target_url(&long, STRICT).map_err(|p| p.code),
             Err("url_too_long")
         );
     }
@@ -513,7 +549,7 @@ mod tests {
         ] {
             assert!(refused(url), "{url} should be refused");
         }
-        let u = target_url("https://example.com:00443/", false).expect("leading zeros");
+        let u = target_url("https://example.com:00443/", STRICT).expect("leading zeros");
         assert_eq!(u.port, Some(443));
     }
 
@@ -569,7 +605,7 @@ mod tests {
             "https://x.1.10.0.0.1.example.com/",
         ] {
             assert_eq!(
-                target_url(url, false).map_err(|p| p.code),
+                target_url(url, STRICT).map_err(|p| p.code),
                 Err("private_target"),
                 "{url}"
             );
@@ -582,9 +618,9 @@ mod tests {
             "https://api-2024-01-01.example.com/",
             "https://10.0.0.example.com/",
         ] {
-            assert!(target_url(url, false).is_ok(), "{url}");
+            assert!(target_url(url, STRICT).is_ok(), "{url}");
         }
-        assert!(target_url("https://10.0.0.1.nip.io/", true).is_ok());
+        assert!(target_url("https://10.0.0.1.nip.io/", OPEN).is_ok());
     }
 
     #[test]
@@ -596,11 +632,11 @@ mod tests {
             "https://\u{24db}ocalhost/",
             "https://b\u{fc}cher.example/",
         ] {
-            let p = target_url(url, true).expect_err(url);
+            let p = target_url(url, OPEN).expect_err(url);
             assert_eq!(p.code, "invalid_url", "{url}");
             assert!(p.message.contains("xn--"), "{url}: {}", p.message);
         }
-        let u = target_url("https://xn--bcher-kva.example/hook", false).expect("A-label");
+        let u = target_url("https://xn--bcher-kva.example/hook", STRICT).expect("A-label");
         assert_eq!(u.host, "xn--bcher-kva.example");
     }
 
@@ -616,14 +652,14 @@ mod tests {
             "https://hooks.example.com/caf\u{e9}",
         ] {
             assert_eq!(
-                target_url(url, true).map_err(|p| p.code),
+                target_url(url, OPEN).map_err(|p| p.code),
                 Err("invalid_url"),
                 "{url}"
             );
         }
         let ok = "https://hooks.example.com/a-b._~!$&'()*+,;=:@/%20?x=[1]&y=%2F";
         assert_eq!(
-            target_url(ok, false).expect("valid").path_and_query,
+            target_url(ok, STRICT).expect("valid").path_and_query,
             "/a-b._~!$&'()*+,;=:@/%20?x=[1]&y=%2F"
         );
     }
@@ -639,9 +675,45 @@ mod tests {
 
     #[test]
     fn private_targets_can_be_allowed_for_development() {
-        let u = target_url("http://127.0.0.1:9000/hook", true).expect("allowed");
+        let u = target_url("http://127.0.0.1:9000/hook", OPEN).expect("allowed");
         assert_eq!(u.scheme, "http");
-        assert!(target_url("https://localhost/", true).is_ok());
+        assert!(target_url("https://localhost/", OPEN).is_ok());
+    }
+
+    /// Each switch allows what it says and refuses the rest as before; a local `http`
+    /// receiver needs both.
+    #[test]
+    fn each_switch_allows_one_thing_and_a_local_http_receiver_needs_both() {
+        let http = TargetPolicy {
+            allow_http: true,
+            allow_private: false,
+        };
+        let private = TargetPolicy {
+            allow_http: false,
+            allow_private: true,
+        };
+        // The code each policy answers (strict, allow_http, allow_private, both); "" = ok.
+        let (ok, https, local) = ("", "https_required", "private_target");
+        for (url, codes) in [
+            ("https://example.com/", [ok, ok, ok, ok]),
+            ("http://hooks.example.com:8080/in", [https, ok, https, ok]),
+            ("http://93.184.216.34/", [https, ok, https, ok]),
+            ("https://127.0.0.1:9000/hook", [local, local, ok, ok]),
+            ("https://localhost/", [local, local, ok, ok]),
+            ("https://[::1]/", [local, local, ok, ok]),
+            ("https://10.0.0.1.nip.io/", [local, local, ok, ok]),
+            ("http://127.0.0.1:9000/hook", [https, local, https, ok]),
+            ("http://localhost/", [https, local, https, ok]),
+            ("http://2130706433/", [https, local, https, ok]),
+            ("ftp://example.com/", [https, https, https, https]),
+        ] {
+            for (policy, code) in [STRICT, http, private, OPEN].into_iter().zip(codes) {
+                let got = target_url(url, policy).map_or_else(|p| p.code, |_| "");
+                assert_eq!(got, code, "{url} under {policy:?}");
+            }
+        }
+        assert!(OPEN.allows_all() && !http.allows_all() && !private.allows_all());
+        assert_eq!(TargetPolicy::default(), STRICT);
     }
 
     /// Found by the `url` fuzz target: `https://+26.0.0.1/` was read as 26.0.0.1 (a sign

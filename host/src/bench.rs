@@ -116,6 +116,7 @@ fn env(kv: KvStore) -> HostEnv {
         ("admin_token", "bench"),
         ("subscription_limit", "100000"),
         ("allow_private_targets", "true"),
+        ("allow_http", "true"),
         // The limiter still counts every request (its store operation is measured); the
         // benchmarks just must not be refused.
         ("rate_limit_per_minute", "1000000"),
@@ -905,10 +906,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     for fanout in [1usize, 100, 1000] {
         let store = MemoryStore::new();
         let mut e = env(KvStore::Local(Arc::new(store)));
-        e.outbound = Arc::new(NetOutbound::new(&NetOptions {
-            allow_private: true,
-            extra_ca: None,
-        })?);
+        e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
         let rt = Runtime::embedded()?;
         for c in 0..fanout.div_ceil(100) {
             let key = issue_key(rt, &e, &format!("c{c}")).await?;

@@ -236,16 +236,30 @@ impl batch::Host for State {
     }
 }
 
+/// Config values this host gives the component unless its own config sets them: this host
+/// calls `tick` with a timer of its own (`serve`, the simulation), so the component's
+/// opportunistic tick, a stand-in for hosts with none, stays off.
+pub const HOST_DEFAULTS: &[(&str, &str)] = &[("opportunistic_tick_s", "0")];
+
 impl config::Host for State {
     fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<String>, config::Error>> {
-        Ok(Ok(self.config.get(&key).cloned()))
+        let default = HOST_DEFAULTS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| (*v).to_owned());
+        Ok(Ok(self.config.get(&key).cloned().or(default)))
     }
 
     fn get_all(&mut self) -> wasmtime::Result<Result<Vec<(String, String)>, config::Error>> {
+        let defaults = HOST_DEFAULTS
+            .iter()
+            .filter(|(k, _)| !self.config.contains_key(*k))
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
         Ok(Ok(self
             .config
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(defaults)
             .collect()))
     }
 }

@@ -62,6 +62,33 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
     Ok(token)
 }
 
+/// Prints a server's answer: the whole (pretty-printed) body, or with `only` just the string
+/// `data.<only>` of it (e.g. `apiKey`, for `KEY=$(edgehook keys issue acme --quiet)`). An
+/// answer of 400 or more is an error; with `only` its body goes to stderr, so a command
+/// substitution never captures it.
+pub fn print_answer(status: u16, text: &str, only: Option<&str>) -> Result<()> {
+    if status >= 400 {
+        if only.is_some() {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+        return Err(anyhow!("the server answered {status}"));
+    }
+    match only {
+        None => println!("{text}"),
+        Some(field) => {
+            let answer: serde_json::Value = serde_json::from_str(text)
+                .with_context(|| format!("the server's answer is not JSON: {text}"))?;
+            let value = answer["data"][field]
+                .as_str()
+                .with_context(|| format!("the server's answer has no data.{field}: {text}"))?;
+            println!("{value}");
+        }
+    }
+    Ok(())
+}
+
 /// Percent-encodes a path segment (ids typed by a person may contain anything).
 pub fn segment(s: &str) -> String {
     s.bytes()

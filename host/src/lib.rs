@@ -25,6 +25,7 @@ pub mod listen;
 pub mod log;
 pub mod net;
 pub mod outbound;
+pub mod progress;
 mod receiver;
 pub mod redisstore;
 pub mod runtime;

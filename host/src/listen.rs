@@ -3,7 +3,7 @@
 //! rejects stale timestamps, dedupes by delivery id and prints what it got.
 
 use crate::serve::{log_line, now_ms};
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use http_body_util::Full;
@@ -55,9 +55,70 @@ pub fn verify(
 /// Delivery ids remembered for the duplicate check.
 const SEEN_LIMIT: usize = 100_000;
 
-/// Runs the receiver until the process is stopped.
+/// Runs the receiver on `addr` until the process is stopped.
 pub async fn run(addr: SocketAddr, secret: String, tolerance_s: u64) -> Result<()> {
-    let listener = crate::serve::bind(addr).await?;
+    run_on(crate::serve::bind(addr).await?, secret, tolerance_s).await
+}
+
+/// Runs the receiver on the listening socket that is this process's standard input (as
+/// [`detach`] starts it; the inetd convention) until the process is stopped.
+#[cfg(unix)]
+pub async fn run_on_stdin(secret: String, tolerance_s: u64) -> Result<()> {
+    use std::os::fd::AsFd as _;
+    let fd = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("standard input")?;
+    let listener = std::net::TcpListener::from(fd);
+    listener
+        .set_nonblocking(true)
+        .context("standard input is not a listening socket")?;
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .context("standard input is not a listening socket")?;
+    run_on(listener, secret, tolerance_s).await
+}
+
+/// Not available off Unix.
+#[cfg(not(unix))]
+pub async fn run_on_stdin(_secret: String, _tolerance_s: u64) -> Result<()> {
+    anyhow::bail!("--socket-on-stdin needs Unix")
+}
+
+/// `edgehook listen --detach`: binds `addr` here, so the port is taken (or the error is
+/// this command's) before it returns, then runs this executable's `listen` in the background
+/// on that socket, with the secret in its environment (not in the process list) and this
+/// process's stdout and stderr. Connections made once this returns wait in the socket's
+/// backlog until the receiver accepts them: a delivery sent right after never meets a
+/// closed port. Returns the address and the receiver's process id.
+#[cfg(unix)]
+pub fn detach(addr: SocketAddr, secret: &str, tolerance_s: u64) -> Result<(SocketAddr, u32)> {
+    use std::process::{Command, Stdio};
+    let listener = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("cannot listen on {addr} (is another receiver running there?)"))?;
+    let bound = listener.local_addr()?;
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let child = Command::new(exe)
+        .args(["listen", "--socket-on-stdin", "--tolerance"])
+        .arg(tolerance_s.to_string())
+        .env("EDGEHOOK_SIGNING_SECRET", secret)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
+        .spawn()
+        .context("starting the receiver")?;
+    Ok((bound, child.id()))
+}
+
+/// Not available off Unix.
+#[cfg(not(unix))]
+pub fn detach(_addr: SocketAddr, _secret: &str, _tolerance_s: u64) -> Result<(SocketAddr, u32)> {
+    anyhow::bail!("--detach needs Unix; start `edgehook listen` in a terminal of its own")
+}
+
+/// Runs the receiver on `listener` until the process is stopped.
+pub async fn run_on(
+    listener: tokio::net::TcpListener,
+    secret: String,
+    tolerance_s: u64,
+) -> Result<()> {
     log_line(
         "info",
         "listening for deliveries",

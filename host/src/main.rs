@@ -4,7 +4,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use edgehook_host::cli::{self, Remote};
 use edgehook_host::filestore::{FileStore, SyncPolicy};
-use edgehook_host::net::{NetOptions, NetOutbound};
+use edgehook_host::net::{self, NetOptions, NetOutbound};
 use edgehook_host::redisstore::{RedisOptions, RedisStore};
 use edgehook_host::serve::{Server, bind, log_line};
 use edgehook_host::store::KvStore;
@@ -25,11 +25,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// edgehook: outbound webhooks as one WebAssembly component.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// What `edgehook --help` says of exit codes; `main` makes it true.
+const EXIT_STATUS: &str = "Exit status:
+  0    success (serve: stopped by SIGINT or SIGTERM, after a clean shutdown)
+  1    failure: an error (printed on stderr), a server answer of 400 or more, or a check
+       that failed (simulate, soak)
+  2    usage error: an unknown command or flag, a missing or invalid value
+  101  a bug (a panic); please report it";
 
 #[derive(Subcommand)]
 enum Command {
@@ -40,6 +48,9 @@ enum Command {
     /// Issue or revoke partner API keys (talks to a running server).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Create a subscription as a partner would (`POST /v1/webhooks` with an API key); prints
+    /// it with its signing secret, shown only this once.
+    Subscribe(SubscribeArgs),
     /// Publish a load event (talks to a running server).
     Publish(PublishArgs),
     /// Show a subscription with its state and recent deliveries (talks to a running server).
@@ -68,10 +79,16 @@ struct ServeArgs {
     /// generated on first start.
     #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Allow subscription URLs and deliveries to non-public addresses and plain http
-    /// (local development and tests only).
+    /// Allow subscription URLs and deliveries to loopback, private and other non-public
+    /// addresses and local names such as localhost; still https only, unless --allow-http
+    /// too (local development and tests only; as --set allow_private_targets=true).
     #[arg(long)]
     allow_private_targets: bool,
+    /// Allow plain http:// subscription URLs and deliveries; still to public hosts only,
+    /// unless --allow-private-targets too (local development and tests only; as --set
+    /// allow_http=true).
+    #[arg(long)]
+    allow_http: bool,
     /// A PEM file of extra CA certificates to trust for deliveries.
     #[arg(long)]
     extra_ca: Option<PathBuf>,
@@ -103,6 +120,34 @@ struct ListenArgs {
     /// Oldest timestamp accepted, in seconds.
     #[arg(long, default_value_t = 300)]
     tolerance: u64,
+    /// Run in the background: return once the receiver accepts connections (it keeps
+    /// printing deliveries here); stop it with `kill <pid>` (the pid is printed).
+    #[arg(long)]
+    detach: bool,
+    /// The listening socket is standard input (how --detach starts the receiver).
+    #[arg(long, hide = true, conflicts_with = "detach")]
+    socket_on_stdin: bool,
+}
+
+#[derive(clap::Args)]
+struct SubscribeArgs {
+    /// The delivery URL: https:// (http:// and local addresses only where the server allows
+    /// them).
+    #[arg(long)]
+    url: String,
+    /// An event type to deliver, repeatable: load.created, load.updated,
+    /// load.status_changed.
+    #[arg(long = "event", value_name = "TYPE", required = true)]
+    events: Vec<String>,
+    /// The partner's API key (ehk_...).
+    #[arg(long, env = "EDGEHOOK_API_KEY", hide_env_values = true)]
+    key: String,
+    /// Print only the signing secret (e.g. SECRET=$(edgehook subscribe ... --quiet)).
+    #[arg(long, short)]
+    quiet: bool,
+    /// The server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "EDGEHOOK_SERVER")]
+    server: String,
 }
 
 #[derive(clap::Args)]
@@ -124,6 +169,9 @@ enum KeysCommand {
     Issue {
         /// The API client (partner) id.
         client: String,
+        /// Print only the API key (e.g. KEY=$(edgehook keys issue acme --quiet)).
+        #[arg(long, short)]
+        quiet: bool,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -241,16 +289,18 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Listen(args) => {
-            runtime()?.block_on(listen::run(args.listen, args.secret, args.tolerance))
-        }
-        Command::Keys(KeysCommand::Issue { client, remote }) => remote_call(
+        Command::Listen(args) => listen(args),
+        Command::Keys(KeysCommand::Issue {
+            client,
+            quiet,
+            remote,
+        }) => remote_call_showing(
             &remote,
             "POST",
             &format!("/internal/v1/clients/{}/keys", cli::segment(&client)),
-            None,
-            &[],
+            quiet.then_some("apiKey"),
         ),
+        Command::Subscribe(args) => subscribe(args),
         Command::Keys(KeysCommand::Revoke {
             client,
             key_id,
@@ -334,6 +384,29 @@ fn remote_call(
     body: Option<Vec<u8>>,
     headers: &[(String, String)],
 ) -> Result<()> {
+    let (status, text) = remote_answer(remote, method, path, body, headers)?;
+    cli::print_answer(status, &text, None)
+}
+
+/// [`remote_call`] without a body, printing only the answer's `data.<only>` if given.
+fn remote_call_showing(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    only: Option<&str>,
+) -> Result<()> {
+    let (status, text) = remote_answer(remote, method, path, None, &[])?;
+    cli::print_answer(status, &text, only)
+}
+
+/// One operator call: the answer's status and its (pretty-printed) body.
+fn remote_answer(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(String, String)],
+) -> Result<(u16, String)> {
     let token = match &remote.admin_token {
         Some(t) => t.clone(),
         None => cli::read_admin_token(&remote.data_dir).with_context(|| {
@@ -345,12 +418,36 @@ fn remote_call(
         })?,
     };
     let remote = Remote::new(&remote.server, &token)?;
-    let (status, text) = runtime()?.block_on(remote.call(method, path, body, headers))?;
-    println!("{text}");
-    if status >= 400 {
-        bail!("the server answered {status}");
+    runtime()?.block_on(remote.call(method, path, body, headers))
+}
+
+fn subscribe(args: SubscribeArgs) -> Result<()> {
+    let partner = Remote::new(&args.server, &args.key)?;
+    let body = serde_json::json!({"url": args.url, "eventTypes": args.events}).to_string();
+    let headers = [("content-type".to_owned(), "application/json".to_owned())];
+    let (status, text) = runtime()?.block_on(partner.call(
+        "POST",
+        "/v1/webhooks",
+        Some(body.into_bytes()),
+        &headers,
+    ))?;
+    cli::print_answer(status, &text, args.quiet.then_some("signingSecret"))
+}
+
+fn listen(args: ListenArgs) -> Result<()> {
+    if args.detach {
+        let (addr, pid) = listen::detach(args.listen, &args.secret, args.tolerance)?;
+        eprintln!(
+            "edgehook listen: receiving on {addr} in the background, pid {pid} (stop it with: \
+             kill {pid})"
+        );
+        return Ok(());
     }
-    Ok(())
+    let rt = runtime()?;
+    if args.socket_on_stdin {
+        return rt.block_on(listen::run_on_stdin(args.secret, args.tolerance));
+    }
+    rt.block_on(listen::run(args.listen, args.secret, args.tolerance))
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
@@ -383,26 +480,41 @@ fn serve(args: ServeArgs) -> Result<()> {
         config.insert(key.to_owned(), v.to_owned());
     }
     // --admin-token (or EDGEHOOK_ADMIN_TOKEN), then --set admin_token=..., then the file.
-    let token = match args
-        .admin_token
-        .or_else(|| config.get("admin_token").cloned())
-        .filter(|t| !t.trim().is_empty())
-    {
-        Some(t) => t,
-        None => cli::admin_token_or_create(&args.data_dir)?,
+    let given = |t: &String| !t.trim().is_empty();
+    let (token, token_from) = match args.admin_token.clone().filter(given) {
+        Some(t) => (t, "from --admin-token / EDGEHOOK_ADMIN_TOKEN".to_owned()),
+        None => match config.get("admin_token").filter(|t| given(t)) {
+            Some(t) => (t.clone(), "from --set admin_token".to_owned()),
+            None => (
+                cli::admin_token_or_create(&args.data_dir)?,
+                format!(
+                    "file {}",
+                    absolute(&args.data_dir.join(cli::ADMIN_TOKEN_FILE)).display()
+                ),
+            ),
+        },
     };
     config.insert("admin_token".into(), token);
     // Checked now, as the component will read them: a bad value stops the start (naming the
     // key, never the value) instead of failing every request.
-    edgehook_component::config::Settings::from_pairs(config.iter())
-        .map_err(|e| anyhow::anyhow!("invalid setting: {e}"))?;
-    let allow_private = args.allow_private_targets
-        || config
-            .get("allow_private_targets")
-            .is_some_and(|v| matches!(v.trim(), "true" | "1" | "yes"));
-    if allow_private {
+    let check = |config: &BTreeMap<String, String>| {
+        edgehook_component::config::Settings::from_pairs(config.iter())
+            .map_err(|e| anyhow::anyhow!("invalid setting: {e}"))
+    };
+    check(&config)?;
+    // The switches, as flags or as settings (--set, EDGEHOOK_ALLOW_HTTP, ...).
+    if args.allow_http {
+        config.insert("allow_http".into(), "true".into());
+    }
+    if args.allow_private_targets {
         config.insert("allow_private_targets".into(), "true".into());
     }
+    let settings = check(&config)?;
+    let net = NetOptions {
+        allow_http: settings.allow_http,
+        allow_private: settings.allow_private_targets,
+        extra_ca: args.extra_ca.clone(),
+    };
     let rt = runtime()?;
     rt.block_on(async move {
         let (kv, file_store, store_name): (KvStore, _, _) = match &args.kv {
@@ -426,14 +538,11 @@ fn serve(args: ServeArgs) -> Result<()> {
                 };
                 let store = FileStore::open(&args.data_dir.join("store"), sync)
                     .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-                let name = args.data_dir.join("store").display().to_string();
+                let name = absolute(&args.data_dir.join("store")).display().to_string();
                 (KvStore::Local(Arc::new(store.clone())), Some(store), name)
             }
         };
-        let outbound = NetOutbound::new(&NetOptions {
-            allow_private,
-            extra_ca: args.extra_ca.clone(),
-        })?;
+        let outbound = NetOutbound::new(&net)?;
         let env = HostEnv {
             kv,
             config: Arc::new(config),
@@ -444,15 +553,30 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let server = Server::new(env)?;
         let listener = bind(args.listen).await?;
+        let addr = listener.local_addr()?;
+        // Where things are: the first lines a newcomer reads.
         log_line(
             "info",
             "listening",
             &[
-                ("addr", listener.local_addr()?.to_string()),
-                ("dataDir", args.data_dir.display().to_string()),
+                ("url", format!("http://{addr}")),
+                ("addr", addr.to_string()),
+                ("dataDir", absolute(&args.data_dir).display().to_string()),
                 ("store", store_name),
+                ("adminToken", token_from),
+                ("outbound", net::describe(net.policy()).to_owned()),
             ],
         );
+        if net.allow_http || net.allow_private {
+            log_line(
+                "warn",
+                net::RELAXED,
+                &[
+                    ("allowHttp", net.allow_http.to_string()),
+                    ("allowPrivateTargets", net.allow_private.to_string()),
+                ],
+            );
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             shutdown_signal().await;
@@ -466,6 +590,11 @@ fn serve(args: ServeArgs) -> Result<()> {
         log_line("info", "stopped", &[]);
         Ok(())
     })
+}
+
+/// `path` made absolute (against the working directory), for messages.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 async fn shutdown_signal() {
@@ -524,7 +653,9 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         seed: args.seed,
         ..Default::default()
     };
-    let outcome = edgehook_host::scenario::run(&s)?;
+    let mut progress = edgehook_host::progress::Progress::stderr();
+    let outcome = edgehook_host::scenario::run_with(&s, &mut progress)?;
+    drop(progress);
     println!("{outcome:#?}");
     match outcome.check(&s) {
         Ok(()) => {

@@ -9,7 +9,7 @@
 use crate::outbound::{Outbound, OutboundFuture};
 use crate::serve::log_line;
 use bytes::Bytes;
-use edgehook_component::validate::{self, HostKind, is_global_v4, is_global_v6};
+use edgehook_component::validate::{self, HostKind, TargetPolicy, is_global_v4, is_global_v6};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
@@ -35,6 +35,26 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most of a response body read (and thrown away) to keep the connection reusable.
 const DRAIN_LIMIT: usize = 64 * 1024;
+
+/// The message of the warning `edgehook serve` logs on start when `allow_http` or
+/// `allow_private_targets` is on.
+pub const RELAXED: &str = "outbound policy relaxed: for local development and tests only";
+
+/// What a policy lets deliveries reach, in words (the `outbound` field of `serve`'s
+/// `listening` line).
+pub fn describe(policy: TargetPolicy) -> &'static str {
+    match (policy.allow_http, policy.allow_private) {
+        (false, false) => "https to public addresses only",
+        (true, false) => "https and plain http (--allow-http), to public addresses only",
+        (false, true) => {
+            "https only, to any address: loopback and private ones too (--allow-private-targets)"
+        }
+        (true, true) => {
+            "https and plain http, to any address: loopback and private ones too \
+             (--allow-http --allow-private-targets)"
+        }
+    }
+}
 
 /// Whether an address may be connected to when private targets are not allowed.
 pub fn is_global(ip: IpAddr) -> bool {
@@ -146,7 +166,7 @@ impl std::error::Error for ConnectError {}
 
 /// A TCP connection, with or without TLS.
 pub enum Stream {
-    /// Plain TCP (only to allowed private targets over `http`).
+    /// Plain TCP (only for `http` targets, when `allow_http` is on).
     Plain(TcpStream),
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),
@@ -203,7 +223,7 @@ impl AsyncWrite for Stream {
 pub enum Refusal {
     /// The host is a non-public address or a local name (`private_target`).
     NotPublic,
-    /// Plain `http` while private targets are not allowed (`https_required`).
+    /// Plain `http` while `http` is not allowed (`https_required`).
     NotHttps,
     /// The URL is malformed by the component's rules (`invalid_url`, `url_too_long`).
     Invalid,
@@ -225,7 +245,7 @@ impl Refusal {
 /// parser (every WHATWG IPv4 notation, bracketed IPv6, ASCII names only).
 pub fn check_target(
     uri: &http::Uri,
-    allow_private: bool,
+    policy: TargetPolicy,
 ) -> Result<(validate::TargetUrl, HostKind), Refusal> {
     let raw = format!(
         "{}://{}{}",
@@ -233,7 +253,7 @@ pub fn check_target(
         uri.authority().map_or("", |a| a.as_str()),
         uri.path_and_query().map_or("/", |p| p.as_str())
     );
-    let target = validate::target_url(&raw, allow_private).map_err(|p| match p.code {
+    let target = validate::target_url(&raw, policy).map_err(|p| match p.code {
         "private_target" => Refusal::NotPublic,
         "https_required" => Refusal::NotHttps,
         _ => Refusal::Invalid,
@@ -246,14 +266,13 @@ pub fn check_target(
 #[derive(Clone)]
 pub struct Connector {
     tls: TlsConnector,
-    allow_private: bool,
+    policy: TargetPolicy,
     resolver: Arc<dyn Resolve>,
 }
 
 impl Connector {
     async fn connect(self, uri: http::Uri) -> Result<TokioIo<Stream>, ConnectError> {
-        let (target, kind) =
-            check_target(&uri, self.allow_private).map_err(ConnectError::Refused)?;
+        let (target, kind) = check_target(&uri, self.policy).map_err(ConnectError::Refused)?;
         let https = target.scheme == "https";
         let port = target.port.unwrap_or(if https { 443 } else { 80 });
         let addrs: Vec<SocketAddr> = match kind {
@@ -268,7 +287,7 @@ impl Connector {
         if addrs.is_empty() {
             return Err(ConnectError::NotFound(target.host));
         }
-        if !self.allow_private
+        if !self.policy.allow_private
             && let Some(bad) = addrs.iter().find(|a| !is_global(a.ip()))
         {
             // One non-public answer refuses the name: no mixing public and private answers.
@@ -325,16 +344,41 @@ impl tower_service::Service<http::Uri> for Connector {
 #[derive(Clone)]
 pub struct NetOutbound {
     client: Client<Connector, Full<Bytes>>,
-    allow_private: bool,
+    policy: TargetPolicy,
 }
 
 /// How `NetOutbound` connects.
 #[derive(Debug, Clone, Default)]
 pub struct NetOptions {
-    /// Allow non-global addresses and plain `http` (local development and tests only).
+    /// Allow plain `http://` targets (to hosts otherwise allowed; local development and
+    /// tests only): `--allow-http`.
+    pub allow_http: bool,
+    /// Allow targets that are, or resolve to, non-global addresses, and local names (`https`
+    /// still required unless `allow_http`; local development and tests only):
+    /// `--allow-private-targets`.
     pub allow_private: bool,
     /// PEM file with extra CA certificates to trust besides the webpki roots.
     pub extra_ca: Option<std::path::PathBuf>,
+}
+
+impl NetOptions {
+    /// Both switches on, no extra CA: what tests and benchmarks delivering to `http`
+    /// receivers on 127.0.0.1 use.
+    pub fn open() -> Self {
+        NetOptions {
+            allow_http: true,
+            allow_private: true,
+            extra_ca: None,
+        }
+    }
+
+    /// The component's URL policy for these options.
+    pub fn policy(&self) -> TargetPolicy {
+        TargetPolicy {
+            allow_http: self.allow_http,
+            allow_private: self.allow_private,
+        }
+    }
 }
 
 impl NetOutbound {
@@ -365,7 +409,7 @@ impl NetOutbound {
             .with_no_client_auth();
         let connector = Connector {
             tls: TlsConnector::from(Arc::new(config)),
-            allow_private: options.allow_private,
+            policy: options.policy(),
             resolver,
         };
         let client = Client::builder(TokioExecutor::new())
@@ -374,7 +418,7 @@ impl NetOutbound {
             .build(connector);
         Ok(NetOutbound {
             client,
-            allow_private: options.allow_private,
+            policy: options.policy(),
         })
     }
 }
@@ -410,7 +454,7 @@ impl Outbound for NetOutbound {
         let client = self.client.clone();
         // Refused before anything else (the connector checks again where it connects): a
         // URL the component's rules refuse is never resolved, connected to, or pooled.
-        let checked = check_target(request.uri(), self.allow_private).map(|_| ());
+        let checked = check_target(request.uri(), self.policy).map(|_| ());
         Box::pin(async move {
             let started = Instant::now();
             let (parts, body) = request.into_parts();

@@ -27,6 +27,11 @@ pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_COMPONENT_WASM")
 /// (`bench/empty`, world `edgehook:webhooks/baseline`).
 pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
 
+/// The key-value conformance probe (`tests/kvprobe`, world `edgehook:webhooks/kvprobe`): an
+/// incoming-handler that checks the host's `wasi:keyvalue` against the rules the component
+/// relies on (docs/embedding.md, "Key-value contract"). Run it with [`Baseline::with`].
+pub const KVPROBE_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_KVPROBE_WASM"));
+
 /// Instances the pooling allocator keeps slots for.
 pub const POOL_INSTANCES: u32 = 256;
 /// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
@@ -279,6 +284,15 @@ impl Baseline {
     /// The baseline in an engine that counts fuel ([`Runtime::metered`]).
     pub fn metered() -> Result<Self> {
         Self::build(true)
+    }
+
+    /// Another component run the baseline's way: one that exports only
+    /// `wasi:http/incoming-handler` and imports only what the host provides, e.g. the
+    /// key-value probe ([`KVPROBE_WASM`]).
+    pub fn with(wasm: &[u8]) -> Result<Self> {
+        let (engine, pre) = link(wasm, false)?;
+        let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
+        Ok(Baseline { engine, pre })
     }
 
     fn build(metered: bool) -> Result<Self> {

@@ -3,6 +3,7 @@
 //! delivery record. Used by the tests (small sizes) and the benchmark command (large ones).
 
 use crate::outbound::Reply;
+use crate::progress::Progress;
 use crate::sim::Simulation;
 use anyhow::{Context as _, Result, bail, ensure};
 use edgehook_component::delivery::Delivery;
@@ -79,6 +80,11 @@ pub fn is_failing(s: &Scenario, i: usize) -> bool {
 
 /// Runs a scenario and audits every delivery record.
 pub fn run(s: &Scenario) -> Result<Outcome> {
+    run_with(s, &mut Progress::silent())
+}
+
+/// [`run`], showing its progress (subscriptions created, events published) on `progress`.
+pub fn run_with(s: &Scenario, progress: &mut Progress) -> Result<Outcome> {
     let mut sim = Simulation::builder()
         .seed(s.seed)
         .config("admin_token", "scenario")
@@ -86,7 +92,9 @@ pub fn run(s: &Scenario) -> Result<Outcome> {
         .build()?;
     let admin = [("authorization", "Bearer scenario")];
     let mut key = String::new();
+    progress.phase("creating subscriptions", s.subscriptions as u64);
     for i in 0..s.subscriptions {
+        progress.set(i as u64);
         if i % CLIENT_CAP == 0 {
             let resp = sim.request(
                 "POST",
@@ -118,7 +126,9 @@ pub fn run(s: &Scenario) -> Result<Outcome> {
         ensure!(resp.status == 201, "create: {}", resp.status);
     }
     let started = Instant::now();
+    progress.phase("publishing events", s.events as u64);
     for n in 0..s.events {
+        progress.set(n as u64);
         let load = format!(r#"{{"id":"L{n}","status":"ASSIGNED","updatedAt":{n}}}"#);
         match sim.publish("load.updated", load.as_bytes())? {
             Ok(_) => {}
@@ -127,9 +137,13 @@ pub fn run(s: &Scenario) -> Result<Outcome> {
         sim.advance(Duration::ZERO)?;
         sim.advance(s.spacing)?;
     }
+    progress.phase("running the retries left", 0);
     sim.advance(Duration::from_secs(3600))?;
+    progress.phase("auditing the ledger", 0);
     let wall = started.elapsed();
-    audit(&sim, wall)
+    let outcome = audit(&sim, wall);
+    progress.clear();
+    outcome
 }
 
 impl Outcome {

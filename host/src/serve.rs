@@ -514,6 +514,7 @@ mod tests {
         let config: BTreeMap<String, String> = [
             ("admin_token", "t"),
             ("allow_private_targets", "true"),
+            ("allow_http", "true"),
             ("attempt_timeout_ms", "120000"),
         ]
         .into_iter()

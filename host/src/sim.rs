@@ -246,6 +246,13 @@ impl Simulation {
         Ok(reports)
     }
 
+    /// Moves virtual time forward by `by` without running `tick`: a host with no timer of
+    /// its own (Spin without a CronJob), where only requests make the component run.
+    pub fn advance_without_ticking(&mut self, by: Duration) {
+        let target = self.now_ms() + u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.clock.advance_to_ms(target);
+    }
+
     fn note_due(&mut self, due: Option<u64>) {
         self.next_due_ms = match (self.next_due_ms, due) {
             (Some(a), Some(b)) => Some(a.min(b)),

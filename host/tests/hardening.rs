@@ -25,6 +25,7 @@ fn serve_logs_carry_no_secret_key_or_admin_token() {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--allow-http",
             "--allow-private-targets",
             "--set",
             "attempt_timeout_ms=1000",

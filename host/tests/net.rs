@@ -75,7 +75,7 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
             "{url}: {err:?}"
         );
     }
-    // Plain http is refused like the component refuses it: only allowed with private targets.
+    // Plain http is refused like the component refuses it: only allowed with `allow_http`.
     let err = strict
         .send(request(&format!("http://127.0.0.1:{port}/")), None)
         .await
@@ -86,11 +86,7 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
         0,
         "nothing reached the private address"
     );
-    let open = NetOutbound::new(&NetOptions {
-        allow_private: true,
-        extra_ca: None,
-    })
-    .expect("client");
+    let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let resp = open
         .send(request(&format!("http://127.0.0.1:{port}/")), None)
         .await
@@ -99,14 +95,65 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
     assert_eq!(hits.load(Ordering::SeqCst), 1);
 }
 
+/// Each switch alone allows what it says and nothing else: `allow_http` lets plain `http` to
+/// a name through the scheme check, but its private answer is still refused; with
+/// `allow_private` alone, `http` to loopback is still denied (https to loopback goes through:
+/// `https_is_verified_against_the_webpki_roots_plus_an_extra_ca`).
+#[tokio::test]
+async fn each_outbound_switch_alone_still_refuses_the_other() {
+    use edgehook_host::net::{Refusal, check_target};
+    let (port, hits) = server(200).await;
+    let dns = StaticResolver::new([(
+        "hooks.example.test".to_owned(),
+        vec![IpAddr::from([127, 0, 0, 1])],
+    )]);
+    let only_http = NetOptions {
+        allow_http: true,
+        ..NetOptions::default()
+    };
+    let only_private = NetOptions {
+        allow_private: true,
+        ..NetOptions::default()
+    };
+    let uri = |s: &str| s.parse::<http::Uri>().expect("uri");
+    let check = |url: &str, o: &NetOptions| check_target(&uri(url), o.policy()).map(|_| ());
+    assert_eq!(check("http://example.com/", &only_http), Ok(()));
+    assert_eq!(
+        check("http://127.0.0.1/", &only_http),
+        Err(Refusal::NotPublic)
+    );
+    assert_eq!(check("https://localhost/", &only_private), Ok(()));
+    assert_eq!(
+        check("http://127.0.0.1/", &only_private),
+        Err(Refusal::NotHttps)
+    );
+    let sender = NetOutbound::with_resolver(&only_http, Arc::new(dns.clone())).expect("client");
+    for url in [
+        format!("http://hooks.example.test:{port}/"),
+        format!("http://127.0.0.1:{port}/"),
+    ] {
+        let err = sender.send(request(&url), None).await.err();
+        assert!(
+            matches!(err, Some(HttpError::DestinationIpProhibited)),
+            "{url}: {err:?}"
+        );
+    }
+    assert_eq!(
+        dns.asked(),
+        ["hooks.example.test"],
+        "http passed the scheme check"
+    );
+    let sender = NetOutbound::with_resolver(&only_private, Arc::new(dns)).expect("client");
+    let url = format!("http://127.0.0.1:{port}/");
+    let err = sender.send(request(&url), None).await.err();
+    assert!(matches!(err, Some(HttpError::HttpRequestDenied)), "{err:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent");
+}
+
 #[tokio::test]
 async fn redirects_are_not_followed() {
     let (port, hits) = server(302).await;
-    let open = NetOutbound::new(&NetOptions {
-        allow_private: true,
-        extra_ca: None,
-    })
-    .expect("client");
+    let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let resp = open
         .send(request(&format!("http://127.0.0.1:{port}/")), None)
         .await
@@ -118,11 +165,7 @@ async fn redirects_are_not_followed() {
 #[tokio::test]
 async fn the_attempt_timeout_is_honoured() {
     let (port, _) = server(0).await;
-    let open = NetOutbound::new(&NetOptions {
-        allow_private: true,
-        extra_ca: None,
-    })
-    .expect("client");
+    let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let options = RequestOptions {
         first_byte_timeout: Some(Duration::from_millis(200)),
         ..Default::default()
@@ -141,11 +184,7 @@ async fn the_attempt_timeout_is_honoured() {
 
 #[tokio::test]
 async fn refused_connections_are_reported() {
-    let open = NetOutbound::new(&NetOptions {
-        allow_private: true,
-        extra_ca: None,
-    })
-    .expect("client");
+    let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     drop(listener);
@@ -227,11 +266,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
     let (port, ca_pem) = tls_server().await;
     let url = format!("https://127.0.0.1:{port}/hook");
     // The webpki roots alone do not trust a private CA.
-    let roots_only = NetOutbound::new(&NetOptions {
-        allow_private: true,
-        extra_ca: None,
-    })
-    .expect("client");
+    let roots_only = NetOutbound::new(&NetOptions::open()).expect("client");
     let err = roots_only.send(request(&url), None).await.err();
     assert!(matches!(err, Some(HttpError::TlsProtocolError)), "{err:?}");
     // With the CA given as --extra-ca, the same server is trusted.
@@ -240,6 +275,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, ca_pem).expect("write ca");
     let trusting = NetOutbound::new(&NetOptions {
+        allow_http: false,
         allow_private: true,
         extra_ca: Some(ca_file),
     })
@@ -252,6 +288,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
     let _ = std::fs::remove_dir_all(&dir);
     // A bad CA file is a clear error at start-up.
     let bad = NetOutbound::new(&NetOptions {
+        allow_http: false,
         allow_private: true,
         extra_ca: Some("/nonexistent/ca.pem".into()),
     });
@@ -424,14 +461,8 @@ async fn the_sender_connects_to_the_address_its_resolver_answered() {
         "hooks.example.test".to_owned(),
         vec![IpAddr::from([127, 0, 0, 1])],
     )]);
-    let open = NetOutbound::with_resolver(
-        &NetOptions {
-            allow_private: true,
-            extra_ca: None,
-        },
-        Arc::new(dns.clone()),
-    )
-    .expect("client");
+    let open =
+        NetOutbound::with_resolver(&NetOptions::open(), Arc::new(dns.clone())).expect("client");
     let resp = open
         .send(request(&format!("http://hooks.example.test:{port}/")), None)
         .await
@@ -485,6 +516,7 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
     let lookups = Arc::new(AtomicUsize::new(0));
     let sender = NetOutbound::with_resolver(
         &NetOptions {
+            allow_http: false,
             allow_private: true,
             extra_ca: Some(ca_file),
         },

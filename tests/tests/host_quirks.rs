@@ -181,3 +181,77 @@ fn all_three_at_once() {
         },
     );
 }
+
+/// On a host with no timer (Spin without a CronJob), requests drive the retries: after
+/// answering one, an instance runs the due work if none did in the last
+/// `opportunistic_tick_s` seconds, and the lease in the store keeps it to one per period.
+#[test]
+fn requests_drive_retries_on_a_host_without_a_timer() {
+    let mut sim = builder(72)
+        .config("opportunistic_tick_s", "10")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut sim, "acme");
+    create(&mut sim, &key, URL, &["load.created"]);
+    sim.net().endpoint(
+        URL,
+        [Reply::Status(503), Reply::Status(503), Reply::Status(200)],
+    );
+    let published = ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]);
+    assert_eq!(published.status, 202);
+    assert_eq!(sim.net().received_by(URL).len(), 1, "attempt 1 at publish");
+    let ticks = sim.ticks();
+    let health = |sim: &mut edgehook_host::sim::Simulation| {
+        let resp = sim
+            .request("GET", "/healthz", &[], b"")
+            .expect("request runs");
+        assert_eq!(resp.status, 200);
+    };
+
+    // No timer: a minute and more passes, nothing is sent until a request comes.
+    sim.advance_without_ticking(Duration::from_secs(70));
+    assert_eq!(
+        sim.net().received_by(URL).len(),
+        1,
+        "nothing without a request"
+    );
+    health(&mut sim);
+    assert_eq!(
+        sim.net().received_by(URL).len(),
+        2,
+        "the retry after a request"
+    );
+    assert_eq!(sim.ticks(), ticks, "the host itself never ticked");
+
+    // The third attempt is due five minutes later: requests before then send nothing, and
+    // requests within one period of the last opportunistic tick do not tick at all.
+    let lease = sim.store().snapshot()["ticklease"].clone();
+    health(&mut sim);
+    assert_eq!(sim.store().snapshot()["ticklease"], lease, "the lease held");
+    sim.advance_without_ticking(Duration::from_secs(330));
+    health(&mut sim);
+    assert_eq!(sim.net().received_by(URL).len(), 3, "the third attempt");
+    let received = sim.net().received_by(URL);
+    assert!(
+        received
+            .iter()
+            .all(|r| r.header("x-service-delivery-id")
+                == received[0].header("x-service-delivery-id"))
+    );
+
+    // With the setting at 0 (the default of hosts that tick themselves) requests never tick.
+    let mut off = builder(73).build().expect("sim");
+    let key = issue_key(&mut off, "acme");
+    create(&mut off, &key, URL, &["load.created"]);
+    off.net()
+        .endpoint(URL, [Reply::Status(503), Reply::Status(200)]);
+    ingest(&mut off, "load.created", br#"{"id":"L-1"}"#, &[]);
+    off.advance_without_ticking(Duration::from_secs(70));
+    health(&mut off);
+    assert_eq!(
+        off.net().received_by(URL).len(),
+        1,
+        "no opportunistic tick when off"
+    );
+    assert!(!off.store().snapshot().contains_key("ticklease"));
+}

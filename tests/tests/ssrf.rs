@@ -292,3 +292,90 @@ fn a_private_target_allowed_at_create_is_refused_at_send_once_the_setting_is_off
         "{history}"
     );
 }
+
+/// `allow_http` and `allow_private_targets` are two switches: at create each allows what it
+/// says and refuses the rest as before; a target made under a switch is refused at send
+/// (nothing sent) once that switch is off, even with the other on.
+#[test]
+fn each_switch_allows_its_own_targets_only_at_create_and_at_send() {
+    let url_code = |sim: &mut edgehook_host::sim::Simulation, key: &str, url: &str| {
+        let resp = create_with(
+            sim,
+            key,
+            &json!({"url": url, "eventTypes": ["load.created"]}),
+            &[],
+        );
+        match resp.status {
+            201 => "ok".to_owned(),
+            _ => resp.json()["error"]["details"][0]["code"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned(),
+        }
+    };
+    let mut http_only = builder(36)
+        .config("allow_http", "true")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut http_only, "acme");
+    assert_eq!(
+        url_code(&mut http_only, &key, "http://hooks.example.com/in"),
+        "ok"
+    );
+    assert_eq!(
+        url_code(&mut http_only, &key, "http://127.0.0.1/in"),
+        "private_target"
+    );
+    assert_eq!(
+        url_code(&mut http_only, &key, "https://localhost/in"),
+        "private_target"
+    );
+    let mut private_only = builder(37)
+        .config("allow_private_targets", "true")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut private_only, "acme");
+    assert_eq!(
+        url_code(&mut private_only, &key, "https://127.0.0.1/in"),
+        "ok"
+    );
+    assert_eq!(
+        url_code(&mut private_only, &key, "http://127.0.0.1/in"),
+        "https_required"
+    );
+    assert_eq!(
+        url_code(&mut private_only, &key, "http://hooks.example.com/in"),
+        "https_required"
+    );
+
+    // Made with both on; then run with private targets still allowed, but not http.
+    let mut dev = builder(38)
+        .config("allow_http", "true")
+        .config("allow_private_targets", "true")
+        .build()
+        .expect("sim");
+    let key = issue_key(&mut dev, "acme");
+    for url in ["http://hooks.example.com/in", "https://10.0.0.1/in"] {
+        dev.net().endpoint(url, [Reply::Status(200)]);
+        create(&mut dev, &key, url, &["load.created"]);
+    }
+    let mut later = builder(39)
+        .config("allow_private_targets", "true")
+        .sharing(&dev)
+        .build()
+        .expect("sim");
+    let resp = ingest(&mut later, "load.created", br#"{"id":"L-1"}"#, &[]);
+    assert_eq!(resp.status, 202);
+    later.advance(Duration::ZERO).expect("due attempts run");
+    let received: Vec<String> = later
+        .net()
+        .received()
+        .iter()
+        .map(|r| r.url.clone())
+        .collect();
+    assert_eq!(
+        received,
+        ["https://10.0.0.1/in"],
+        "only the https target was sent to"
+    );
+}

@@ -519,7 +519,7 @@ impl Model {
         let sent: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let url = data["url"].as_str().unwrap_or("");
         assert_eq!(sent["url"].as_str(), Some(url), "url echoed: {}", what());
-        crate::url::check_accepted(url, false);
+        crate::url::check_accepted(url, edgehook_component::validate::TargetPolicy::STRICT);
         let types: Vec<String> = data["eventTypes"]
             .as_array()
             .map(|a| {

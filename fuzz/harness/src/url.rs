@@ -1,18 +1,20 @@
 //! Target `url`: subscription URL validation (`validate::target_url`), the SSRF gate.
 //!
 //! Input: the URL, as bytes (lossily decoded: a URL reaches validation as a JSON string).
-//! It is validated twice, as a deployment would: strictly, and with `allow_private_targets`.
+//! It is validated under each policy a deployment can have: strictly, with `allow_http`,
+//! with `allow_private_targets`, and with both.
 //!
 //! Checked for every accepted URL:
 //! - the raw text has no whitespace, control characters, fragment, backslash or userinfo,
-//!   and is at most 2048 bytes; the scheme is `https` (or `http` when private targets are
-//!   allowed); strict acceptance implies lenient acceptance with the same parts;
+//!   and is at most 2048 bytes; the scheme is `https` (or `http` when `allow_http` is on);
+//!   acceptance under a policy implies acceptance with the same parts under every policy
+//!   that allows more;
 //! - the parts are canonical (lower-case host, no trailing dot, path starting with `/`) and
 //!   re-validating the canonical form gives the same parts;
 //! - **the `url` crate (a WHATWG parser, as browsers and most HTTP stacks read URLs) parses
 //!   it too and reads the same scheme, the same port, no userinfo, and the same host**: the
 //!   same DNS name, or the same IPv4/IPv6 address, whatever notation hides it;
-//! - when private targets are not allowed, the host as WHATWG reads it is not loopback,
+//! - when private targets are not allowed (whether or not `http` is), the host as WHATWG reads it is not loopback,
 //!   private, link-local, unspecified, broadcast, multicast, documentation, shared or
 //!   reserved (judged by `std`'s own address classifiers, IPv4 embedded in IPv6 included),
 //!   and is not `localhost`, `*.localhost` or a single label.
@@ -21,32 +23,49 @@
 //! `xn--` label that is not valid punycode) may pass validation; such a name cannot resolve,
 //! and it is still subject to the name rules above.
 
-use edgehook_component::validate::{self, HostKind, MAX_URL_LEN, TargetUrl};
+use edgehook_component::validate::{self, HostKind, MAX_URL_LEN, TargetPolicy, TargetUrl};
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The four policies: strict, `allow_http`, `allow_private_targets`, both.
+const POLICIES: [TargetPolicy; 4] = [
+    TargetPolicy::STRICT,
+    TargetPolicy {
+        allow_http: true,
+        allow_private: false,
+    },
+    TargetPolicy {
+        allow_http: false,
+        allow_private: true,
+    },
+    TargetPolicy::OPEN,
+];
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
     let raw = String::from_utf8_lossy(data);
-    let strict = validate::target_url(&raw, false);
-    let lenient = validate::target_url(&raw, true);
-    if let Ok(u) = &strict {
-        assert_eq!(
-            lenient.as_ref().ok(),
-            Some(u),
-            "{raw:?}: accepted strictly, but not the same with private targets allowed"
-        );
-        check_parsed(&raw, u, false);
-    }
-    if let Ok(u) = &lenient {
-        check_parsed(&raw, u, true);
+    let results = POLICIES.map(|policy| validate::target_url(&raw, policy));
+    for (policy, result) in POLICIES.iter().zip(&results) {
+        let Ok(u) = result else { continue };
+        check_parsed(&raw, u, *policy);
+        for (wider, other) in POLICIES.iter().zip(&results) {
+            if (wider.allow_http || !policy.allow_http)
+                && (wider.allow_private || !policy.allow_private)
+            {
+                assert_eq!(
+                    other.as_ref().ok(),
+                    Some(u),
+                    "{raw:?}: accepted under {policy:?}, but not the same under {wider:?}"
+                );
+            }
+        }
     }
 }
 
 /// Checks a URL that must be acceptable (the model calls this for every created
 /// subscription): it validates, and the result passes every check of this target.
-pub fn check_accepted(raw: &str, allow_private: bool) {
-    match validate::target_url(raw, allow_private) {
-        Ok(u) => check_parsed(raw, &u, allow_private),
+pub fn check_accepted(raw: &str, policy: TargetPolicy) {
+    match validate::target_url(raw, policy) {
+        Ok(u) => check_parsed(raw, &u, policy),
         Err(p) => panic!(
             "{raw:?} was accepted by create but fails validation: {}",
             p.message
@@ -54,8 +73,8 @@ pub fn check_accepted(raw: &str, allow_private: bool) {
     }
 }
 
-fn check_parsed(raw: &str, u: &TargetUrl, allow_private: bool) {
-    let ctx = format!("{raw:?} (private allowed: {allow_private}) -> {u:?}");
+fn check_parsed(raw: &str, u: &TargetUrl, policy: TargetPolicy) {
+    let ctx = format!("{raw:?} ({policy:?}) -> {u:?}");
     assert!(raw.len() <= MAX_URL_LEN, "too long: {ctx}");
     assert!(
         !raw.bytes().any(|b| b <= b' ' || b == 0x7f),
@@ -70,7 +89,7 @@ fn check_parsed(raw: &str, u: &TargetUrl, allow_private: bool) {
     };
     assert_eq!(scheme.to_ascii_lowercase(), u.scheme, "{ctx}");
     assert!(
-        u.scheme == "https" || (allow_private && u.scheme == "http"),
+        u.scheme == "https" || (policy.allow_http && u.scheme == "http"),
         "scheme: {ctx}"
     );
     let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
@@ -89,7 +108,7 @@ fn check_parsed(raw: &str, u: &TargetUrl, allow_private: bool) {
         u.path_and_query
     );
     assert_eq!(
-        validate::target_url(&canonical, allow_private).as_ref(),
+        validate::target_url(&canonical, policy).as_ref(),
         Ok(u),
         "the canonical form {canonical:?} reads differently: {ctx}"
     );
@@ -97,7 +116,7 @@ fn check_parsed(raw: &str, u: &TargetUrl, allow_private: bool) {
         Ok(k) => k,
         Err(p) => panic!("accepted host does not classify ({}): {ctx}", p.message),
     };
-    if !allow_private {
+    if !policy.allow_private {
         assert!(
             public_host(&u.host, kind),
             "a non-public host passed: {ctx}"

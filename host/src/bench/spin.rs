@@ -114,10 +114,7 @@ async fn set_up(port: u16, receiver: u16) -> Result<Target> {
 /// outbound sender (private targets allowed, for the receiver).
 async fn start_serve() -> Result<u16> {
     let mut e = env(file_store("spin-serve")?);
-    e.outbound = Arc::new(NetOutbound::new(&NetOptions {
-        allow_private: true,
-        extra_ca: None,
-    })?);
+    e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
     let server = Server::new(e)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();

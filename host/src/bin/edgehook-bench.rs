@@ -7,39 +7,82 @@
 //! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
 //! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use clap::{Parser, ValueEnum};
 use edgehook_host::bench;
+use edgehook_host::progress::Progress;
 use std::time::Duration;
 
 /// The same allocator as the `edgehook` binary, so `serve` is measured as it runs.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SECTIONS: [&str; 9] = [
-    "size",
-    "api",
-    "fuel",
-    "serve",
-    "delivery",
-    "simulation",
-    "growth",
-    "redis",
-    "spin",
+/// edgehook-bench: the benchmark suite. Prints one table, every figure beside a baseline
+/// measured in the same run (BENCHMARKS.md has the method and the latest results). Build it
+/// in release: `cargo run --release -p edgehook-host --bin edgehook-bench`.
+#[derive(Parser)]
+#[command(
+    version,
+    after_help = "Progress goes to stderr (a line redrawn in place on a terminal, plain lines \
+                  otherwise); the servers' log lines, then the table, go to stdout.\n\n\
+                  Exit status:\n  0  the suite ran and printed its table\n  \
+                  1  a measurement failed (the error is printed)\n  \
+                  2  usage error: an unknown flag or section"
+)]
+struct Args {
+    /// Shorten every measurement (a smoke run; the figures are then noisy).
+    #[arg(long)]
+    quick: bool,
+    /// Sections to run (default: all). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
+    /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
+    /// ../shared/tools/spin).
+    #[arg(value_enum)]
+    sections: Vec<Section>,
+}
+
+/// A part of the suite.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    /// Component and baseline sizes.
+    Size,
+    /// API latency and instantiation.
+    Api,
+    /// The guest's work per request, in fuel.
+    Fuel,
+    /// `serve` throughput over real sockets.
+    Serve,
+    /// Delivery rate to loopback receivers.
+    Delivery,
+    /// Simulation speed.
+    Simulation,
+    /// How costs grow with the data.
+    Growth,
+    /// Latency over Redis.
+    Redis,
+    /// The same component under `spin up` against `serve`.
+    Spin,
+}
+
+/// Every section, in the order they run, with what the progress line says.
+const ALL: [(Section, &str); 9] = [
+    (Section::Size, "sizes"),
+    (Section::Api, "api latency and instantiate"),
+    (Section::Fuel, "guest fuel"),
+    (Section::Serve, "serve throughput"),
+    (Section::Delivery, "delivery rate"),
+    (Section::Simulation, "simulation speed"),
+    (Section::Growth, "cost growth"),
+    (Section::Redis, "redis latency"),
+    (Section::Spin, "spin against serve"),
 ];
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let chosen: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| !a.starts_with("--"))
+    let args = Args::parse();
+    let chosen: Vec<(Section, &str)> = ALL
+        .into_iter()
+        .filter(|(s, _)| args.sections.is_empty() || args.sections.contains(s))
         .collect();
-    if let Some(bad) = chosen.iter().find(|c| !SECTIONS.contains(c)) {
-        bail!("unknown section {bad:?}; sections: {}", SECTIONS.join(", "));
-    }
-    let run = |s: &str| chosen.is_empty() || chosen.contains(&s);
-    let (n, secs, deliveries) = if quick {
+    let (n, secs, deliveries) = if args.quick {
         (200, 1, 1000)
     } else {
         (2000, 5, 10_000)
@@ -48,64 +91,54 @@ fn main() -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let mut progress = Progress::stderr();
     let mut rows = Vec::new();
-    if run("size") {
-        rows.extend(bench::size());
-    }
-    if run("api") {
-        eprintln!("api latency and instantiate ...");
-        rows.extend(rt.block_on(bench::api_latency(n))?);
-    }
-    if run("fuel") {
-        eprintln!("guest fuel ...");
-        rows.extend(rt.block_on(bench::guest_fuel())?);
-    }
-    if run("serve") {
-        eprintln!("serve throughput ...");
-        rows.extend(rt.block_on(bench::serve_throughput(Duration::from_secs(secs), 32))?);
-    }
-    if run("delivery") {
-        eprintln!("delivery rate ...");
-        rows.extend(rt.block_on(bench::delivery_rate(deliveries))?);
-    }
-    if run("simulation") {
-        eprintln!("simulation speed ...");
-        rows.extend(bench::simulation_speed()?);
-    }
-    if run("growth") {
-        eprintln!("cost growth ...");
-        rows.extend(rt.block_on(bench::cost_growth())?);
-    }
-    if run("redis") {
-        match std::env::var("EDGEHOOK_BENCH_REDIS") {
-            Ok(url) => {
-                eprintln!("redis latency ...");
-                rows.extend(rt.block_on(bench::redis_latency(
+    for (i, (section, what)) in chosen.iter().enumerate() {
+        let step = format!("[{}/{}] {what} ...", i + 1, chosen.len());
+        if progress.is_shown() {
+            progress.phase(&step, 0);
+        } else {
+            eprintln!("{step}");
+        }
+        match section {
+            Section::Size => rows.extend(bench::size()),
+            Section::Api => rows.extend(rt.block_on(bench::api_latency(n))?),
+            Section::Fuel => rows.extend(rt.block_on(bench::guest_fuel())?),
+            Section::Serve => {
+                rows.extend(rt.block_on(bench::serve_throughput(Duration::from_secs(secs), 32))?)
+            }
+            Section::Delivery => rows.extend(rt.block_on(bench::delivery_rate(deliveries))?),
+            Section::Simulation => rows.extend(bench::simulation_speed()?),
+            Section::Growth => rows.extend(rt.block_on(bench::cost_growth())?),
+            Section::Redis => match std::env::var("EDGEHOOK_BENCH_REDIS") {
+                Ok(url) => rows.extend(rt.block_on(bench::redis_latency(
                     &url,
                     n / 2,
                     Duration::from_secs(secs),
                     32,
-                ))?);
-            }
-            Err(_) => eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)"),
-        }
-    }
-    if run("spin") {
-        match edgehook_host::spin::find_binary() {
-            Some(spin) => {
-                eprintln!("spin against serve ...");
-                rows.extend(rt.block_on(bench::spin::spin_vs_serve(
+                ))?),
+                Err(_) => {
+                    progress.clear();
+                    eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)");
+                }
+            },
+            Section::Spin => match edgehook_host::spin::find_binary() {
+                Some(spin) => rows.extend(rt.block_on(bench::spin::spin_vs_serve(
                     &spin,
                     n / 4,
                     Duration::from_secs(secs),
                     32,
-                ))?);
-            }
-            None => eprintln!(
-                "spin: skipped (no Spin CLI: set SPIN_BIN, or put it at ../shared/tools/spin)"
-            ),
+                ))?),
+                None => {
+                    progress.clear();
+                    eprintln!(
+                        "spin: skipped (no Spin CLI: set SPIN_BIN, or put it at ../shared/tools/spin)"
+                    );
+                }
+            },
         }
     }
+    progress.clear();
     // The servers' log lines first, then the table.
     edgehook_host::log::flush();
     bench::print(&rows);

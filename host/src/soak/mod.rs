@@ -21,6 +21,7 @@ pub mod server;
 pub mod traffic;
 
 use crate::filestore;
+use crate::progress::Progress;
 use anyhow::{Context as _, Result, bail};
 use ledger::{Behavior, DeliveryView, Ledger, Rules, State};
 use memory::{Bound, Sample};
@@ -111,6 +112,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("the duration must be at least 1 s".into());
     }
     Ok(Duration::from_secs(secs))
+}
+
+/// Waits until `until` after `since`, redrawing `progress` (seconds since `since`) every
+/// second meanwhile.
+async fn wait_showing(progress: &mut Progress, since: Instant, until: Duration) {
+    loop {
+        let left = until.saturating_sub(since.elapsed());
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+        progress.set(since.elapsed().as_secs());
+    }
 }
 
 /// What a run found.
@@ -236,9 +250,13 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     }
     let mut samples: Vec<Sample> = Vec::new();
     let mut k = 0u32;
+    // On a terminal, a line counting the seconds (stderr); the samples are the log.
+    let mut progress = Progress::stderr();
+    progress.phase("soak: load, seconds", opts.duration.as_secs());
     while started.elapsed() < opts.duration {
         let next = opts.sample_every * (k + 1);
-        tokio::time::sleep(next.saturating_sub(started.elapsed())).await;
+        wait_showing(&mut progress, started, next).await;
+        progress.clear();
         let Some(mut s) = server.sample() else {
             bail!("the server is gone: {:?}", server.logs().unexpected_lines);
         };
@@ -272,11 +290,14 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(60), t).await;
     }
+    progress.clear();
     println!(
         "load stopped after {load_secs:.0} s; {} s grace for work in flight",
         opts.grace.as_secs()
     );
-    tokio::time::sleep(opts.grace).await;
+    progress.phase("soak: grace, seconds", opts.grace.as_secs());
+    wait_showing(&mut progress, Instant::now(), opts.grace).await;
+    progress.phase("soak: reading every delivery through the operator API", 0);
 
     // The ledger.
     let rules = Rules {
@@ -284,6 +305,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
         ..Rules::default()
     };
     let (ledger, collect_secs) = account(&ctx, &rules).await;
+    progress.clear();
     let after_load = server.sample();
 
     // Clean shutdown, then the same store in a fresh server: what holding it costs.

@@ -11,6 +11,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
 use sha2::Sha256;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -38,7 +39,11 @@ pub fn skip(why: &str) {
         "{why}, and CI is set: the Spin suite must run in CI (set SPIN_BIN, or put Spin at \
          <repo>/../shared/tools/spin; install redis-server)"
     );
-    eprintln!("\n==================== SKIPPED: {why} ====================\n");
+    // Straight to stderr: the test harness captures `eprintln!` of a passing test.
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n==================== SKIPPED: {why} ====================\n"
+    );
 }
 
 /// The Spin CLI, or `None` after [`skip`].
