@@ -129,15 +129,14 @@ async fn start_serve() -> Result<u16> {
 
 /// `spin up` on the project's manifest with the same settings as [`start_serve`].
 async fn start_spin(binary: &Path) -> Result<SpinApp> {
-    let mut variables = vec![
+    // The receiver is plain http on loopback: both development switches.
+    let variables = [
         ("admin_token", ADMIN),
         ("subscription_limit", "100000"),
         ("rate_limit_per_minute", "1000000"),
         ("allow_private_targets", "true"),
+        ("allow_http", "true"),
     ];
-    // Plain-http targets get a switch of their own in later versions; an environment variable
-    // for a variable the manifest does not declare is ignored by Spin.
-    variables.push(("allow_http", "true"));
     let options = SpinOptions {
         binary: binary.to_owned(),
         extra_outbound_hosts: vec!["http://127.0.0.1:*".to_owned()],
