@@ -211,9 +211,14 @@ impl SpinApp {
             for (name, value) in &options.variables {
                 command.env(format!("SPIN_VARIABLE_{}", name.to_uppercase()), value);
             }
-            let child = command
-                .spawn()
-                .with_context(|| format!("starting {}", options.binary.display()))?;
+            let child = match command.spawn() {
+                Ok(child) => child,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let binary = options.binary.display();
+                    return Err(e).with_context(|| format!("starting {binary}"));
+                }
+            };
             let mut app = SpinApp {
                 pid: child.id(),
                 child,
