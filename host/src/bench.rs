@@ -76,16 +76,7 @@ pub fn print(rows: &[Row]) {
 /// count time the machine gave to other guests (steal), nor time spent waiting, so CPU per
 /// request compares builds on a shared machine where requests per second cannot.
 pub fn process_cpu() -> Option<Duration> {
-    cpu_from_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)
-}
-
-/// [`process_cpu`] of another process (e.g. a Spin started by the benchmark).
-pub fn process_cpu_of(pid: u32) -> Option<Duration> {
-    cpu_from_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// User plus system time from the text of a `/proc/<pid>/stat`.
-fn cpu_from_stat(stat: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces:
     // state is the first, utime the 12th, stime the 13th (clock ticks).
     let mut fields = stat

@@ -211,9 +211,14 @@ impl SpinApp {
             for (name, value) in &options.variables {
                 command.env(format!("SPIN_VARIABLE_{}", name.to_uppercase()), value);
             }
-            let child = command
-                .spawn()
-                .with_context(|| format!("starting {}", options.binary.display()))?;
+            let child = match command.spawn() {
+                Ok(child) => child,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let binary = options.binary.display();
+                    return Err(e).with_context(|| format!("starting {binary}"));
+                }
+            };
             let mut app = SpinApp {
                 pid: child.id(),
                 child,
@@ -270,18 +275,6 @@ impl SpinApp {
         let log = self.log();
         let all: Vec<&str> = log.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    /// CPU time used so far by `spin up` and its child processes (the HTTP trigger, which
-    /// runs the component), from `/proc`; `None` where that cannot be read.
-    pub fn cpu(&self) -> Option<Duration> {
-        let children =
-            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid)).ok()?;
-        let mut total = crate::bench::process_cpu_of(self.pid)?;
-        for child in children.split_whitespace() {
-            total += crate::bench::process_cpu_of(child.parse().ok()?)?;
-        }
-        Some(total)
     }
 
     /// The temporary directory (manifest, component, state, log).
