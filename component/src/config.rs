@@ -16,6 +16,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("allow_http", Some("false")),
     ("rate_limit_per_minute", Some("1200")),
     ("opportunistic_tick_s", Some("10")),
+    ("retry_delays_ms", Some("60000,300000")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -45,6 +46,9 @@ pub struct Settings {
     /// many seconds (0: never). For hosts with no timer of their own (Spin without a
     /// CronJob); hosts that call `tick` themselves set it to 0.
     pub opportunistic_tick_s: u32,
+    /// Delay before attempt 2 and before attempt 3 after the previous attempt failed, in
+    /// milliseconds (SPEC §8: about 1 and 5 minutes; each gets up to +10 % jitter).
+    pub retry_delays_ms: [u64; 2],
 }
 
 impl std::fmt::Debug for Settings {
@@ -63,6 +67,7 @@ impl std::fmt::Debug for Settings {
             .field("allow_http", &self.allow_http)
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
             .field("opportunistic_tick_s", &self.opportunistic_tick_s)
+            .field("retry_delays_ms", &self.retry_delays_ms)
             .finish()
     }
 }
@@ -144,6 +149,21 @@ impl Settings {
             allow_http: flag("allow_http")?,
             rate_limit_per_minute: narrow(number("rate_limit_per_minute", 0, 1_000_000)?),
             opportunistic_tick_s: narrow(number("opportunistic_tick_s", 0, 3600)?),
+            retry_delays_ms: {
+                let raw = value("retry_delays_ms").unwrap_or_default();
+                let delays: Vec<u64> = raw
+                    .split(',')
+                    .filter_map(|d| d.trim().parse::<u64>().ok())
+                    .filter(|d| (1000..=86_400_000).contains(d))
+                    .collect();
+                <[u64; 2]>::try_from(delays).map_err(|_| ConfigError {
+                    key: "retry_delays_ms".to_owned(),
+                    problem: format!(
+                        "expected two delays in ms, each from 1000 to 86400000, e.g. \
+                         60000,300000; got {raw:?}"
+                    ),
+                })?
+            },
         })
     }
 }

@@ -352,8 +352,20 @@ pub fn delivery_id(event_id: &str, subscription_id: &str) -> String {
 /// When the attempt after `failed_attempts` failed ones is due, or `None` after the last.
 /// `random` picks the jitter: up to +10 % of the delay. Retries fall on whole seconds.
 pub fn retry_due(failed_at_ms: u64, failed_attempts: usize, random: u64) -> Option<u64> {
-    let delay = *RETRY_DELAYS_MS.get(failed_attempts.checked_sub(1)?)?;
-    let jitter_span = delay / 10 - 999;
+    retry_due_after(&RETRY_DELAYS_MS, failed_at_ms, failed_attempts, random)
+}
+
+/// [`retry_due`] with the delays of the `retry_delays_ms` setting (SPEC's 60 s and 300 s
+/// unless an operator changes them, e.g. a test that must not wait a minute).
+pub fn retry_due_after(
+    delays: &[u64; 2],
+    failed_at_ms: u64,
+    failed_attempts: usize,
+    random: u64,
+) -> Option<u64> {
+    let delay = *delays.get(failed_attempts.checked_sub(1)?)?;
+    // Up to +10 % (short delays: within their second, which the due time is rounded up to).
+    let jitter_span = (delay / 10).saturating_sub(999).max(1);
     let due = failed_at_ms + delay + random % jitter_span;
     Some(due.div_ceil(1000) * 1000)
 }
@@ -1438,7 +1450,8 @@ fn record_outcomes<K: Kv>(
             (false, Some(r)) => match r.outcome {
                 Ok(code) if (200..300).contains(&code) => Verdict::Succeeded,
                 Ok(410) => Verdict::Failed { gone: true },
-                _ => match retry_due(
+                _ => match retry_due_after(
+                    &env.settings.retry_delays_ms,
                     now,
                     c.delivery.attempts_in_run() + 1,
                     env.random_below(u64::MAX),
@@ -3036,6 +3049,35 @@ mod tests {
         }
         assert_eq!(retry_due(0, 3, 0), None);
         assert_eq!(retry_due(0, 0, 0), None);
+    }
+
+    /// `retry_delays_ms` moves the schedule (short delays for tests and operators): each
+    /// retry comes after its delay, on a whole second, at most a second late, never panics.
+    #[test]
+    fn retry_delays_come_from_the_setting() {
+        for random in [0, 1, 999, u64::MAX] {
+            let second = retry_due_after(&[1000, 2000], 5_500, 1, random).expect("attempt 2");
+            assert!(
+                (6_500..=7_000).contains(&second) && second.is_multiple_of(1000),
+                "{second}"
+            );
+            let third = retry_due_after(&[1000, 2000], 5_500, 2, random).expect("attempt 3");
+            assert!(
+                (7_500..=8_000).contains(&third) && third.is_multiple_of(1000),
+                "{third}"
+            );
+        }
+        assert_eq!(retry_due_after(&[1000, 2000], 0, 3, 0), None);
+        let settings = Settings::from_pairs([("retry_delays_ms", "1000, 2000")]).expect("parses");
+        assert_eq!(settings.retry_delays_ms, [1000, 2000]);
+        assert_eq!(Settings::default().retry_delays_ms, RETRY_DELAYS_MS);
+        for bad in ["60000", "60000,300000,900000", "999,5000", "a,b", ""] {
+            let err = Settings::from_pairs([("retry_delays_ms", bad)]);
+            assert!(
+                bad.is_empty() || err.is_err(),
+                "{bad:?} must be refused: {err:?}"
+            );
+        }
     }
 
     /// Jitter happens: different random inputs spread the due times over the whole +10 %

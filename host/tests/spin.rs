@@ -22,16 +22,17 @@
 //! what get exercised, and the manifest is the project's but for `source`. The receiver is on
 //! loopback, so the walks set `allow_private_targets = true` (a development setting).
 //!
-//! Retries: attempt 2 is due about 60 s after attempt 1 failed, in real time, and nothing in
-//! the component (no setting, no operator route) makes it due sooner; the walk checks that the
-//! tick route reports it due at that time and does not send it early, but does not wait for it.
+//! Retries: in the walks attempt 2 is due about 60 s after attempt 1 failed (SPEC's delays),
+//! and the walk checks that the tick route reports it due then and does not send it early.
+//! [`spin_retries_through_the_tick_route`] runs a retry for real: with `retry_delays_ms` at
+//! one second and the opportunistic tick off, only the tick route sends attempt 2.
 
 mod harness;
 
 use edgehook_host::spin;
 use harness::*;
 use serde_json::{Value, json};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::{redis_installed, rt, start_redis};
 
@@ -613,4 +614,89 @@ fn disable(w: &mut Walk, made: &Made, fail_delivery: Option<&str>) {
         let want = [made.id(0), made.id(3), made.id(4)];
         w.check(step, left == want, format!("expected {want:?}: {}", r.text));
     }
+}
+
+/// A failing receiver is retried through the tick route: attempt 1 answers 500, and attempt
+/// 2, due a second later (`retry_delays_ms`), is sent by a call of `POST /internal/v1/tick`
+/// (the opportunistic tick is off, so nothing else sends it), with the same delivery id and a
+/// valid signature; the delivery then shows two attempts and `succeeded`.
+#[test]
+fn spin_retries_through_the_tick_route() {
+    let Some(binary) = spin_binary() else {
+        return;
+    };
+    let rt = rt();
+    let receiver = Receiver::start(&rt);
+    let vars = [
+        ("allow_private_targets", "true"),
+        ("retry_delays_ms", "1000,1000"),
+        ("opportunistic_tick_s", "0"),
+    ];
+    let app = start_spin("retry", binary, &receiver, "", &vars);
+    let mut w = Walk::new("spin-retry", app, rt);
+    let Some(r) = w.call(
+        "issue key",
+        201,
+        post("/internal/v1/clients/acme/keys", Who::Operator),
+    ) else {
+        w.stop("an API key");
+    };
+    let key = r.data()["apiKey"].as_str().unwrap_or_default().to_owned();
+    let body = json!({"url": receiver.url("/flaky/1"), "eventTypes": ["load.created"]});
+    let create = post("/v1/webhooks", Who::Bearer(&key)).json(&body);
+    let Some(r) = w.call("create /flaky/1", 201, create) else {
+        w.stop("the subscription");
+    };
+    let secret = r.data()["signingSecret"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    if w.call("publish", 202, publish("load.created")).is_none() {
+        w.stop("an event");
+    }
+    let first = receiver.wait_for("/flaky/1", 1);
+    let Some(dlv) = first
+        .first()
+        .and_then(|r| r.header("x-service-delivery-id"))
+        .map(str::to_owned)
+    else {
+        w.stop("attempt 1");
+    };
+    // Tick until it sends the retry (due about a second after attempt 1 failed).
+    let end = Instant::now() + WAIT;
+    loop {
+        let Some(r) = w.call("tick", 200, post("/internal/v1/tick", Who::Operator)) else {
+            break;
+        };
+        if r.data()["attempted"].as_u64().unwrap_or(0) >= 1 {
+            let ok = r.data()["succeeded"] == 1;
+            w.check("the tick sent the retry", ok, format!("tick: {}", r.text));
+            break;
+        }
+        if Instant::now() > end {
+            w.fail(
+                "the tick sent the retry",
+                format!("not within {WAIT:?}: {}", r.text),
+            );
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    let got = receiver.wait_for("/flaky/1", 2);
+    let retry = got.get(1);
+    w.check(
+        "attempt 2: same delivery id, signed",
+        retry.is_some_and(|r| {
+            r.header("x-service-delivery-id") == Some(dlv.as_str()) && signed_by(&secret, r)
+        }),
+        format!("received {} requests", got.len()),
+    );
+    let path = format!("/internal/v1/deliveries/{dlv}");
+    w.poll("the delivery succeeded on attempt 2", &path, |d| {
+        d["status"] == "succeeded"
+            && d["attempts"].as_array().is_some_and(|a| {
+                a.len() == 2 && a[0]["statusCode"] == 500 && a[1]["statusCode"] == 200
+            })
+    });
+    w.report();
 }

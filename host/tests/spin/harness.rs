@@ -84,7 +84,8 @@ struct Inbox {
 }
 
 /// An HTTPS server on a free port of 127.0.0.1, certificate for `127.0.0.1` issued by a fresh
-/// CA. Paths `/ok/...` answer 200, `/fail/...` 500, `/gone/...` 410, others 404.
+/// CA. Paths `/ok/...` answer 200, `/fail/...` 500, `/gone/...` 410, `/flaky/...` 500 to
+/// its first request and 200 after, others 404.
 pub struct Receiver {
     port: u16,
     ca_pem: String,
@@ -99,10 +100,16 @@ async fn receive(
     let (head, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
     let path = head.uri.path().to_owned();
+    let seen = {
+        let got = inbox.got.lock().expect("inbox");
+        got.iter().filter(|r| r.path == path).count()
+    };
     let status = match path.split('/').nth(1) {
         Some("ok") => 200,
         Some("fail") => 500,
         Some("gone") => 410,
+        Some("flaky") if seen == 0 => 500,
+        Some("flaky") => 200,
         _ => 404,
     };
     let headers = head.headers.iter().map(|(n, v)| {
