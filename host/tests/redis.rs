@@ -256,6 +256,7 @@ fn two_instances_on_one_redis_share_subscriptions_and_deliveries() {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--allow-http",
             "--allow-private-targets",
             "--kv",
             &url,
