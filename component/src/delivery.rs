@@ -3027,6 +3027,167 @@ mod tests {
         );
     }
 
+    /// Answers every request with one outcome: a status code, or a network error.
+    struct Answer(Result<u16, &'static str>);
+
+    impl Sender for Answer {
+        fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+            requests
+                .iter()
+                .map(|_| SendResult {
+                    outcome: self.0.map_err(str::to_owned),
+                    latency_ms: 3,
+                })
+                .collect()
+        }
+    }
+
+    fn stored_subscription(kv: &MemoryKv, id: &str) -> Subscription {
+        let bytes = kv
+            .get(&keys::subscription(id))
+            .expect("get")
+            .expect("record");
+        Subscription::decode(&bytes).expect("decode")
+    }
+
+    /// SPEC §3.3, §8 and DESIGN "Delivery": a non-2xx answer (5xx, 3xx, 4xx) or a network
+    /// error is a failure; the attempts are numbered 1, 2, 3 in the record; attempt 2 is due
+    /// about 60 s after attempt 1 failed and attempt 3 about 300 s after attempt 2 (up to
+    /// +10 %, on whole seconds); after the third failure the delivery is failed, nothing more
+    /// is due, and the subscription's failure streak counts that one delivery once.
+    #[test]
+    fn a_failing_delivery_gets_three_numbered_attempts_on_the_retry_schedule_then_fails() {
+        for outcome in [
+            Ok(500),
+            Ok(302),
+            Ok(429),
+            Ok(199),
+            Err("connection refused"),
+        ] {
+            let kv = MemoryKv::new();
+            let settings = Settings::default();
+            let entropy = SeededEntropy::new(11);
+            let start = 1_767_225_600_000;
+            let sub = active_subscription(&kv);
+            let id = queued(&kv, &sub, &["evt_a"], start).remove(0);
+            let sender = Answer(outcome);
+            let mut now = start;
+            for (number, delay) in [(1u32, Some(60_000)), (2, Some(300_000)), (3, None)] {
+                let report = tick(&env_at(&kv, &settings, &entropy, now), &sender);
+                assert_eq!(
+                    (report.attempted, report.succeeded, report.failed),
+                    (1, 0, 1),
+                    "{outcome:?}: attempt {number}"
+                );
+                let d = stored_delivery(&kv, &keys::delivery(&id));
+                let last = d.attempts.last().expect("the attempt is recorded");
+                assert_eq!(d.attempts.len(), number as usize, "{outcome:?}");
+                assert_eq!(
+                    last.number, number,
+                    "{outcome:?}: attempts are numbered from 1"
+                );
+                assert_eq!(last.started_at, now);
+                assert!(!last.succeeded);
+                assert_eq!(last.status_code, outcome.ok(), "{outcome:?}");
+                assert_eq!(last.error.as_deref(), outcome.err(), "{outcome:?}");
+                match delay {
+                    Some(delay) => {
+                        assert_eq!(d.status, Status::Pending, "{outcome:?}: {number}");
+                        assert_eq!(d.finished_at, None);
+                        let due = d.next_attempt_at.expect("the next attempt is due");
+                        assert!(
+                            (now + delay..=now + delay + delay / 10).contains(&due),
+                            "{outcome:?}: attempt {} due {} ms after attempt {number}",
+                            number + 1,
+                            due - now
+                        );
+                        assert_eq!(due % 1000, 0, "retries fall on whole seconds");
+                        assert_eq!(report.next_due_ms, Some(due));
+                        let early = tick(&env_at(&kv, &settings, &entropy, due - 1000), &sender);
+                        assert_eq!(early.attempted, 0, "not before it is due");
+                        now = due;
+                    }
+                    None => {
+                        assert_eq!(d.status, Status::Failed, "{outcome:?}: the last attempt");
+                        assert_eq!(d.next_attempt_at, None);
+                        assert_eq!(d.finished_at, Some(now));
+                    }
+                }
+                let streak = stored_subscription(&kv, &sub).consecutive_failures;
+                assert_eq!(streak, u32::from(delay.is_none()), "{outcome:?}: {number}");
+            }
+            let later = tick(&env_at(&kv, &settings, &entropy, now + 3_600_000), &sender);
+            assert_eq!(later.attempted, 0, "{outcome:?}: at most 3 attempts");
+        }
+    }
+
+    /// DESIGN "Delivery": success is any 2xx, at the first attempt or a retry; it ends the
+    /// delivery succeeded and resets the failure streak.
+    #[test]
+    fn any_2xx_answer_is_a_success_even_on_a_retry() {
+        for code in [200, 202, 204, 299] {
+            let kv = MemoryKv::new();
+            let settings = Settings::default();
+            let entropy = SeededEntropy::new(12);
+            let now = 1_767_225_600_000;
+            let sub = active_subscription(&kv);
+            let mut record = stored_subscription(&kv, &sub);
+            record.consecutive_failures = 2;
+            kv.set(&keys::subscription(&sub), &record.encode())
+                .expect("set");
+            let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+            let first = tick(&env_at(&kv, &settings, &entropy, now), &Answer(Ok(503)));
+            assert_eq!(first.failed, 1);
+            let due = stored_delivery(&kv, &keys::delivery(&id))
+                .next_attempt_at
+                .expect("a retry");
+            let report = tick(&env_at(&kv, &settings, &entropy, due), &Answer(Ok(code)));
+            assert_eq!(
+                (report.attempted, report.succeeded, report.failed),
+                (1, 1, 0),
+                "{code}"
+            );
+            let d = stored_delivery(&kv, &keys::delivery(&id));
+            assert_eq!(d.status, Status::Succeeded, "{code}");
+            assert_eq!((d.next_attempt_at, d.finished_at), (None, Some(due)));
+            let last = d.attempts.last().expect("attempt");
+            assert_eq!((last.number, last.succeeded), (2, true), "{code}");
+            assert_eq!(
+                stored_subscription(&kv, &sub).consecutive_failures,
+                0,
+                "{code}: a success resets the streak"
+            );
+        }
+    }
+
+    /// DESIGN "Delivery": 410 Gone disables the subscription at once (reason `gone`), and the
+    /// delivery fails without a retry; another 4xx is retried and disables nothing.
+    #[test]
+    fn a_410_gone_fails_the_delivery_and_disables_the_subscription_at_once() {
+        for (code, gone) in [(410, true), (404, false)] {
+            let kv = MemoryKv::new();
+            let settings = Settings::default();
+            let entropy = SeededEntropy::new(13);
+            let now = 1_767_225_600_000;
+            let sub = active_subscription(&kv);
+            let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+            let report = tick(&env_at(&kv, &settings, &entropy, now), &Answer(Ok(code)));
+            assert_eq!((report.attempted, report.failed), (1, 1), "{code}");
+            let d = stored_delivery(&kv, &keys::delivery(&id));
+            let record = stored_subscription(&kv, &sub);
+            if gone {
+                assert_eq!(d.status, Status::Failed, "no retry after 410");
+                assert_eq!(d.next_attempt_at, None);
+                assert_eq!(record.status, SubStatus::Disabled);
+                assert_eq!(record.disabled_reason.as_deref(), Some("gone"));
+            } else {
+                assert_eq!(d.status, Status::Pending, "{code} is retried");
+                assert!(d.next_attempt_at.is_some());
+                assert_eq!(record.status, SubStatus::Active);
+            }
+        }
+    }
+
     #[test]
     fn retries_follow_the_schedule_with_bounded_jitter() {
         for random in [0, 1, 4_999, 5_000, u64::MAX] {
