@@ -278,3 +278,24 @@ fn each_non_global_ipv6_range_is_refused_and_embedded_ipv4_decides_for_its_forms
         );
     }
 }
+
+/// Names spelling an address: the numbers are 1 to 3 decimal digits, no sign (`u8`'s parser
+/// alone would take `+10`).
+#[test]
+fn a_spelled_address_is_made_of_one_to_three_digit_numbers_only() {
+    assert_eq!(
+        spelled_private_ipv4("10.0.0.1.example.com"),
+        Some(Ipv4Addr::new(10, 0, 0, 1))
+    );
+    assert_eq!(
+        spelled_private_ipv4("app-010-0-0-1.example.com"),
+        Some(Ipv4Addr::new(10, 0, 0, 1))
+    );
+    assert_eq!(spelled_private_ipv4("+10.0.0.1.example.com"), None);
+    assert_eq!(spelled_private_ipv4("x.+10-0-0-1.example.com"), None);
+    assert_eq!(
+        spelled_private_ipv4("10.0.0.example.com"),
+        None,
+        "three numbers"
+    );
+}
