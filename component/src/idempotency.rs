@@ -336,6 +336,7 @@ mod tests {
     /// another body: 409; from 24 hours on, the key is free again. A key is per client.
     #[test]
     fn a_key_replays_its_response_for_24_hours_and_conflicts_on_another_body() {
+        const DAY_MS: u64 = 86_400_000;
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(2));
         let env = |now_ms| Env {
@@ -354,7 +355,7 @@ mod tests {
             "replay sub_1"
         );
         assert_eq!(
-            outcome(begin(&env(t0 + TTL_MS - 1), "acme", "k", "f")),
+            outcome(begin(&env(t0 + DAY_MS - 1), "acme", "k", "f")),
             "replay sub_1",
             "kept 24 hours"
         );
@@ -368,7 +369,7 @@ mod tests {
             "keys are per client"
         );
         assert_eq!(
-            outcome(begin(&env(t0 + TTL_MS), "acme", "k", "other body")),
+            outcome(begin(&env(t0 + DAY_MS), "acme", "k", "other body")),
             "fresh",
             "after 24 hours the key is free"
         );
@@ -376,9 +377,10 @@ mod tests {
 
     /// DESIGN §3: two concurrent requests with one key never both create: while the first
     /// runs, the second is a 409 (whatever its body); a claim left by a request that died is
-    /// taken over only once it is [`STALE_CLAIM_MS`] old.
+    /// taken over once it is a minute old ([`STALE_CLAIM_MS`]).
     #[test]
     fn a_claim_in_progress_blocks_the_key_until_it_goes_stale() {
+        const MINUTE_MS: u64 = 60_000;
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
         let env = |now_ms| Env {
@@ -389,19 +391,19 @@ mod tests {
         };
         let t0 = 1_767_225_600_000;
         assert_eq!(outcome(begin(&env(t0), "acme", "k", "f")), "fresh");
-        for (at, body) in [(t0 + 1, "f"), (t0 + STALE_CLAIM_MS - 1, "f"), (t0 + 1, "g")] {
+        for (at, body) in [(t0 + 1, "f"), (t0 + MINUTE_MS - 1, "f"), (t0 + 1, "g")] {
             assert_eq!(
                 outcome(begin(&env(at), "acme", "k", body)),
                 "409 idempotency_conflict",
                 "{at} {body}"
             );
         }
-        let Ok(Start::Fresh(second)) = begin(&env(t0 + STALE_CLAIM_MS), "acme", "k", "f") else {
+        let Ok(Start::Fresh(second)) = begin(&env(t0 + MINUTE_MS), "acme", "k", "f") else {
             panic!("a stale claim is taken over");
         };
-        finish(&env(t0 + STALE_CLAIM_MS + 1), &second, response("sub_2")).expect("stored");
+        finish(&env(t0 + MINUTE_MS + 1), &second, response("sub_2")).expect("stored");
         assert_eq!(
-            outcome(begin(&env(t0 + STALE_CLAIM_MS + 2), "acme", "k", "f")),
+            outcome(begin(&env(t0 + MINUTE_MS + 2), "acme", "k", "f")),
             "replay sub_2"
         );
     }
@@ -410,6 +412,7 @@ mod tests {
     /// overwrite the response stored by the request that took it over.
     #[test]
     fn a_claim_lost_while_its_request_ran_cannot_store_a_response() {
+        const MINUTE_MS: u64 = 60_000;
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(4));
         let env = |now_ms| Env {
@@ -424,12 +427,12 @@ mod tests {
             other => panic!("not a fresh claim: {other:?}"),
         };
         let a = fresh(begin(&env(t0), "acme", "k", "f"));
-        let b = fresh(begin(&env(t0 + STALE_CLAIM_MS), "acme", "k", "f"));
-        finish(&env(t0 + STALE_CLAIM_MS + 1), &b, response("sub_b")).expect("B's claim");
-        let e = finish(&env(t0 + STALE_CLAIM_MS + 2), &a, response("sub_a")).expect_err("lost");
+        let b = fresh(begin(&env(t0 + MINUTE_MS), "acme", "k", "f"));
+        finish(&env(t0 + MINUTE_MS + 1), &b, response("sub_b")).expect("B's claim");
+        let e = finish(&env(t0 + MINUTE_MS + 2), &a, response("sub_a")).expect_err("lost");
         assert_eq!((e.status, e.code), (409, "idempotency_conflict"));
         assert_eq!(
-            outcome(begin(&env(t0 + STALE_CLAIM_MS + 3), "acme", "k", "f")),
+            outcome(begin(&env(t0 + MINUTE_MS + 3), "acme", "k", "f")),
             "replay sub_b"
         );
     }
@@ -453,12 +456,12 @@ mod tests {
         ));
         let store_key = keys::idempotency("acme", &sha256_hex("k"));
         assert!(kv.get(&store_key).expect("get").is_some());
-        purge(&env(t0 + TTL_MS - 1), &store_key).expect("purge");
+        purge(&env(t0 + 86_400_000 - 1), &store_key).expect("purge");
         assert!(
             kv.get(&store_key).expect("get").is_some(),
             "still in its 24 hours"
         );
-        purge(&env(t0 + TTL_MS), &store_key).expect("purge");
+        purge(&env(t0 + 86_400_000), &store_key).expect("purge");
         assert!(kv.get(&store_key).expect("get").is_none(), "expired");
         purge(&env(t0), &store_key).expect("nothing to purge is fine");
         kv.set(&store_key, b"not json").expect("set");
