@@ -1417,4 +1417,96 @@ mod listing_tests {
         make_live(&env, &sub).expect("set");
         assert_eq!(list_ids(&env), Vec::<String>::new());
     }
+
+    /// One page of acme's list: the ids, `hasMore`, `nextCursor`.
+    fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<String>, bool, Option<String>) {
+        let resp = list(
+            env,
+            &Request::new("GET", &format!("/v1/webhooks?{query}")),
+            "acme",
+            "req_p",
+        )
+        .expect("list");
+        let v: Value = serde_json::from_slice(&resp.body).expect("list is JSON");
+        let ids = v["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|s| s["id"].as_str().expect("id").to_owned())
+            .collect();
+        let has_more = v["hasMore"].as_bool().expect("hasMore");
+        let next = v["nextCursor"].as_str().map(str::to_owned);
+        assert_eq!(
+            has_more,
+            next.is_some(),
+            "a cursor exactly when there is more"
+        );
+        (ids, has_more, next)
+    }
+
+    /// All of acme's pages with `limit`, following `nextCursor` to the end.
+    fn walk(env: &Env<'_, MemoryKv>, limit: usize) -> Vec<Vec<String>> {
+        let mut pages = Vec::new();
+        let mut query = format!("limit={limit}");
+        loop {
+            let (ids, _, next) = page(env, &query);
+            pages.push(ids);
+            match next {
+                Some(cursor) => query = format!("limit={limit}&cursor={cursor}"),
+                None => return pages,
+            }
+            assert!(pages.len() < 100, "the walk ends");
+        }
+    }
+
+    /// DESIGN §3 (List): `limit` items a page in creation order; `hasMore` and a `nextCursor`
+    /// exactly when more follow (not when the last page is exactly full); following the
+    /// cursors yields every active subscription once; entries of creates cut short (no
+    /// active record) are skipped without shortening a page or ending the walk.
+    #[test]
+    fn paging_walks_every_active_subscription_once_in_creation_order() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
+        let env = env(&kv, &settings, &entropy);
+        let mut ids: Vec<String> = Vec::new();
+        for n in 0..5 {
+            ids.push(create_one(&env, n).expect("create"));
+        }
+        assert_eq!(
+            page(&env, "limit=5"),
+            (ids.clone(), false, None),
+            "exactly full"
+        );
+        assert_eq!(page(&env, "limit=6").0, ids);
+        let (first, more, _) = page(&env, "limit=4");
+        assert_eq!((first, more), (ids[..4].to_vec(), true));
+        assert_eq!(
+            walk(&env, 1),
+            ids.iter().map(|id| vec![id.clone()]).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            walk(&env, 2),
+            [ids[..2].to_vec(), ids[2..4].to_vec(), ids[4..].to_vec()]
+        );
+        // Creates cut short after appending their entry: entries with no active record.
+        let index = client_index("acme");
+        for n in 0..3 {
+            let ghost = format!("sub_{n:024x}");
+            index
+                .append(&kv, &[encode_index_item(Listing::Joining, &ghost, b"{}")])
+                .expect("append");
+        }
+        for n in 5..8 {
+            ids.push(create_one(&env, n).expect("create"));
+        }
+        for limit in [1, 2, 3, 4, 5, 7, 8, 50] {
+            let pages = walk(&env, limit);
+            assert!(
+                pages.iter().rev().skip(1).all(|p| p.len() == limit),
+                "limit {limit}: every page but the last is full: {pages:?}"
+            );
+            assert_eq!(pages.concat(), ids, "limit {limit}");
+        }
+        assert_eq!(page(&env, "limit=8"), (ids.clone(), false, None));
+    }
 }
