@@ -3188,6 +3188,112 @@ mod tests {
         }
     }
 
+    /// DESIGN "Delivery": a subscription is disabled (reason `repeated_failures`) when its
+    /// last `disable_after_failures` deliveries all ended failed; any success resets the
+    /// streak; a subscription no longer active is left alone.
+    #[test]
+    fn the_failure_streak_disables_at_the_configured_count_and_a_success_resets_it() {
+        let kv = MemoryKv::new();
+        let settings = Settings {
+            disable_after_failures: 3,
+            ..Settings::default()
+        };
+        let entropy = SeededEntropy::new(14);
+        let now = 1_767_225_600_000;
+        let env = env_at(&kv, &settings, &entropy, now);
+        let sub = active_subscription(&kv);
+        let streak = || {
+            let s = stored_subscription(&kv, &sub);
+            (s.consecutive_failures, s.status)
+        };
+        record_streak(&env, &sub, false).expect("streak");
+        record_streak(&env, &sub, false).expect("streak");
+        assert_eq!(streak(), (2, SubStatus::Active));
+        record_streak(&env, &sub, true).expect("reset");
+        assert_eq!(
+            streak(),
+            (0, SubStatus::Active),
+            "a success resets the streak"
+        );
+        record_streak(&env, &sub, true).expect("nothing to reset");
+        assert_eq!(streak(), (0, SubStatus::Active));
+        for n in 1..=2 {
+            record_streak(&env, &sub, false).expect("streak");
+            assert_eq!(streak(), (n, SubStatus::Active), "{n} of 3");
+        }
+        record_streak(&env, &sub, false).expect("streak");
+        assert_eq!(streak(), (3, SubStatus::Disabled), "the third in a row");
+        let record = stored_subscription(&kv, &sub);
+        assert_eq!(record.disabled_reason.as_deref(), Some("repeated_failures"));
+        assert_eq!(record.disabled_at, Some(now));
+        record_streak(&env, &sub, false).expect("disabled: left alone");
+        record_streak(&env, &sub, true).expect("disabled: left alone");
+        assert_eq!(streak(), (3, SubStatus::Disabled));
+        record_streak(&env, "sub_000000000000000000000009", false).expect("no such record");
+    }
+
+    /// DESIGN "Delivery": disabling cancels the subscription's pending attempts; a delivery
+    /// another tick holds a live lease on is left to that tick, and finished deliveries stay
+    /// as they are. Disabling twice cancels nothing more.
+    #[test]
+    fn disabling_cancels_pending_deliveries_but_not_leased_or_finished_ones() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(15);
+        let now = 1_767_225_600_000;
+        let env = env_at(&kv, &settings, &entropy, now);
+        let sub = active_subscription(&kv);
+        let ids: Vec<String> = [
+            "evt_due",
+            "evt_later",
+            "evt_leased",
+            "evt_lapsed",
+            "evt_done",
+        ]
+        .iter()
+        .map(|e| pending_delivery(&kv, &sub, e, now + 60_000))
+        .collect();
+        let edit = |id: &str, f: &dyn Fn(&mut Delivery)| {
+            let mut d = stored_delivery(&kv, &keys::delivery(id));
+            f(&mut d);
+            kv.set(&keys::delivery(id), &d.encode()).expect("set");
+        };
+        edit(&ids[2], &|d| {
+            d.lease_until = Some(now + 1);
+            d.lease_owner = Some("tick_other".into());
+        });
+        edit(&ids[3], &|d| {
+            d.lease_until = Some(now);
+            d.lease_owner = Some("tick_dead".into());
+        });
+        edit(&ids[4], &|d| {
+            d.status = Status::Succeeded;
+            d.next_attempt_at = None;
+            d.finished_at = Some(now - 1);
+        });
+        history_log(&sub).append(&kv, &ids).expect("history");
+        let disabled = disable(&env, &sub, "operator").expect("disable");
+        assert_eq!(
+            disabled.map(|s| (s.status, s.disabled_reason)),
+            Some((SubStatus::Disabled, Some("operator".to_owned())))
+        );
+        let status = |id: &str| stored_delivery(&kv, &keys::delivery(id));
+        for id in [&ids[0], &ids[1], &ids[3]] {
+            let d = status(id);
+            assert_eq!(d.status, Status::Cancelled, "{id}");
+            assert_eq!((d.next_attempt_at, d.finished_at), (None, Some(now)));
+        }
+        assert_eq!(status(&ids[2]).status, Status::Pending, "leased elsewhere");
+        assert_eq!(status(&ids[4]).status, Status::Succeeded);
+        assert_eq!(status(&ids[4]).finished_at, Some(now - 1));
+        assert_eq!(disable(&env, &sub, "operator").expect("again"), None);
+        // The lease runs out: a later cancel takes that one too, and only that one.
+        let later = env_at(&kv, &settings, &entropy, now + 1);
+        assert_eq!(cancel_pending(&later, &sub).expect("cancel"), 1);
+        assert_eq!(status(&ids[2]).status, Status::Cancelled);
+        assert_eq!(cancel_pending(&later, &sub).expect("cancel"), 0);
+    }
+
     #[test]
     fn retries_follow_the_schedule_with_bounded_jitter() {
         for random in [0, 1, 4_999, 5_000, u64::MAX] {

@@ -1509,4 +1509,56 @@ mod listing_tests {
         }
         assert_eq!(page(&env, "limit=8"), (ids.clone(), false, None));
     }
+
+    /// DESIGN §3: the per-client cap counts active subscriptions. A disable gives its slot
+    /// back in the client's live counter, once (the create at the cap would recount anyway,
+    /// but the counter is what every create reads); a counter already at 0 stays there; a
+    /// disable that finds nothing active (another client's, already disabled, not an id)
+    /// gives back nothing.
+    #[test]
+    fn a_disabled_subscription_gives_its_slot_back_once() {
+        let kv = MemoryKv::new();
+        let settings = Settings {
+            subscription_limit: 2,
+            ..Settings::default()
+        };
+        let entropy = SeededEntropy::new(8);
+        let env = env(&kv, &settings, &entropy);
+        let live = || parse_live(kv.get(&keys::client_live("acme")).expect("get").as_deref());
+        let a = create_one(&env, 0).expect("create");
+        let b = create_one(&env, 1).expect("create");
+        assert_eq!(live(), Some(2));
+        let full = create_one(&env, 2).expect_err("the cap");
+        assert_eq!(
+            (full.status, full.code),
+            (422, "subscription_limit_reached")
+        );
+        assert_eq!(
+            disable(&env, &a, Some("globex"), "deleted").expect("disable"),
+            None
+        );
+        assert_eq!(live(), Some(2), "another client's disable frees nothing");
+        let disabled = disable(&env, &a, Some("acme"), "deleted")
+            .expect("disable")
+            .expect("was active");
+        assert_eq!(disabled.status, Status::Disabled);
+        assert_eq!(disabled.disabled_reason.as_deref(), Some("deleted"));
+        assert_eq!(disabled.disabled_at, Some(env.now_ms));
+        assert_eq!(live(), Some(1), "the slot is given back");
+        assert_eq!(disable(&env, &a, None, "operator").expect("again"), None);
+        assert_eq!(
+            disable(&env, "not-an-id", None, "operator").expect("no such id"),
+            None
+        );
+        assert_eq!(live(), Some(1), "once");
+        create_one(&env, 4).expect("the slot is taken again");
+        assert!(create_one(&env, 5).is_err(), "at the cap again");
+        // A counter that is already 0 (written by an earlier version, or reset) stays 0.
+        kv.set(&keys::client_live("acme"), &encode_live(0, "n"))
+            .expect("set");
+        disable(&env, &b, None, "operator")
+            .expect("disable")
+            .expect("was active");
+        assert_eq!(live(), Some(0));
+    }
 }
