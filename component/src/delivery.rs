@@ -2017,6 +2017,18 @@ mod tests {
         );
     }
 
+    /// Record codecs round-trip any record, however many subscriptions an event fans out
+    /// to (its size hint must not underflow for a large fan-out).
+    #[test]
+    fn an_event_record_with_a_large_fan_out_reads_back_whole() {
+        let event = EventRecord {
+            subscriptions: (0..1_000).map(|n| format!("sub_{n:024x}")).collect(),
+            ..sample_event()
+        };
+        let bytes = event.encode();
+        assert_eq!(EventRecord::decode(&bytes), Ok(event));
+    }
+
     #[test]
     fn a_json_event_record_of_an_earlier_version_still_reads() {
         let json = format!(

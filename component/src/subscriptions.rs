@@ -1091,6 +1091,27 @@ mod record_tests {
         }
     }
 
+    /// Record codecs round-trip any record: a URL of the longest length allowed (2048), or
+    /// many event types (the size hint must not underflow for either).
+    #[test]
+    fn a_subscription_record_with_a_long_url_or_many_event_types_reads_back_whole() {
+        let long_url = Subscription {
+            url: format!("https://hooks.example.com/{}", "a".repeat(2048 - 26)),
+            ..sample()
+        };
+        assert_eq!(long_url.url.len(), 2048);
+        let many_types = Subscription {
+            url: "https://a.example/".into(),
+            event_types: (0..20).map(|n| format!("load.type_{n}")).collect(),
+            fanout_seqs: (0..20).collect(),
+            ..sample()
+        };
+        for sub in [long_url, many_types] {
+            let bytes = sub.encode();
+            assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
+        }
+    }
+
     #[test]
     fn a_damaged_subscription_record_is_an_error_not_a_panic_or_a_guess() {
         let bytes = sample().encode();
