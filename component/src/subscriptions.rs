@@ -1448,6 +1448,11 @@ mod listing_tests {
             "req_p",
         )
         .expect("list");
+        assert!(
+            !resp.body.contains(&b' '),
+            "compact JSON, each item as stored: {}",
+            String::from_utf8_lossy(&resp.body)
+        );
         let v: Value = serde_json::from_slice(&resp.body).expect("list is JSON");
         let ids = v["data"]
             .as_array()
