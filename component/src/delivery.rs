@@ -3306,6 +3306,78 @@ mod tests {
         assert_eq!(cancel_pending(&later, &sub).expect("cancel"), 0);
     }
 
+    /// Disabling decides under compare-and-swap: a delivery that another tick leased, or
+    /// that finished, between the cancel's read and its write is left as it is; one whose
+    /// lease runs out exactly now is cancelled. Deliveries already finished when it reads
+    /// begin no compare-and-swap at all.
+    #[test]
+    fn a_delivery_leased_or_finished_while_disabling_is_left_as_it_is() {
+        let now = 1_767_225_600_000;
+        type Change = fn(&mut Delivery, u64);
+        let cases: [(&str, Change, Status); 3] = [
+            (
+                "leased",
+                |d, now| {
+                    d.lease_until = Some(now + 10_000);
+                    d.lease_owner = Some("tick_other".into());
+                },
+                Status::Pending,
+            ),
+            (
+                "lease runs out now",
+                |d, now| {
+                    d.lease_until = Some(now);
+                    d.lease_owner = Some("tick_dead".into());
+                },
+                Status::Cancelled,
+            ),
+            (
+                "finished",
+                |d, now| {
+                    d.status = Status::Succeeded;
+                    d.next_attempt_at = None;
+                    d.finished_at = Some(now);
+                },
+                Status::Succeeded,
+            ),
+        ];
+        for (what, change, expected) in cases {
+            let kv = MemoryKv::new();
+            let settings = Settings::default();
+            let entropy = SeededEntropy::new(16);
+            let sub = active_subscription(&kv);
+            let id = pending_delivery(&kv, &sub, "evt_a", now + 60_000);
+            let done = pending_delivery(&kv, &sub, "evt_done", now);
+            let mut finished = stored_delivery(&kv, &keys::delivery(&done));
+            finished.status = Status::Failed;
+            finished.finished_at = Some(now - 1);
+            kv.set(&keys::delivery(&done), &finished.encode())
+                .expect("set");
+            history_log(&sub)
+                .append(&kv, &[done.clone(), id.clone()])
+                .expect("history");
+            let key: &'static str = Box::leak(keys::delivery(&id).into_boxed_str());
+            let hooked = HookKv::new(&kv, key, || {
+                let mut d = stored_delivery(&kv, key);
+                change(&mut d, now);
+                kv.set(key, &d.encode()).expect("set");
+            });
+            let env = env_at(&hooked, &settings, &entropy, now);
+            let cancelled = cancel_pending(&env, &sub).expect("cancel");
+            let d = stored_delivery(&kv, key);
+            assert_eq!(d.status, expected, "{what}");
+            assert_eq!(
+                cancelled,
+                u32::from(expected == Status::Cancelled),
+                "{what}"
+            );
+            assert!(
+                !hooked.cas.borrow().contains(&keys::delivery(&done)),
+                "{what}: no compare-and-swap on a delivery read as finished"
+            );
+        }
+    }
+
     #[test]
     fn retries_follow_the_schedule_with_bounded_jitter() {
         for random in [0, 1, 4_999, 5_000, u64::MAX] {
