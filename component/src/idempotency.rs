@@ -293,4 +293,179 @@ mod tests {
             (201, "sub_1")
         );
     }
+
+    fn response(id: &str) -> StoredResponse {
+        StoredResponse {
+            status: 201,
+            location: Some(format!("/v1/webhooks/{id}")),
+            subscription_id: id.into(),
+        }
+    }
+
+    /// What `begin` answers, in short: "fresh", "replay <id>", or the error's status and code.
+    fn outcome(start: Result<Start, ApiError>) -> String {
+        match start {
+            Ok(Start::Fresh(_)) => "fresh".into(),
+            Ok(Start::Replay(r)) => format!("replay {}", r.subscription_id),
+            Err(e) => format!("{} {}", e.status, e.code),
+        }
+    }
+
+    /// DESIGN §3: `Idempotency-Key` is 1 to 255 printable ASCII characters; anything else is
+    /// a 422 naming the header.
+    #[test]
+    fn an_idempotency_key_is_1_to_255_printable_ascii_characters() {
+        for ok in ["a", " ", "~", "order-17 retry#2", &"k".repeat(255)] {
+            assert_eq!(check_key(ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "",
+            &"k".repeat(256),
+            "tab\there",
+            "del\u{7f}",
+            "caf\u{e9}",
+            "nl\n",
+        ] {
+            let e = check_key(bad).expect_err(bad);
+            assert_eq!((e.status, e.code), (422, "validation_failed"), "{bad:?}");
+            assert_eq!(e.details[0].field, "Idempotency-Key");
+        }
+    }
+
+    /// DESIGN §3: same key and same body within 24 hours: the stored response (a replay);
+    /// another body: 409; from 24 hours on, the key is free again. A key is per client.
+    #[test]
+    fn a_key_replays_its_response_for_24_hours_and_conflicts_on_another_body() {
+        const DAY_MS: u64 = 86_400_000;
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(2));
+        let env = |now_ms| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let t0 = 1_767_225_600_000;
+        let Ok(Start::Fresh(claim)) = begin(&env(t0), "acme", "k", "f") else {
+            panic!("a fresh claim");
+        };
+        finish(&env(t0 + 10), &claim, response("sub_1")).expect("stored");
+        assert_eq!(
+            outcome(begin(&env(t0 + 20), "acme", "k", "f")),
+            "replay sub_1"
+        );
+        assert_eq!(
+            outcome(begin(&env(t0 + DAY_MS - 1), "acme", "k", "f")),
+            "replay sub_1",
+            "kept 24 hours"
+        );
+        assert_eq!(
+            outcome(begin(&env(t0 + 20), "acme", "k", "other body")),
+            "409 idempotency_conflict"
+        );
+        assert_eq!(
+            outcome(begin(&env(t0 + 20), "globex", "k", "other body")),
+            "fresh",
+            "keys are per client"
+        );
+        assert_eq!(
+            outcome(begin(&env(t0 + DAY_MS), "acme", "k", "other body")),
+            "fresh",
+            "after 24 hours the key is free"
+        );
+    }
+
+    /// DESIGN §3: two concurrent requests with one key never both create: while the first
+    /// runs, the second is a 409 (whatever its body); a claim left by a request that died is
+    /// taken over once it is a minute old ([`STALE_CLAIM_MS`]).
+    #[test]
+    fn a_claim_in_progress_blocks_the_key_until_it_goes_stale() {
+        const MINUTE_MS: u64 = 60_000;
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
+        let env = |now_ms| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let t0 = 1_767_225_600_000;
+        assert_eq!(outcome(begin(&env(t0), "acme", "k", "f")), "fresh");
+        for (at, body) in [(t0 + 1, "f"), (t0 + MINUTE_MS - 1, "f"), (t0 + 1, "g")] {
+            assert_eq!(
+                outcome(begin(&env(at), "acme", "k", body)),
+                "409 idempotency_conflict",
+                "{at} {body}"
+            );
+        }
+        let Ok(Start::Fresh(second)) = begin(&env(t0 + MINUTE_MS), "acme", "k", "f") else {
+            panic!("a stale claim is taken over");
+        };
+        finish(&env(t0 + MINUTE_MS + 1), &second, response("sub_2")).expect("stored");
+        assert_eq!(
+            outcome(begin(&env(t0 + MINUTE_MS + 2), "acme", "k", "f")),
+            "replay sub_2"
+        );
+    }
+
+    /// A request whose claim was taken over cannot store its response (409), and does not
+    /// overwrite the response stored by the request that took it over.
+    #[test]
+    fn a_claim_lost_while_its_request_ran_cannot_store_a_response() {
+        const MINUTE_MS: u64 = 60_000;
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(4));
+        let env = |now_ms| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let t0 = 1_767_225_600_000;
+        let fresh = |start| match start {
+            Ok(Start::Fresh(claim)) => claim,
+            other => panic!("not a fresh claim: {other:?}"),
+        };
+        let a = fresh(begin(&env(t0), "acme", "k", "f"));
+        let b = fresh(begin(&env(t0 + MINUTE_MS), "acme", "k", "f"));
+        finish(&env(t0 + MINUTE_MS + 1), &b, response("sub_b")).expect("B's claim");
+        let e = finish(&env(t0 + MINUTE_MS + 2), &a, response("sub_a")).expect_err("lost");
+        assert_eq!((e.status, e.code), (409, "idempotency_conflict"));
+        assert_eq!(
+            outcome(begin(&env(t0 + MINUTE_MS + 3), "acme", "k", "f")),
+            "replay sub_b"
+        );
+    }
+
+    /// DESIGN §3 (kept 24 h): the purge deletes a record from 24 hours after its first use,
+    /// and an unreadable one at once; a record still in its 24 hours, or none, is left alone.
+    #[test]
+    fn the_purge_deletes_records_from_24_hours_on_and_damaged_ones_at_once() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(5));
+        let env = |now_ms| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        let t0 = 1_767_225_600_000;
+        assert!(matches!(
+            begin(&env(t0), "acme", "k", "f"),
+            Ok(Start::Fresh(_))
+        ));
+        let store_key = keys::idempotency("acme", &sha256_hex("k"));
+        assert!(kv.get(&store_key).expect("get").is_some());
+        purge(&env(t0 + 86_400_000 - 1), &store_key).expect("purge");
+        assert!(
+            kv.get(&store_key).expect("get").is_some(),
+            "still in its 24 hours"
+        );
+        purge(&env(t0 + 86_400_000), &store_key).expect("purge");
+        assert!(kv.get(&store_key).expect("get").is_none(), "expired");
+        purge(&env(t0), &store_key).expect("nothing to purge is fine");
+        kv.set(&store_key, b"not json").expect("set");
+        purge(&env(t0), &store_key).expect("purge");
+        assert!(kv.get(&store_key).expect("get").is_none(), "damaged");
+    }
 }

@@ -38,6 +38,8 @@ pub mod scheduler;
 pub mod signing;
 pub mod subscriptions;
 pub mod validate;
+#[cfg(test)]
+mod validate_tests;
 
 #[cfg(target_arch = "wasm32")]
 #[allow(

@@ -85,4 +85,29 @@ mod tests {
             count_request(&env, "acme").expect("0 is no limit");
         }
     }
+
+    /// The first minute since the epoch has no minute before it whose counter to delete
+    /// (a store or a simulated clock at 0 must not make the count underflow); the limit
+    /// holds there as anywhere.
+    #[test]
+    fn the_first_minute_since_the_epoch_counts_without_a_minute_before() {
+        let kv = MemoryKv::new();
+        let settings = Settings::from_pairs([("rate_limit_per_minute", "2")]).expect("valid");
+        let entropy = SeededEntropy::new(2);
+        let at = |now_ms: u64| Env {
+            now_ms,
+            kv: &kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        count_request(&at(0), "acme").expect("the first");
+        count_request(&at(59_000), "acme").expect("the second");
+        let refused = count_request(&at(59_999), "acme").expect_err("the third");
+        assert_eq!(
+            refused.headers,
+            [("retry-after".to_owned(), "1".to_owned())],
+            "1 ms to the turn of the minute, rounded up to a second"
+        );
+        count_request(&at(WINDOW_MS), "acme").expect("the next minute");
+    }
 }

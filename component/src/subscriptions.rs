@@ -1084,6 +1084,27 @@ mod record_tests {
         }
     }
 
+    /// Record codecs round-trip any record: a URL of the longest length allowed (2048), or
+    /// many event types (the size hint must not underflow for either).
+    #[test]
+    fn a_subscription_record_with_a_long_url_or_many_event_types_reads_back_whole() {
+        let long_url = Subscription {
+            url: format!("https://hooks.example.com/{}", "a".repeat(2048 - 26)),
+            ..sample()
+        };
+        assert_eq!(long_url.url.len(), 2048);
+        let many_types = Subscription {
+            url: "https://a.example/".into(),
+            event_types: (0..20).map(|n| format!("load.type_{n}")).collect(),
+            fanout_seqs: (0..20).collect(),
+            ..sample()
+        };
+        for sub in [long_url, many_types] {
+            let bytes = sub.encode();
+            assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
+        }
+    }
+
     #[test]
     fn a_damaged_subscription_record_is_an_error_not_a_panic_or_a_guess() {
         let bytes = sample().encode();
@@ -1389,5 +1410,154 @@ mod listing_tests {
         // ... before the create's last step.
         make_live(&env, &sub).expect("set");
         assert_eq!(list_ids(&env), Vec::<String>::new());
+    }
+
+    /// One page of acme's list: the ids, `hasMore`, `nextCursor`.
+    fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<String>, bool, Option<String>) {
+        let resp = list(
+            env,
+            &Request::new("GET", &format!("/v1/webhooks?{query}")),
+            "acme",
+            "req_p",
+        )
+        .expect("list");
+        assert!(
+            !resp.body.contains(&b' '),
+            "compact JSON, each item as stored: {}",
+            String::from_utf8_lossy(&resp.body)
+        );
+        let v: Value = serde_json::from_slice(&resp.body).expect("list is JSON");
+        let ids = v["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .map(|s| s["id"].as_str().expect("id").to_owned())
+            .collect();
+        let has_more = v["hasMore"].as_bool().expect("hasMore");
+        let next = v["nextCursor"].as_str().map(str::to_owned);
+        assert_eq!(
+            has_more,
+            next.is_some(),
+            "a cursor exactly when there is more"
+        );
+        (ids, has_more, next)
+    }
+
+    /// All of acme's pages with `limit`, following `nextCursor` to the end.
+    fn walk(env: &Env<'_, MemoryKv>, limit: usize) -> Vec<Vec<String>> {
+        let mut pages = Vec::new();
+        let mut query = format!("limit={limit}");
+        loop {
+            let (ids, _, next) = page(env, &query);
+            pages.push(ids);
+            match next {
+                Some(cursor) => query = format!("limit={limit}&cursor={cursor}"),
+                None => return pages,
+            }
+            assert!(pages.len() < 100, "the walk ends");
+        }
+    }
+
+    /// DESIGN §3 (List): `limit` items a page in creation order; `hasMore` and a `nextCursor`
+    /// exactly when more follow (not when the last page is exactly full); following the
+    /// cursors yields every active subscription once; entries of creates cut short (no
+    /// active record) are skipped without shortening a page or ending the walk.
+    #[test]
+    fn paging_walks_every_active_subscription_once_in_creation_order() {
+        let kv = MemoryKv::new();
+        let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
+        let env = env(&kv, &settings, &entropy);
+        let mut ids: Vec<String> = Vec::new();
+        for n in 0..5 {
+            ids.push(create_one(&env, n).expect("create"));
+        }
+        assert_eq!(
+            page(&env, "limit=5"),
+            (ids.clone(), false, None),
+            "exactly full"
+        );
+        assert_eq!(page(&env, "limit=6").0, ids);
+        let (first, more, _) = page(&env, "limit=4");
+        assert_eq!((first, more), (ids[..4].to_vec(), true));
+        assert_eq!(
+            walk(&env, 1),
+            ids.iter().map(|id| vec![id.clone()]).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            walk(&env, 2),
+            [ids[..2].to_vec(), ids[2..4].to_vec(), ids[4..].to_vec()]
+        );
+        // Creates cut short after appending their entry: entries with no active record.
+        let index = client_index("acme");
+        for n in 0..3 {
+            let ghost = format!("sub_{n:024x}");
+            index
+                .append(&kv, &[encode_index_item(Listing::Joining, &ghost, b"{}")])
+                .expect("append");
+        }
+        for n in 5..8 {
+            ids.push(create_one(&env, n).expect("create"));
+        }
+        for limit in [1, 2, 3, 4, 5, 7, 8, 50] {
+            let pages = walk(&env, limit);
+            assert!(
+                pages.iter().rev().skip(1).all(|p| p.len() == limit),
+                "limit {limit}: every page but the last is full: {pages:?}"
+            );
+            assert_eq!(pages.concat(), ids, "limit {limit}");
+        }
+        assert_eq!(page(&env, "limit=8"), (ids.clone(), false, None));
+    }
+
+    /// DESIGN §3: the per-client cap counts active subscriptions. A disable gives its slot
+    /// back in the client's live counter, once (the create at the cap would recount anyway,
+    /// but the counter is what every create reads); a counter already at 0 stays there; a
+    /// disable that finds nothing active (another client's, already disabled, not an id)
+    /// gives back nothing.
+    #[test]
+    fn a_disabled_subscription_gives_its_slot_back_once() {
+        let kv = MemoryKv::new();
+        let settings = Settings {
+            subscription_limit: 2,
+            ..Settings::default()
+        };
+        let entropy = SeededEntropy::new(8);
+        let env = env(&kv, &settings, &entropy);
+        let live = || parse_live(kv.get(&keys::client_live("acme")).expect("get").as_deref());
+        let a = create_one(&env, 0).expect("create");
+        let b = create_one(&env, 1).expect("create");
+        assert_eq!(live(), Some(2));
+        let full = create_one(&env, 2).expect_err("the cap");
+        assert_eq!(
+            (full.status, full.code),
+            (422, "subscription_limit_reached")
+        );
+        assert_eq!(
+            disable(&env, &a, Some("globex"), "deleted").expect("disable"),
+            None
+        );
+        assert_eq!(live(), Some(2), "another client's disable frees nothing");
+        let disabled = disable(&env, &a, Some("acme"), "deleted")
+            .expect("disable")
+            .expect("was active");
+        assert_eq!(disabled.status, Status::Disabled);
+        assert_eq!(disabled.disabled_reason.as_deref(), Some("deleted"));
+        assert_eq!(disabled.disabled_at, Some(env.now_ms));
+        assert_eq!(live(), Some(1), "the slot is given back");
+        assert_eq!(disable(&env, &a, None, "operator").expect("again"), None);
+        assert_eq!(
+            disable(&env, "not-an-id", None, "operator").expect("no such id"),
+            None
+        );
+        assert_eq!(live(), Some(1), "once");
+        create_one(&env, 4).expect("the slot is taken again");
+        assert!(create_one(&env, 5).is_err(), "at the cap again");
+        // A counter that is already 0 (written by an earlier version, or reset) stays 0.
+        kv.set(&keys::client_live("acme"), &encode_live(0, "n"))
+            .expect("set");
+        disable(&env, &b, None, "operator")
+            .expect("disable")
+            .expect("was active");
+        assert_eq!(live(), Some(0));
     }
 }
