@@ -826,7 +826,14 @@ async fn serve_webhooks(env: &HostEnv) -> Result<(u16, MakeRequest)> {
     let rt = Runtime::embedded()?;
     let key = issue_key(rt, env, "bench").await?;
     create_many(rt, env, &key, "s", 10, "load.created").await?;
-    let server = Server::new(env.clone())?;
+    let port = spawn_serve(env.clone()).await?;
+    Ok((port, Arc::new(move || req("GET", "/v1/webhooks", &key, ""))))
+}
+
+/// `edgehook serve`'s server on `env`, on a free loopback port, running until the runtime
+/// stops: its port.
+async fn spawn_serve(env: HostEnv) -> Result<u16> {
+    let server = Server::new(env)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
@@ -835,7 +842,7 @@ async fn serve_webhooks(env: &HostEnv) -> Result<(u16, MakeRequest)> {
         let _stop = stop;
         server.run(listener, stop_rx).await
     });
-    Ok((port, Arc::new(move || req("GET", "/v1/webhooks", &key, ""))))
+    Ok(port)
 }
 
 /// `edgehook serve` (the real server, durable store) over loopback: `GET /v1/webhooks` under

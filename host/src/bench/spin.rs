@@ -19,7 +19,6 @@
 
 use super::{LoadResult, MakeRequest, Row, env, file_store, load, percentile};
 use crate::net::{NetOptions, NetOutbound};
-use crate::serve::Server;
 use crate::spin::{SpinApp, SpinOptions};
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
@@ -115,16 +114,7 @@ async fn set_up(port: u16, receiver: u16) -> Result<Target> {
 async fn start_serve() -> Result<u16> {
     let mut e = env(file_store("spin-serve")?);
     e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
-    let server = Server::new(e)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        // The sender lives as long as the server: it stops when the runtime does.
-        let _stop = stop;
-        server.run(listener, stop_rx).await
-    });
-    Ok(port)
+    super::spawn_serve(e).await
 }
 
 /// `spin up` on the project's manifest with the same settings as [`start_serve`].
