@@ -19,10 +19,9 @@ fn main() {
         .expect("host/ sits in the workspace")
         .to_path_buf();
     for watched in [
-        "component/src",
+        "component",
         "bench/empty/src",
         "tests/kvprobe/src",
-        "component/Cargo.toml",
         "Cargo.toml",
         "wit",
         "Cargo.lock",

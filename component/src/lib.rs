@@ -1,45 +1,45 @@
 //! # edgehook component
 //!
-//! The edgehook webhook service as one WebAssembly component. The crate is a **functional
-//! core** (plain Rust that compiles and unit-tests natively) and one **thin shell** module,
-//! compiled only for `wasm32`, that turns WIT calls into core calls.
+//! The edgehook webhook service as one WebAssembly component. The crate is the top of a stack
+//! of layer crates that make up the **functional core** (plain Rust that compiles and
+//! unit-tests natively), plus one **thin shell** module, compiled only for `wasm32`, that
+//! turns WIT calls into core calls. The layers, top down (each uses only those below it):
+//!
+//! - [`api`] — routes, authentication, rate limits, idempotency, partner and operator API;
+//! - [`delivery`] — fan-out, the due queue, ticks, attempts, health, retention, replay;
+//! - [`subscriptions`] — subscription storage: records, indexes, the per-client cap;
+//! - [`records`] — every stored record type and its versioned encoding;
+//! - [`model`] — the request environment, settings, ids, HTTP values, errors, event types,
+//!   URL rules, signatures;
+//! - [`storage`] — the key-value interface, typed keys, codec, append logs, directories.
 //!
 //! The core never reads a clock, a random source or the network by itself: every entry point
-//! takes an [`env::Env`] holding the time, the randomness, the store and the settings.
+//! takes a [`model::env::Env`] holding the time, the randomness, the store and the settings.
 //!
 //! ```
-//! use edgehook_component::{config::Settings, env::{Env, SeededEntropy}, http::Request,
-//!     kv::MemoryKv, router};
+//! use edgehook_component::{api::router, delivery::NoNetwork, model::config::Settings,
+//!     model::env::{Env, SeededEntropy}, model::http::Request, storage::kv::MemoryKv};
 //!
 //! let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(1));
 //! let env = Env { now_ms: 1_700_000_000_000, kv: &kv, settings: &settings, entropy: &entropy };
-//! let handled = router::handle(&env, &Request::new("GET", "/healthz"), &edgehook_component::delivery::NoNetwork);
+//! let handled = router::handle(&env, &Request::new("GET", "/healthz"), &NoNetwork);
 //! assert_eq!(handled.response.status, 200);
 //! ```
 
-pub mod applog;
-pub mod auth;
-pub mod codec;
-pub mod config;
-pub mod delivery;
-pub mod directory;
-pub mod env;
-pub mod error;
-pub mod events;
-pub mod http;
-pub mod idempotency;
-pub mod ids;
-pub mod keys;
-pub mod kv;
-pub mod limits;
-pub mod operator;
-pub mod router;
-pub mod scheduler;
-pub mod signing;
-pub mod subscriptions;
-pub mod validate;
-#[cfg(test)]
-mod validate_tests;
+pub use edgehook_api as api;
+pub use edgehook_delivery as delivery;
+pub use edgehook_model as model;
+pub use edgehook_records as records;
+pub use edgehook_storage as storage;
+pub use edgehook_subscriptions as subscriptions;
+
+// Module paths of the flat layout, until every user has moved to the layer paths above.
+#[doc(hidden)]
+pub use edgehook_api::{auth, idempotency, limits, operator, router};
+#[doc(hidden)]
+pub use edgehook_model::{config, env, error, events, http, ids, signing, validate};
+#[doc(hidden)]
+pub use edgehook_storage::{applog, codec, directory, keys, kv};
 
 #[cfg(target_arch = "wasm32")]
 #[allow(

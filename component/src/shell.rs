@@ -11,16 +11,6 @@ mod bindings {
     });
 }
 
-use crate::config::Settings;
-use crate::delivery::{self, Outgoing, SendResult, Sender};
-use crate::env::{Entropy, Env};
-use crate::events::{PublishError, PublishReceipt};
-use crate::http::{Request, Response};
-use crate::ids::IdKind;
-use crate::keys::AsKey;
-use crate::kv::{Kv, KvError};
-use crate::router::{self, READ_LIMIT};
-use crate::scheduler::{self, TickReport};
 use bindings::exports::edgehook::webhooks::{events as wit_events, scheduler as wit_scheduler};
 use bindings::exports::wasi::http::incoming_handler;
 use bindings::wasi::clocks::monotonic_clock;
@@ -32,6 +22,16 @@ use bindings::wasi::http::types::{
 use bindings::wasi::io::poll;
 use bindings::wasi::io::streams::StreamError;
 use bindings::wasi::keyvalue::{atomics, batch, store};
+use edgehook_api::router::{self, READ_LIMIT};
+use edgehook_delivery::scheduler;
+use edgehook_delivery::{self as delivery, Outgoing, SendResult, Sender, TickReport};
+use edgehook_model::config::Settings;
+use edgehook_model::env::{Entropy, Env};
+use edgehook_model::events::{PublishError, PublishReceipt};
+use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::IdKind;
+use edgehook_storage::keys::AsKey;
+use edgehook_storage::kv::{Kv, KvError};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The key-value bucket every host provides (Spin's default store).

@@ -163,8 +163,8 @@ impl HttpResponse {
     }
 }
 
+pub use edgehook_component::delivery::TickReport;
 pub use edgehook_component::events::{PublishError, PublishReceipt};
-pub use edgehook_component::scheduler::TickReport;
 
 /// An engine with the pooling allocator, the component compiled in it, and an
 /// `InstancePre` linked against every host import.

@@ -196,7 +196,14 @@ pub fn sources(dir: &str) -> Vec<(String, Vec<String>)> {
                 dirs.push(path);
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
+            // Test-only files: `tests.rs` and `*_tests.rs` modules (compiled under
+            // `#[cfg(test)]` by their parent) and integration tests.
+            if path.extension().is_none_or(|e| e != "rs")
+                || path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with("tests.rs"))
+                || path.parent().is_some_and(|p| p.ends_with("tests"))
+            {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("source");

@@ -1,0 +1,17 @@
+//! # edgehook API — the HTTP face of the service
+//!
+//! Owns every route and what it answers: the [`router`] (routes, 404/405/413, the request id
+//! on every response), API keys and the operator token ([`auth`]), the partner rate limit
+//! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
+//! `/v1/webhooks` ([`partner`]) and the operator API `/internal/v1` ([`operator`]).
+//!
+//! May use: `edgehook-delivery`, `edgehook-subscriptions`, `edgehook-records`,
+//! `edgehook-model`, `edgehook-storage` (everything below it). Nothing uses it but the
+//! component's shell.
+
+pub mod auth;
+pub mod idempotency;
+pub mod limits;
+pub mod operator;
+pub mod partner;
+pub mod router;

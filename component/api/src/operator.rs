@@ -1,0 +1,250 @@
+//! The operator API (`/internal/v1/...`): authenticated with the admin token from
+//! `wasi:config` (`admin_token`), never with a partner API key.
+
+use crate::auth::{self, bearer};
+use crate::idempotency;
+use crate::partner;
+use edgehook_delivery::{self as delivery, Sender};
+use edgehook_model::env::Env;
+use edgehook_model::error::{ApiError, FieldError};
+use edgehook_model::events::{EVENT_TYPES, PublishError};
+use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::IdKind;
+use edgehook_storage::kv::Kv;
+use edgehook_subscriptions::{self as subscriptions, Subscription};
+use serde_json::{Value, json};
+
+/// Accepts the request only if it carries the configured admin token (compared in constant
+/// time). With no admin token configured, every operator call is refused.
+pub fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<(), ApiError> {
+    let expected = env
+        .settings
+        .admin_token
+        .as_deref()
+        .ok_or_else(ApiError::unauthorized_operator)?;
+    let given = bearer(req).ok_or_else(ApiError::unauthorized_operator)?;
+    if auth::secret_eq(given, expected) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized_operator())
+    }
+}
+
+/// `GET /internal/v1/settings`: the settings this instance runs with (the admin token is
+/// never shown, only whether it is set).
+pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
+    let s = env.settings;
+    Response::json(
+        200,
+        &json!({
+            "data": {
+                "attemptTimeoutMs": s.attempt_timeout_ms,
+                "maxConcurrency": s.max_concurrency,
+                "disableAfterFailures": s.disable_after_failures,
+                "retentionDays": s.retention_days,
+                "subscriptionLimit": s.subscription_limit,
+                "allowPrivateTargets": s.allow_private_targets,
+                "allowHttp": s.allow_http,
+                "rateLimitPerMinute": s.rate_limit_per_minute,
+            },
+            "requestId": request_id,
+        }),
+    )
+}
+
+/// `POST /internal/v1/clients/{clientId}/keys`: issues an API key, shown only in this
+/// response.
+pub fn issue_key<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    if !auth::valid_client_id(client_id) {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "clientId",
+            "invalid_client_id",
+            "clientId must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'",
+        )]));
+    }
+    let (record, key) = auth::issue(env, client_id)?;
+    Ok(Response::json(
+        201,
+        &json!({
+            "data": {"id": record.id, "clientId": record.client_id, "apiKey": key, "createdAt": record.created_at},
+            "requestId": request_id,
+        }),
+    ))
+}
+
+/// `DELETE /internal/v1/clients/{clientId}/keys/{keyId}`: revokes an API key at once.
+pub fn revoke_key<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    key_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let record = auth::revoke(env, client_id, key_id)?;
+    Ok(Response::json(
+        200,
+        &json!({
+            "data": {"id": record.id, "clientId": record.client_id, "status": "revoked", "revokedAt": record.revoked_at},
+            "requestId": request_id,
+        }),
+    ))
+}
+
+/// `POST /internal/v1/events`: ingest one load event. The body is the raw load JSON, the
+/// event type is the `X-Service-Event` header, `Idempotency-Key` makes retries safe.
+/// Answers 202 with the event id, and names the deliveries to run at once.
+pub fn ingest<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+) -> Result<(Response, delivery::RunNow), ApiError> {
+    let content_type = req.header_str("content-type").unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let Some(event_type) = req.header_str("x-service-event") else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "X-Service-Event",
+            "required",
+            format!(
+                "X-Service-Event is required; one of {}",
+                EVENT_TYPES.join(", ")
+            ),
+        )]));
+    };
+    let key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
+        None => None,
+        Some((_, raw)) => {
+            let key = std::str::from_utf8(raw).map_err(|_| idempotency::invalid_key())?;
+            idempotency::check_key(key)?;
+            Some(key)
+        }
+    };
+    match delivery::publish_prepared(env, event_type, &req.body, key) {
+        Ok((receipt, prepared)) => {
+            /// Keys sorted, as `serde_json::json!` writes them.
+            #[derive(serde::Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Accepted<'a> {
+                deliveries: u32,
+                event_id: &'a str,
+                event_type: &'a str,
+            }
+            let accepted = Accepted {
+                deliveries: receipt.deliveries,
+                event_id: &receipt.event_id,
+                event_type,
+            };
+            let resp = Response::data(202, accepted, request_id);
+            let resp = if receipt.replayed {
+                resp.with_header("idempotent-replayed", "true")
+            } else {
+                resp
+            };
+            let run = match prepared {
+                Some(p) => delivery::RunNow::Prepared(Box::new(p)),
+                None => delivery::RunNow::Event(receipt.event_id),
+            };
+            Ok((resp, run))
+        }
+
+        Err(PublishError::UnknownEventType(t)) => Err(ApiError::validation(vec![FieldError::new(
+            "X-Service-Event",
+            "unknown_event_type",
+            format!(
+                "unknown event type {t:?}; valid event types are {}",
+                EVENT_TYPES.join(", ")
+            ),
+        )])),
+        Err(PublishError::InvalidLoad(m)) => Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "invalid_load",
+            m,
+        )])),
+        Err(PublishError::Conflict(m)) => Err(ApiError::idempotency_conflict(m)),
+        Err(PublishError::StoreUnavailable(m)) => Err(ApiError::store_unavailable(m)),
+    }
+}
+
+/// `POST /internal/v1/tick`: run due attempts now (for hosts without a timer, e.g. a cron).
+pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, request_id: &str) -> Response {
+    let r = delivery::tick(env, sender);
+    Response::json(
+        200,
+        &json!({
+            "data": {"attempted": r.attempted, "succeeded": r.succeeded, "failed": r.failed, "nextDueMs": r.next_due_ms},
+            "requestId": request_id,
+        }),
+    )
+}
+
+fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, ApiError> {
+    if !IdKind::Subscription.matches(id) {
+        return Err(ApiError::not_found("Subscription"));
+    }
+    subscriptions::load(env, id)?.ok_or_else(|| ApiError::not_found("Subscription"))
+}
+
+/// `GET /internal/v1/subscriptions/{id}`: any client's subscription, with its state and
+/// disable reason (never its secret).
+pub fn subscription<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = subscription_any(env, id)?;
+    Ok(Response::data(200, sub.operator_json(), request_id))
+}
+
+/// `POST /internal/v1/subscriptions/{id}/disable`: disables it (reason `operator`) and
+/// cancels its pending deliveries.
+pub fn disable_subscription<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    subscription_any(env, id)?;
+    match delivery::disable(env, id, "operator")? {
+        Some(sub) => Ok(Response::data(200, sub.operator_json(), request_id)),
+        None => Err(ApiError::conflict("The subscription is already disabled.")),
+    }
+}
+
+/// `GET /internal/v1/subscriptions/{id}/deliveries`: its deliveries, oldest first, paged
+/// like the partner list (`limit`, `cursor`).
+pub fn subscription_deliveries<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    subscription_any(env, id)?;
+    let (limit, after) = partner::list_params(req)?;
+    let (page, has_more) = delivery::history(env, id, after, limit)?;
+    let next_cursor = if has_more {
+        page.last().map(|(seq, _)| format!("cur_{seq:x}"))
+    } else {
+        None
+    };
+    let data: Vec<Value> = page.iter().map(|(_, d)| d.to_json()).collect();
+    Ok(Response::json(
+        200,
+        &json!({"data": data, "hasMore": has_more, "nextCursor": next_cursor, "requestId": request_id}),
+    ))
+}
+
+/// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
+pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
+    let d = delivery::load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
+    Ok(Response::data(200, d.to_json(), request_id))
+}
+
+/// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again.
+pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
+    let d = delivery::replay(env, id)?;
+    Ok(Response::data(202, d.to_json(), request_id))
+}

@@ -1,0 +1,387 @@
+//! The partner API, `/v1/webhooks`: create (with `Idempotency-Key`), list, read, delete.
+//! Requests are validated and answered here; the storage is `edgehook-subscriptions`'s.
+//!
+//! A create takes the idempotency claim first, then the subscription's pending record,
+//! then stores the idempotency response, and last commits the subscription (see
+//! [`subscriptions::create`]): a retry after any failure either finds nothing or finishes
+//! the same subscription.
+
+use crate::idempotency::{self, Start, StoredResponse};
+use edgehook_delivery as delivery;
+use edgehook_model::env::Env;
+use edgehook_model::error::{ApiError, FieldError};
+use edgehook_model::http::{Request, Response};
+use edgehook_model::validate;
+use edgehook_storage::kv::Kv;
+use edgehook_subscriptions::{self as subscriptions, Listed, NewSubscription, Subscription};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Default page size of list.
+pub const DEFAULT_LIMIT: usize = 50;
+/// Largest page size of list.
+pub const MAX_LIMIT: usize = 100;
+
+fn require_json(req: &Request) -> Result<Value, ApiError> {
+    let content_type = req.header_str("content-type").unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    serde_json::from_slice(&req.body).map_err(ApiError::invalid_json)
+}
+
+/// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
+/// as `eventType` is caught instead of silently creating a subscription without it.
+fn validate_create(
+    body: &Value,
+    policy: validate::TargetPolicy,
+) -> Result<NewSubscription, ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "invalid_type",
+            "the body must be a JSON object with url and eventTypes",
+        )]));
+    };
+    let mut details = Vec::new();
+    for key in obj.keys() {
+        if key != "url" && key != "eventTypes" {
+            details.push(FieldError::new(
+                key.clone(),
+                "unknown_field",
+                format!("unknown field {key:?}; a subscription has url and eventTypes"),
+            ));
+        }
+    }
+    let url = match obj.get("url") {
+        None => {
+            details.push(FieldError::new("url", "required", "url is required"));
+            None
+        }
+        Some(Value::String(u)) => match validate::target_url(u, policy) {
+            Ok(_) => Some(u.clone()),
+            Err(p) => {
+                details.push(FieldError::new("url", p.code, p.message));
+                None
+            }
+        },
+        Some(_) => {
+            details.push(FieldError::new(
+                "url",
+                "invalid_type",
+                "url must be a string",
+            ));
+            None
+        }
+    };
+    let event_types = match validate::event_types(obj.get("eventTypes")) {
+        Ok(t) => Some(t),
+        Err(errs) => {
+            details.extend(errs);
+            None
+        }
+    };
+    match (url, event_types) {
+        (Some(url), Some(event_types)) if details.is_empty() => {
+            Ok(NewSubscription { url, event_types })
+        }
+        _ => Err(ApiError::validation(details)),
+    }
+}
+
+/// `POST /v1/webhooks`.
+pub fn create<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let body = require_json(req)?;
+    let input = validate_create(&body, env.settings.target_policy())?;
+    let idempotency_key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
+        None => None,
+        Some((_, raw)) => {
+            Some(String::from_utf8(raw.clone()).map_err(|_| idempotency::invalid_key())?)
+        }
+    };
+    let claim = match &idempotency_key {
+        None => None,
+        Some(key) => {
+            let mut h = Sha256::new();
+            h.update(b"POST /v1/webhooks\n");
+            h.update(&req.body);
+            match idempotency::begin(
+                env,
+                client_id,
+                key,
+                &edgehook_model::ids::hex(&h.finalize()),
+            )? {
+                Start::Replay(stored) => return replay(env, stored, request_id),
+                Start::Fresh(claim) => Some(claim),
+            }
+        }
+    };
+    // A failure gives the claim up only until the response is stored (in `create_fresh`).
+    let (data, id) = create_fresh(env, input, client_id, claim.as_ref())?;
+    Ok(created_response(
+        201,
+        &data,
+        Some(location(&id)),
+        request_id,
+        false,
+    ))
+}
+
+/// The `data` of a create's 201: the partner view and, this once, the signing secret. A
+/// replay writes the same from the subscription record.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Created<'a> {
+    created_at: u64,
+    event_types: &'a [String],
+    id: &'a str,
+    signing_secret: &'a str,
+    status: &'static str,
+    url: &'a str,
+}
+
+/// Creates the subscription; returns the `data` of its 201, written, and its id.
+///
+/// Under an idempotency `claim`, a failure before the response is stored releases the
+/// claim, so a retry need not wait for it to go stale. Once [`idempotency::finish`] has
+/// stored it, the key answers with this subscription whatever fails after (a retry's replay
+/// finishes the create), so it is never released then.
+fn create_fresh<K: Kv>(
+    env: &Env<'_, K>,
+    input: NewSubscription,
+    client_id: &str,
+    claim: Option<&idempotency::Claim>,
+) -> Result<(Vec<u8>, String), ApiError> {
+    let made = subscriptions::create_pending(env, input, client_id).and_then(|(sub, pending)| {
+        let data = created_data(&sub)?;
+        Ok((sub, pending, data))
+    });
+    let (sub, pending, data) = match made {
+        Ok(made) => made,
+        Err(e) => {
+            if let Some(claim) = claim {
+                idempotency::release(env, claim);
+            }
+            return Err(e);
+        }
+    };
+    let id = sub.id.clone();
+    if let Some(claim) = claim {
+        // The replay writes its data from the subscription record: the record is the only
+        // place the secret is stored, and the idempotency record keeps none of it.
+        let stored = StoredResponse {
+            status: 201,
+            location: Some(location(&id)),
+            subscription_id: id.clone(),
+        };
+        if let Err(e) = idempotency::finish(env, claim, stored) {
+            // The swap may have applied though the store reported an error: release
+            // touches the record only if it still holds our claim, not the response.
+            idempotency::release(env, claim);
+            return Err(e);
+        }
+    }
+    subscriptions::activate(env, &id, Some((&sub, &pending)))?;
+    Ok((data, id))
+}
+
+/// The `data` of the 201 that created `sub`, written (its status as it was then: active).
+fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(&Created {
+        created_at: sub.created_at,
+        event_types: &sub.event_types,
+        id: &sub.id,
+        signing_secret: &sub.signing_secret.0,
+        status: "active",
+        url: &sub.url,
+    })
+    .map_err(ApiError::internal)
+}
+
+/// The `Location` of a subscription.
+fn location(id: &str) -> String {
+    format!("/v1/webhooks/{id}")
+}
+
+/// Answers a retried create from its stored response, finishing the create if the first
+/// attempt stored its response but failed before the commit point.
+fn replay<K: Kv>(
+    env: &Env<'_, K>,
+    stored: StoredResponse,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = subscriptions::activate(env, &stored.subscription_id, None)?;
+    let data = created_data(&sub)?;
+    // The stored response as it was, its `Location` included.
+    Ok(created_response(
+        stored.status,
+        &data,
+        stored.location,
+        request_id,
+        true,
+    ))
+}
+
+fn created_response(
+    status: u16,
+    data: &[u8],
+    location: Option<String>,
+    request_id: &str,
+    replayed: bool,
+) -> Response {
+    let mut resp = Response::data_json(status, data, request_id);
+    if let Some(location) = location {
+        resp = resp.with_header("location", location);
+    }
+    if replayed {
+        resp = resp.with_header("idempotent-replayed", "true");
+    }
+    resp
+}
+
+/// Decodes a list cursor (`cur_<hex seq>`): hex digits only (`from_str_radix` alone would
+/// also take a leading `+`).
+fn parse_cursor(cursor: &str) -> Option<u64> {
+    cursor
+        .strip_prefix("cur_")
+        .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+}
+
+/// The `limit` and `cursor` of a list request: `(limit, the index number to resume after)`.
+pub fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
+    let mut details = Vec::new();
+    let limit = match req.query_param("limit") {
+        Ok(None) => DEFAULT_LIMIT,
+        Ok(Some(l)) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) && l.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => {
+                details.push(FieldError::new(
+                    "limit",
+                    "out_of_range",
+                    format!("limit must be a whole number from 1 to {MAX_LIMIT}"),
+                ));
+                DEFAULT_LIMIT
+            }
+        },
+        Err(_) => {
+            details.push(FieldError::new(
+                "limit",
+                "invalid",
+                "limit is not valid percent-encoding",
+            ));
+            DEFAULT_LIMIT
+        }
+    };
+    let after = match req.query_param("cursor") {
+        Ok(None) => 0,
+        Ok(Some(c)) => parse_cursor(&c).unwrap_or_else(|| {
+            details.push(FieldError::new(
+                "cursor",
+                "invalid_cursor",
+                "cursor must be a nextCursor value returned by list",
+            ));
+            0
+        }),
+        Err(_) => {
+            details.push(FieldError::new(
+                "cursor",
+                "invalid_cursor",
+                "cursor is not valid percent-encoding",
+            ));
+            0
+        }
+    };
+    if details.is_empty() {
+        Ok((limit, after))
+    } else {
+        Err(ApiError::validation(details))
+    }
+}
+
+/// `GET /v1/webhooks/{id}`.
+pub fn get<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned_active(env, id, client_id)?;
+    Ok(Response::data(
+        200,
+        subscriptions::partner_view(&sub),
+        request_id,
+    ))
+}
+
+/// `DELETE /v1/webhooks/{id}`: disables the subscription (reason `deleted`); the record and
+/// its delivery history stay.
+pub fn delete<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    match subscriptions::disable(env, id, Some(client_id), "deleted")? {
+        Some(sub) => {
+            // Committed; deliveries this misses are cancelled when they come due.
+            let _ = delivery::cancel_pending(env, &sub.id);
+            #[derive(Serialize)]
+            struct Deleted<'a> {
+                id: &'a str,
+                status: &'static str,
+            }
+            let deleted = Deleted {
+                id: &sub.id,
+                status: "disabled",
+            };
+            Ok(Response::data(200, deleted, request_id))
+        }
+        None => Err(ApiError::not_found("Subscription")),
+    }
+}
+
+/// `GET /v1/webhooks`: the caller's active subscriptions in creation order, paged (the
+/// items as the client index stores them; see [`subscriptions::list`]).
+pub fn list<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let (limit, after) = list_params(req)?;
+    let (found, has_more) = subscriptions::list_page(env, client_id, limit, after)?;
+    // `{"data": [...], "hasMore", "nextCursor", "requestId"}`, the items as stored.
+    let items = found.iter().map(Listed::view);
+    let mut body = Vec::with_capacity(64 + items.clone().map(|v| v.len() + 1).sum::<usize>());
+    body.extend_from_slice(b"{\"data\":[");
+    for (i, view) in items.enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(view);
+    }
+    body.extend_from_slice(b"],\"hasMore\":");
+    body.extend_from_slice(if has_more { b"true" } else { b"false" });
+    body.extend_from_slice(b",\"nextCursor\":");
+    match found.last() {
+        Some(last) if has_more => {
+            body.extend_from_slice(format!("\"cur_{:x}\"", last.seq).as_bytes())
+        }
+        _ => body.extend_from_slice(b"null"),
+    }
+    body.extend_from_slice(b",\"requestId\":");
+    serde_json::to_writer(&mut body, request_id).map_err(ApiError::internal)?;
+    body.push(b'}');
+    Ok(Response::json_bytes(200, body))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,312 @@
+//! Request routing: path and method to handler, plus the checks every route shares (body
+//! limits, authentication, the request id on every response).
+
+use crate::{auth, operator, partner};
+use edgehook_delivery::{RunNow, Sender};
+use edgehook_model::env::Env;
+use edgehook_model::error::ApiError;
+use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::IdKind;
+use edgehook_storage::keys;
+use edgehook_storage::kv::Kv;
+
+/// Largest body the partner and operator APIs accept.
+pub const API_BODY_LIMIT: usize = 64 * 1024;
+/// Largest body event ingest accepts (a load).
+pub const INGEST_BODY_LIMIT: usize = edgehook_model::events::LOAD_LIMIT;
+/// The most the shell reads of any body: anything longer is answered 413 unread.
+pub const READ_LIMIT: usize = INGEST_BODY_LIMIT;
+
+/// A recognised path. Path parameters are carried as strings and validated by handlers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `/healthz`: liveness plus a store probe.
+    Health,
+    /// `/v1/webhooks`: list (GET) and create (POST).
+    Webhooks,
+    /// `/v1/webhooks/{id}`: read (GET) and delete (DELETE).
+    Webhook(String),
+    /// `/internal/v1/settings`: the effective settings (operator).
+    OperatorSettings,
+    /// `/internal/v1/clients/{clientId}/keys`: issue an API key (operator).
+    ClientKeys(String),
+    /// `/internal/v1/clients/{clientId}/keys/{keyId}`: revoke an API key (operator).
+    ClientKey(String, String),
+    /// `/internal/v1/events`: ingest a load event (operator).
+    Events,
+    /// `/internal/v1/tick`: run due attempts (operator; for cron-driven hosts).
+    Tick,
+    /// `/internal/v1/subscriptions/{id}`: read any subscription (operator).
+    OperatorSubscription(String),
+    /// `/internal/v1/subscriptions/{id}/disable` (operator).
+    DisableSubscription(String),
+    /// `/internal/v1/subscriptions/{id}/deliveries`: delivery history (operator).
+    SubscriptionDeliveries(String),
+    /// `/internal/v1/deliveries/{id}`: one delivery with its attempts (operator).
+    Delivery(String),
+    /// `/internal/v1/deliveries/{id}/replay` (operator).
+    Replay(String),
+}
+
+impl Route {
+    /// Resolves a path; `None` is a 404. A trailing slash is not the same path.
+    pub fn parse(path: &str) -> Option<Route> {
+        let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        let route = match segments.as_slice() {
+            ["healthz"] => Route::Health,
+            ["v1", "webhooks"] => Route::Webhooks,
+            ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
+            ["internal", "v1", "settings"] => Route::OperatorSettings,
+            ["internal", "v1", "clients", client, "keys"] => {
+                Route::ClientKeys((*client).to_owned())
+            }
+            ["internal", "v1", "clients", client, "keys", key] => {
+                Route::ClientKey((*client).to_owned(), (*key).to_owned())
+            }
+            ["internal", "v1", "events"] => Route::Events,
+            ["internal", "v1", "tick"] => Route::Tick,
+            ["internal", "v1", "subscriptions", id] => {
+                Route::OperatorSubscription((*id).to_owned())
+            }
+            ["internal", "v1", "subscriptions", id, "disable"] => {
+                Route::DisableSubscription((*id).to_owned())
+            }
+            ["internal", "v1", "subscriptions", id, "deliveries"] => {
+                Route::SubscriptionDeliveries((*id).to_owned())
+            }
+            ["internal", "v1", "deliveries", id] => Route::Delivery((*id).to_owned()),
+            ["internal", "v1", "deliveries", id, "replay"] => Route::Replay((*id).to_owned()),
+            _ => return None,
+        };
+        Some(route)
+    }
+
+    /// The methods this route answers; anything else is a 405 with `Allow`.
+    pub fn methods(&self) -> &'static [&'static str] {
+        match self {
+            Route::Health
+            | Route::OperatorSettings
+            | Route::OperatorSubscription(_)
+            | Route::SubscriptionDeliveries(_)
+            | Route::Delivery(_) => &["GET"],
+            Route::Webhooks => &["GET", "POST"],
+            Route::Webhook(_) => &["GET", "DELETE"],
+            Route::ClientKeys(_)
+            | Route::Events
+            | Route::Tick
+            | Route::DisableSubscription(_)
+            | Route::Replay(_) => &["POST"],
+            Route::ClientKey(..) => &["DELETE"],
+        }
+    }
+
+    /// Whether the route belongs to the operator API (admin token, not API keys).
+    pub fn is_operator(&self) -> bool {
+        !matches!(self, Route::Health | Route::Webhooks | Route::Webhook(_))
+    }
+
+    /// The body size limit of this route.
+    pub fn body_limit(&self) -> usize {
+        match self {
+            Route::Events => INGEST_BODY_LIMIT,
+            _ => API_BODY_LIMIT,
+        }
+    }
+}
+
+/// The result of one request: the response, and an internal note for the log when the
+/// request failed for a reason the client must not see.
+#[derive(Debug)]
+pub struct Handled {
+    /// The response to send.
+    pub response: Response,
+    /// The request id given to this request (also in the body and `X-Request-Id`).
+    pub request_id: String,
+    /// Internal cause of a failure, for the log.
+    pub log: Option<String>,
+    /// Deliveries to run now that the response is out (an event was accepted or a
+    /// delivery replayed: their attempt is due at once); see [`edgehook_delivery::run_now`].
+    pub run_after: Option<RunNow>,
+}
+
+/// Handles one HTTP request. Never panics on request data: every failure becomes the JSON
+/// error envelope.
+pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request, sender: &dyn Sender) -> Handled {
+    let request_id = IdKind::Request.generate(env.entropy);
+    let (response, log, run_after) = match dispatch(env, req, &request_id, sender) {
+        Ok((resp, run_after)) => (resp, None, run_after),
+        Err(err) => {
+            let log = err.log.clone();
+            (err.into_response(&request_id), log, None)
+        }
+    };
+    Handled {
+        response: response.with_header("x-request-id", request_id.clone()),
+        request_id,
+        log,
+        run_after,
+    }
+}
+
+/// The response for a request that arrived while the settings could not be parsed.
+pub fn misconfigured(request_id: &str, problem: &str) -> Handled {
+    let err = ApiError::internal(format!("invalid configuration: {problem}"));
+    let log = err.log.clone();
+    Handled {
+        response: err
+            .into_response(request_id)
+            .with_header("x-request-id", request_id),
+        request_id: request_id.to_owned(),
+        log,
+        run_after: None,
+    }
+}
+
+fn dispatch<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+    sender: &dyn Sender,
+) -> Result<(Response, Option<RunNow>), ApiError> {
+    let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
+    if !route.methods().contains(&req.method.as_str()) {
+        return Err(ApiError::method_not_allowed(route.methods()));
+    }
+    if req.body_truncated || req.body.len() > route.body_limit() {
+        return Err(ApiError::payload_too_large(route.body_limit()));
+    }
+    if route == Route::Health {
+        return Ok((health(env, request_id)?, None));
+    }
+    if route.is_operator() {
+        operator::authorize(env, req)?;
+        match route {
+            Route::Events => {
+                let (resp, run) = operator::ingest(env, req, request_id)?;
+                return Ok((resp, Some(run)));
+            }
+            Route::Replay(id) => {
+                let resp = operator::replay(env, &id, request_id)?;
+                return Ok((resp, Some(RunNow::Delivery(id))));
+            }
+            _ => {}
+        }
+        let resp = match route {
+            Route::OperatorSettings => Ok(operator::settings(env, request_id)),
+            Route::ClientKeys(client) => operator::issue_key(env, &client, request_id),
+            Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
+            Route::Tick => Ok(operator::tick(env, sender, request_id)),
+            Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
+            Route::DisableSubscription(id) => operator::disable_subscription(env, &id, request_id),
+            Route::SubscriptionDeliveries(id) => {
+                operator::subscription_deliveries(env, req, &id, request_id)
+            }
+            Route::Delivery(id) => operator::delivery(env, &id, request_id),
+            Route::Health
+            | Route::Webhooks
+            | Route::Webhook(_)
+            | Route::Events
+            | Route::Replay(_) => Err(ApiError::not_found("Route")),
+        };
+        return Ok((resp?, None));
+    }
+    let client_id = auth::authenticate(env, req)?;
+    crate::limits::count_request(env, &client_id)?;
+    let resp = match (route, req.method.as_str()) {
+        (Route::Webhooks, "GET") => partner::list(env, req, &client_id, request_id),
+        (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),
+        (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
+        (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
+        _ => Err(ApiError::not_found("Route")),
+    };
+    Ok((resp?, None))
+}
+
+/// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.
+/// Reports the component's view of the time, which makes the clock seam observable.
+fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiError> {
+    /// The body (keys sorted, as the envelope's).
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Health<'a> {
+        request_id: &'a str,
+        server_time_ms: u64,
+        status: &'static str,
+    }
+    env.kv.get(&keys::HEALTH_PROBE)?;
+    Ok(Response::json(
+        200,
+        &Health {
+            request_id,
+            server_time_ms: env.now_ms,
+            status: "ok",
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgehook_model::config::Settings;
+    use edgehook_model::env::SeededEntropy;
+    use edgehook_storage::kv::MemoryKv;
+
+    fn run(kv: &MemoryKv, req: Request) -> Handled {
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(7);
+        let env = Env {
+            now_ms: 1_700_000_000_000,
+            kv,
+            settings: &settings,
+            entropy: &entropy,
+        };
+        handle(&env, &req, &edgehook_delivery::NoNetwork)
+    }
+
+    #[test]
+    fn health_reports_ok_and_time() {
+        let h = run(&MemoryKv::new(), Request::new("GET", "/healthz"));
+        assert_eq!(h.response.status, 200);
+        let body = h.response.json_body();
+        assert_eq!(body["status"], "ok");
+        assert_eq!(body["serverTimeMs"], 1_700_000_000_000u64);
+        assert_eq!(body["requestId"], h.request_id.as_str());
+        assert_eq!(
+            h.response.header("x-request-id"),
+            Some(h.request_id.as_str())
+        );
+    }
+
+    #[test]
+    fn unknown_route_is_a_404_envelope() {
+        let h = run(&MemoryKv::new(), Request::new("GET", "/nope"));
+        assert_eq!(h.response.status, 404);
+        assert_eq!(h.response.json_body()["error"]["code"], "not_found");
+        assert!(h.response.header("x-request-id").is_some());
+    }
+
+    #[test]
+    fn wrong_method_is_a_405_with_allow() {
+        let h = run(&MemoryKv::new(), Request::new("DELETE", "/healthz"));
+        assert_eq!(h.response.status, 405);
+        assert_eq!(h.response.header("allow"), Some("GET"));
+    }
+
+    #[test]
+    fn store_failure_is_a_503_envelope() {
+        let kv = MemoryKv::new();
+        kv.fail_at(Some(1));
+        let h = run(&kv, Request::new("GET", "/healthz"));
+        assert_eq!(h.response.status, 503);
+        assert_eq!(h.response.json_body()["error"]["code"], "store_unavailable");
+        assert!(h.log.is_some());
+    }
+
+    #[test]
+    fn oversized_body_is_a_413() {
+        let mut req = Request::new("GET", "/healthz");
+        req.body_truncated = true;
+        let h = run(&MemoryKv::new(), req);
+        assert_eq!(h.response.status, 413);
+    }
+}

@@ -1,0 +1,187 @@
+//! One batch of attempts: claimed, sent together, recorded; and the tick's clock, which moves on by how long each batch took.
+
+use crate::attempt::{DESTINATION_REFUSED, outgoing};
+use crate::claim::{Claim, Claimed, LEASE_MARGIN_MS, Wait};
+use crate::fanout::Written;
+use crate::outcome::record_outcomes;
+use crate::report::TickReport;
+use crate::sender::{Outgoing, SendResult, Sender};
+use edgehook_model::env::Env;
+use edgehook_model::validate;
+use edgehook_records::delivery::{Delivery, Status};
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
+use std::rc::Rc;
+
+/// Most attempts one tick runs; more due work is reported as due now.
+pub const MAX_ATTEMPTS_PER_TICK: usize = 2000;
+
+/// A tick starts no batch once it has run this long (by its senders' clocks); what is left is
+/// reported as due now, so the host ticks again with a fresh view (and can stop in between).
+pub const TICK_TIME_BUDGET_MS: u64 = 20_000;
+
+/// A tick's view of the time. `Env::now_ms` is read once, when the call starts, but a tick
+/// runs batch after batch, each up to the attempt timeout: leases, signature timestamps,
+/// attempt times and retry schedules must use the time a batch really starts. The clock moves
+/// on by how long each batch took, as its [`Sender`] measured it (the core reads no clock).
+pub(crate) struct TickClock {
+    pub(crate) start_ms: u64,
+    pub(crate) elapsed_ms: std::cell::Cell<u64>,
+}
+
+impl TickClock {
+    pub(crate) fn now(&self) -> u64 {
+        self.start_ms + self.elapsed_ms.get()
+    }
+
+    pub(crate) fn out_of_time(&self) -> bool {
+        self.elapsed_ms.get() >= TICK_TIME_BUDGET_MS
+    }
+
+    /// `env` as of now.
+    pub(crate) fn env<'a, K: Kv>(&self, env: &Env<'a, K>) -> Env<'a, K> {
+        Env {
+            now_ms: self.now(),
+            kv: env.kv,
+            settings: env.settings,
+            entropy: env.entropy,
+        }
+    }
+}
+
+/// What a batch of [`run_now`] already knows: the prepared deliveries matching its ids, one
+/// for one, and their body.
+type Known<'a> = Option<(&'a [(Written, Subscription)], &'a Rc<Vec<u8>>)>;
+
+/// Claims, sends and records one batch of due deliveries, concurrently; `env.now_ms` is when
+/// the batch starts. Moves `clock` on by the time the sending took. Returns the deliveries
+/// that are not done with: left unsent (held by another tick, or not due yet), or sent
+/// while another tick took them over.
+pub(crate) fn run_batch<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    tick_id: &str,
+    ids: &[String],
+    known: Known<'_>,
+    clock: &TickClock,
+    report: &mut TickReport,
+) -> Result<Vec<(String, Wait)>, KvError> {
+    let now = env.now_ms;
+    // Which of `ids` each claimed delivery is.
+    let mut claimed_at: Vec<usize> = Vec::new();
+    let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
+    let mut claimed: Vec<Claimed> = Vec::new();
+    let mut held: Vec<(String, Wait)> = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let written = known.map(|(items, _)| &items[i].0);
+        let outcome = update(env.kv, &keys::delivery(id), |cur| {
+            let Some(bytes) = cur else {
+                return Ok(Update::Keep(Claim::Skip));
+            };
+            // Unchanged since fan-out wrote it in this invocation: no need to parse it.
+            let mut d: Delivery = match written.filter(|w| w.bytes == bytes) {
+                Some(w) => w.delivery.clone(),
+                None => Delivery::decode(bytes)?,
+            };
+            let due = match d.next_attempt_at {
+                Some(due) if d.status == Status::Pending => due,
+                _ => return Ok(Update::Keep(Claim::Skip)),
+            };
+            if let Some(until) = d.lease_until.filter(|u| *u > now) {
+                return Ok(Update::Keep(Claim::Wait(Wait::Leased(until))));
+            }
+            if due > now {
+                // Made due after this tick read its clock: a publish later in the same
+                // second enqueued it before the tick scanned that second. Not sent now, and
+                // its entry must wait for it (else the watermark passes the only pointer).
+                return Ok(Update::Keep(Claim::Wait(Wait::Due(due))));
+            }
+            d.lease_until = Some(lease_until);
+            d.lease_owner = Some(tick_id.to_owned());
+            let bytes = d.encode();
+            Ok(Update::Write(
+                bytes.clone(),
+                Claim::Claimed(Box::new(Claimed {
+                    delivery: d,
+                    due_at: due,
+                    bytes,
+                })),
+            ))
+        })
+        .map_err(KvError::from)?;
+        match outcome {
+            Claim::Claimed(c) => {
+                claimed.push(*c);
+                claimed_at.push(i);
+            }
+            Claim::Wait(wait) => held.push((id.clone(), wait)),
+            Claim::Skip => {}
+        }
+    }
+    if claimed.is_empty() {
+        return Ok(held);
+    }
+    let sub_ids: Vec<String> = claimed
+        .iter()
+        .map(|c| c.delivery.subscription_id.clone())
+        .collect();
+    // Publish read the subscriptions of a prepared batch moments ago, in this invocation.
+    let subs = match known {
+        Some((items, _)) => claimed_at
+            .iter()
+            .map(|i| Some(items[*i].1.clone()))
+            .collect(),
+        None => subscriptions::load_many(env, &sub_ids).map_err(KvError::from)?,
+    };
+    let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
+    if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {
+        bodies.push((w.delivery.event_id.clone(), body.clone()));
+    }
+    let mut to_send: Vec<(usize, Outgoing)> = Vec::new();
+    let mut results: Vec<Option<SendResult>> = vec![None; claimed.len()];
+    let mut cancelled = vec![false; claimed.len()];
+    for (i, (c, sub)) in claimed.iter().zip(&subs).enumerate() {
+        let Some(sub) = sub.as_ref().filter(|s| s.status == SubStatus::Active) else {
+            cancelled[i] = true;
+            continue;
+        };
+        let body = match bodies.iter().find(|(e, _)| *e == c.delivery.event_id) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let Some(b) = env.kv.get(&keys::event_body(&c.delivery.event_id))? else {
+                    cancelled[i] = true;
+                    continue;
+                };
+                let b = Rc::new(b);
+                bodies.push((c.delivery.event_id.clone(), b.clone()));
+                b
+            }
+        };
+        let policy = env.settings.target_policy();
+        if !policy.allows_all() && validate::target_url(&sub.url, policy).is_err() {
+            // Created while private targets or http were allowed, and they no longer are: the
+            // attempt fails here, before anything is sent (SSRF check at send time).
+            results[i] = Some(SendResult {
+                outcome: Err(DESTINATION_REFUSED.into()),
+                latency_ms: 0,
+            });
+            continue;
+        }
+        match outgoing(env, &c.delivery, sub, body) {
+            Some(req) => to_send.push((i, req)),
+            None => cancelled[i] = true,
+        }
+    }
+    let requests: Vec<Outgoing> = to_send.iter().map(|(_, r)| r.clone()).collect();
+    let sent = sender.send_all(&requests, env.settings.attempt_timeout_ms);
+    let took = sent.iter().map(|r| r.latency_ms).max().unwrap_or(0);
+    clock.elapsed_ms.set(clock.elapsed_ms.get() + took);
+    for ((i, _), result) in to_send.iter().zip(sent) {
+        results[*i] = Some(result);
+    }
+    held.extend(record_outcomes(
+        env, tick_id, claimed, subs, results, cancelled, report,
+    )?);
+    Ok(held)
+}

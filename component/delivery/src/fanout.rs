@@ -1,0 +1,290 @@
+//! Publish and fan-out: an event stored once, one delivery per active listener, attempt 1 of each queued as due now.
+
+use crate::history::history_log;
+use crate::queue::{SeenDirectories, enqueue, second_of};
+use edgehook_model::env::Env;
+use edgehook_model::events::{self, PublishError, PublishReceipt};
+use edgehook_model::ids::IdKind;
+use edgehook_records::delivery::{Delivery, EventRecord, Status, delivery_id};
+use edgehook_storage::keys::{self, Key};
+use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_storage::retention;
+use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Accepts an event: stores it once, creates one delivery per active subscription listening
+/// to its type, and queues attempt 1 of each as due now.
+///
+/// With an `idempotency_key`, the event id is derived from it: publishing again with the
+/// same key and the same body returns the same event (finishing a fan-out that failed
+/// half-way) instead of delivering twice.
+pub fn publish<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+    idempotency_key: Option<&str>,
+) -> Result<PublishReceipt, PublishError> {
+    publish_inner(env, event_type, load, idempotency_key, false).map(|(receipt, _)| receipt)
+}
+
+/// [`publish`], and for a new event the deliveries it made, with what attempt 1 needs
+/// ([`Prepared`]): the invocation that runs attempt 1 at once reads none of it again.
+pub fn publish_prepared<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+    idempotency_key: Option<&str>,
+) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
+    publish_inner(env, event_type, load, idempotency_key, true)
+}
+
+/// Publishes; `prepare`: also hand back what attempt 1 needs (a copy of the body and the
+/// subscriptions), which only a caller that runs attempt 1 at once wants.
+fn publish_inner<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    load: &[u8],
+    idempotency_key: Option<&str>,
+    prepare: bool,
+) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
+    events::validate(event_type, load)?;
+    let store = |e: KvError| PublishError::StoreUnavailable(e.0);
+    let body_sha256 = edgehook_model::ids::hex(&Sha256::digest(load));
+    let event_id = match idempotency_key {
+        Some(k) => {
+            let digest = Sha256::new()
+                .chain_update("ingest/")
+                .chain_update(k)
+                .finalize();
+            let mut id = String::from("evt_");
+            edgehook_model::ids::push_hex(&mut id, &digest[..12]);
+            id
+        }
+        None => IdKind::Event.generate(env.entropy),
+    };
+    // Without a key the id is fresh: there is nothing to find.
+    let existing = match idempotency_key {
+        Some(_) => env.kv.get(&keys::event(&event_id)).map_err(store)?,
+        None => None,
+    };
+    let replayed = existing.is_some();
+    let mut listeners = Vec::new();
+    let mut seen = None;
+    let event = match existing {
+        Some(existing) => {
+            let existing = EventRecord::decode(&existing).map_err(store)?;
+            if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
+                return Err(PublishError::Conflict(
+                    "This Idempotency-Key was already used for a different event. Use a new key for a new event.".into(),
+                ));
+            }
+            existing
+        }
+        None => {
+            let (found, directories) = active_listeners(env, event_type).map_err(store)?;
+            (listeners, seen) = (found, Some(directories));
+            let event = EventRecord {
+                id: event_id.clone(),
+                event_type: event_type.to_owned(),
+                created_at: env.now_ms,
+                body_sha256,
+                subscriptions: listeners.iter().map(|s| s.id.clone()).collect(),
+                fanned_out: false,
+            };
+            env.kv
+                .set(&keys::event_body(&event_id), load)
+                .map_err(store)?;
+            // A keyed event is recorded before its fan-out, so a retry with the key finds
+            // it and resumes. A key-less one cannot be retried: its record is written once,
+            // when its fan-out is done.
+            if idempotency_key.is_some() {
+                env.kv
+                    .set(&keys::event(&event_id), &event.encode())
+                    .map_err(store)?;
+            }
+            event
+        }
+    };
+    let origin = match (replayed, idempotency_key) {
+        (true, _) => Origin::Resumed,
+        (false, Some(_)) => Origin::Keyed,
+        (false, None) => Origin::Fresh,
+    };
+    let written = if event.fanned_out {
+        Vec::new()
+    } else {
+        fan_out(env, &event, origin, seen.as_ref()).map_err(store)?
+    };
+    // Only a new event's listeners were loaded here; a resumed one is run from the store.
+    let prepared = (prepare && !replayed).then(|| Prepared {
+        body: Rc::new(load.to_vec()),
+        items: written
+            .into_iter()
+            .filter_map(|w| {
+                let sub = listeners
+                    .iter()
+                    .find(|s| s.id == w.delivery.subscription_id)?
+                    .clone();
+                Some((w, sub))
+            })
+            .collect(),
+    });
+    let deliveries = u32::try_from(event.subscriptions.len()).unwrap_or(u32::MAX);
+    let receipt = PublishReceipt {
+        event_id,
+        deliveries,
+        next_due_ms: (deliveries > 0).then_some(event.created_at),
+        replayed,
+    };
+    Ok((receipt, prepared))
+}
+
+/// A delivery record as fan-out wrote it: the record and its exact bytes, so a claim that
+/// finds those bytes unchanged needs not parse them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub(crate) delivery: Delivery,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// What attempt 1 of a new event needs, handed from [`publish_prepared`] to [`run_now`](crate::tick::run_now) in
+/// the same invocation: the deliveries fan-out wrote (still claimed by compare-and-swap
+/// against the store before they are sent), their subscriptions as publish read them, and
+/// the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub(crate) body: Rc<Vec<u8>>,
+    pub(crate) items: Vec<(Written, Subscription)>,
+}
+
+/// The active subscriptions listening to `event_type`, and the due and retention
+/// directories, read in the same batch as their records.
+fn active_listeners<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+) -> Result<(Vec<Subscription>, SeenDirectories), KvError> {
+    let ids = subscriptions::fanout_ids(env, event_type).map_err(KvError::from)?;
+    let mut batch: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
+    batch.push(keys::DUE_DIRECTORY.clone());
+    batch.push(keys::RETENTION_DIRECTORY.clone());
+    let mut values = env.kv.get_many(&batch)?;
+    let seen = SeenDirectories {
+        retention: values.pop().flatten(),
+        due: values.pop().flatten(),
+    };
+    let listeners = values
+        .into_iter()
+        .flatten()
+        .filter_map(|b| Subscription::decode(&b).ok())
+        .filter(|s| s.status == SubStatus::Active && s.event_types.iter().any(|t| t == event_type))
+        .collect();
+    Ok((listeners, seen))
+}
+
+/// Where the event of a fan-out comes from, which decides what the fan-out must check in
+/// the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A key-less publish: the event id is fresh and random, so no other call knows it.
+    /// There are no deliveries to find and none to race with: records are plainly written.
+    Fresh,
+    /// A new event under an idempotency key: a concurrent publish with the same key may be
+    /// writing the same deliveries (and running them), so each record is created only if
+    /// absent.
+    Keyed,
+    /// An event an earlier try began: the deliveries it made are skipped.
+    Resumed,
+}
+
+/// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
+/// again and resumes where it stopped: queue entries first, then per delivery its history
+/// entry and the record that makes it real.
+fn fan_out<K: Kv>(
+    env: &Env<'_, K>,
+    event: &EventRecord,
+    origin: Origin,
+    seen: Option<&SeenDirectories>,
+) -> Result<Vec<Written>, KvError> {
+    let all: Vec<(String, String)> = event
+        .subscriptions
+        .iter()
+        .map(|s| (s.clone(), delivery_id(&event.id, s)))
+        .collect();
+    // A resumed fan-out skips the deliveries an earlier try already made (their history and
+    // queue entries were written before their record), so retries make progress.
+    // A new event has no deliveries yet: only a resumed fan-out looks.
+    let record_keys: Vec<Key> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
+    let existing = match origin {
+        Origin::Resumed => env.kv.get_many(&record_keys)?,
+        Origin::Fresh | Origin::Keyed => vec![None; record_keys.len()],
+    };
+    let todo: Vec<&(String, String)> = all
+        .iter()
+        .zip(existing)
+        .filter(|(_, record)| record.is_none())
+        .map(|(pair, _)| pair)
+        .collect();
+    // Queued in the current second (a new event's own). A resumed fan-out may run long
+    // after its event's second was settled: an entry there, read by a tick before its
+    // record below is written, would be taken for a failed publish's leftover and passed.
+    // Its records are still due at the event's time, that is at once. (Never a second
+    // before the event's: due later than its entry's second, an entry counts as stale.)
+    let mut queue = BTreeMap::new();
+    queue.insert(
+        second_of(env.now_ms.max(event.created_at)),
+        todo.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
+    );
+    enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
+    // Then one delivery at a time (history entry, then the record that makes it real), so a
+    // failure part-way keeps every delivery finished before it.
+    let mut written = Vec::with_capacity(todo.len());
+    for (sub, dlv) in todo {
+        history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
+        let record = Delivery {
+            id: dlv.clone(),
+            event_id: event.id.clone(),
+            event_type: event.event_type.clone(),
+            subscription_id: sub.clone(),
+            created_at: event.created_at,
+            status: Status::Pending,
+            attempts: Vec::new(),
+            run: 0,
+            next_attempt_at: Some(event.created_at),
+            lease_until: None,
+            lease_owner: None,
+            finished_at: None,
+        };
+        let bytes = record.encode();
+        let wrote = match origin {
+            Origin::Fresh => {
+                env.kv.set(&keys::delivery(dlv), &bytes)?;
+                true
+            }
+            Origin::Keyed | Origin::Resumed => update(env.kv, &keys::delivery(dlv), |cur| {
+                Ok::<_, KvError>(match cur {
+                    Some(_) => Update::Keep(false),
+                    None => Update::Write(bytes.clone(), true),
+                })
+            })
+            .map_err(KvError::from)?,
+        };
+        if wrote {
+            written.push(Written {
+                delivery: record,
+                bytes,
+            });
+        }
+    }
+    retention::retain(
+        env.kv,
+        event.created_at,
+        &event.id,
+        seen.map(|s| s.retention.as_deref()),
+    )?;
+    let mut done = event.clone();
+    done.fanned_out = true;
+    env.kv.set(&keys::event(&event.id), &done.encode())?;
+    Ok(written)
+}

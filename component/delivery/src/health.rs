@@ -1,0 +1,95 @@
+//! Subscription health: the failure streak, disabling (after a streak, on `410 Gone`, by an operator), and cancelling what a disabled subscription still has pending.
+
+use crate::history::history_log;
+use edgehook_model::env::Env;
+use edgehook_model::error::ApiError;
+use edgehook_records::delivery::{Delivery, Status};
+use edgehook_storage::applog::Entry;
+use edgehook_storage::keys::{self, Key};
+use edgehook_storage::kv::{Kv, Update, update};
+use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
+
+/// How far back a disable looks for pending deliveries to cancel.
+const CANCEL_LOOKBACK: u64 = 2048;
+
+/// Resets (success) or extends (a delivery ended failed) a subscription's failure streak,
+/// disabling it when the streak reaches the configured limit.
+pub(crate) fn record_streak<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+    success: bool,
+) -> Result<(), ApiError> {
+    let limit = env.settings.disable_after_failures;
+    let reached = update(env.kv, &keys::subscription(sub_id), |cur| {
+        let Some(bytes) = cur else {
+            return Ok(Update::Keep(false));
+        };
+        let mut sub = Subscription::decode(bytes)?;
+        if sub.status != SubStatus::Active {
+            return Ok(Update::Keep(false));
+        }
+        if success {
+            if sub.consecutive_failures == 0 {
+                return Ok(Update::Keep(false));
+            }
+            sub.consecutive_failures = 0;
+        } else {
+            sub.consecutive_failures += 1;
+        }
+        let reached = sub.consecutive_failures >= limit;
+        Ok(Update::Write(sub.encode(), reached))
+    })?;
+    if reached {
+        disable(env, sub_id, "repeated_failures")?;
+    }
+    Ok(())
+}
+
+/// Disables a subscription (any owner) and cancels its pending deliveries.
+pub fn disable<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+    reason: &str,
+) -> Result<Option<Subscription>, ApiError> {
+    let sub = subscriptions::disable(env, sub_id, None, reason)?;
+    if sub.is_some() {
+        // Committed; deliveries this misses are cancelled when they come due.
+        let _ = cancel_pending(env, sub_id);
+    }
+    Ok(sub)
+}
+
+/// Marks the subscription's pending deliveries cancelled (the recent ones: older ones have
+/// long finished). Deliveries this misses are cancelled when they come due.
+pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiError> {
+    let log = history_log(sub_id);
+    let len = log.len(env.kv)?;
+    let entries: Vec<Entry<String>> =
+        log.read(env.kv, len.saturating_sub(CANCEL_LOOKBACK), usize::MAX)?;
+    let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+    let now = env.now_ms;
+    let mut cancelled = 0;
+    for (key, value) in keys.iter().zip(env.kv.get_many(&keys)?) {
+        let pending = value
+            .and_then(|b| Delivery::decode(&b).ok())
+            .is_some_and(|d| d.status == Status::Pending && d.lease_until.is_none_or(|u| u <= now));
+        if !pending {
+            continue;
+        }
+        let done = update(env.kv, key, |cur| {
+            let Some(bytes) = cur else {
+                return Ok(Update::Keep(false));
+            };
+            let mut d: Delivery = Delivery::decode(bytes).map_err(ApiError::internal)?;
+            if d.status != Status::Pending || d.lease_until.is_some_and(|u| u > now) {
+                return Ok(Update::Keep(false));
+            }
+            d.status = Status::Cancelled;
+            d.next_attempt_at = None;
+            d.finished_at = Some(now);
+            Ok(Update::Write(d.encode(), true))
+        })?;
+        cancelled += u32::from(done);
+    }
+    Ok(cancelled)
+}

@@ -1,0 +1,190 @@
+//! Outcomes: what each attempt's answer does to its delivery (success, retry, failure, cancel), retries queued first, streaks after.
+
+use crate::claim::{Claimed, Wait};
+use crate::health::{disable, record_streak};
+use crate::queue::{enqueue, second_of};
+use crate::report::TickReport;
+use crate::retry::retry_due_after;
+use crate::sender::SendResult;
+use edgehook_model::env::Env;
+use edgehook_records::delivery::{Attempt, Delivery, Status};
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_subscriptions::Subscription;
+use std::collections::BTreeMap;
+
+/// What one attempt did to its delivery.
+enum Verdict {
+    Succeeded,
+    Retry(u64),
+    Failed { gone: bool },
+    Cancelled,
+}
+
+/// What writing one outcome found.
+enum Recorded {
+    /// The outcome is in the record.
+    Written,
+    /// Nothing to write: the delivery is finished, or gone.
+    Nothing,
+    /// Our lease ran out during the attempt and another tick claimed the delivery: that
+    /// tick records (it may die first), so the entry waits as for any lease held.
+    Lost(Option<Wait>),
+}
+
+/// Writes each claimed delivery's outcome (and what follows from it: retries queued,
+/// streaks, disabling). Returns the deliveries another tick took over meanwhile, whose queue
+/// entries are not done with.
+pub(crate) fn record_outcomes<K: Kv>(
+    env: &Env<'_, K>,
+    tick_id: &str,
+    claimed: Vec<Claimed>,
+    subs: Vec<Option<Subscription>>,
+    results: Vec<Option<SendResult>>,
+    cancelled: Vec<bool>,
+    report: &mut TickReport,
+) -> Result<Vec<(String, Wait)>, KvError> {
+    let now = env.now_ms;
+    let mut verdicts = Vec::with_capacity(claimed.len());
+    let mut retries: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for ((c, result), cancel) in claimed.iter().zip(&results).zip(&cancelled) {
+        let verdict = match (cancel, result) {
+            (true, _) | (false, None) => Verdict::Cancelled,
+            (false, Some(r)) => match r.outcome {
+                Ok(code) if (200..300).contains(&code) => Verdict::Succeeded,
+                Ok(410) => Verdict::Failed { gone: true },
+                _ => match retry_due_after(
+                    &env.settings.retry_delays_ms,
+                    now,
+                    c.delivery.attempts_in_run() + 1,
+                    env.random_below(u64::MAX),
+                ) {
+                    Some(due) => {
+                        retries
+                            .entry(second_of(due))
+                            .or_default()
+                            .push(c.delivery.id.clone());
+                        Verdict::Retry(due)
+                    }
+                    None => Verdict::Failed { gone: false },
+                },
+            },
+        };
+        verdicts.push(verdict);
+    }
+    // Queue entries for retries first: a crash after this leaves a hint, never a lost retry.
+    // A store hiccup gets two more tries; if the queue still cannot be written, the retries
+    // are not recorded (their attempts run again when the lease expires) but every other
+    // outcome is.
+    let queued = (0..3).any(|_| enqueue(env.kv, &retries, None).is_ok());
+    let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
+    let mut lost: Vec<(String, Wait)> = Vec::new();
+    // (subscription, any success) per subscription touched by this batch.
+    let mut streaks: Vec<(String, bool)> = Vec::new();
+    let mut note_streak =
+        |sub: &str, success: bool| match streaks.iter_mut().find(|(s, _)| s == sub) {
+            Some((_, any)) => *any |= success,
+            None => streaks.push((sub.to_owned(), success)),
+        };
+    for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
+        if !queued && matches!(verdict, Verdict::Retry(_)) {
+            continue;
+        }
+        let attempt = result.map(|r| Attempt {
+            run: c.delivery.run,
+            number: u32::try_from(c.delivery.attempts_in_run() + 1).unwrap_or(u32::MAX),
+            due_at: c.due_at,
+            started_at: now,
+            status_code: r.outcome.as_ref().ok().copied(),
+            error: r.outcome.as_ref().err().cloned(),
+            latency_ms: r.latency_ms,
+            succeeded: matches!(verdict, Verdict::Succeeded),
+        });
+        let written = update(env.kv, &keys::delivery(&c.delivery.id), |cur| {
+            let Some(bytes) = cur else {
+                return Ok(Update::Keep(Recorded::Nothing));
+            };
+            // Unchanged since the claim wrote it (the rule): no need to parse it.
+            let mut d: Delivery = match bytes == c.bytes.as_slice() {
+                true => c.delivery.clone(),
+                false => Delivery::decode(bytes)?,
+            };
+            if d.status != Status::Pending {
+                return Ok(Update::Keep(Recorded::Nothing));
+            }
+            if d.lease_owner.as_deref() != Some(tick_id) {
+                // Lost the lease: the newer holder records. Until it has, the entry is not
+                // done with (the holder may die mid-attempt): it waits for that lease, or for
+                // the due time the holder wrote when it recorded a retry.
+                let wait = match (d.lease_until, d.next_attempt_at) {
+                    (Some(until), _) => Some(Wait::Leased(until)),
+                    (None, Some(due)) => Some(Wait::Due(due)),
+                    (None, None) => None,
+                };
+                return Ok(Update::Keep(Recorded::Lost(wait)));
+            }
+            d.attempts.extend(attempt.clone());
+            d.lease_until = None;
+            d.lease_owner = None;
+            match verdict {
+                Verdict::Succeeded => d.status = Status::Succeeded,
+                Verdict::Retry(due) => d.next_attempt_at = Some(*due),
+                Verdict::Failed { .. } => d.status = Status::Failed,
+                Verdict::Cancelled => d.status = Status::Cancelled,
+            }
+            if d.status != Status::Pending {
+                d.next_attempt_at = None;
+                d.finished_at = Some(now);
+            }
+            Ok(Update::Write(d.encode(), Recorded::Written))
+        })
+        .map_err(KvError::from);
+        // One record that cannot be written must not cost the others theirs: that attempt
+        // is sent again when its lease expires; the rest are recorded now.
+        match written {
+            Ok(Recorded::Written) => {}
+            Ok(Recorded::Nothing) => continue,
+            Ok(Recorded::Lost(wait)) => {
+                lost.extend(wait.map(|w| (c.delivery.id.clone(), w)));
+                continue;
+            }
+            Err(e) => {
+                failure = Some(e);
+                continue;
+            }
+        }
+        match verdict {
+            Verdict::Succeeded => {
+                report.attempted += 1;
+                report.succeeded += 1;
+                note_streak(&c.delivery.subscription_id, true);
+            }
+            Verdict::Retry(_) => {
+                report.attempted += 1;
+                report.failed += 1;
+            }
+            Verdict::Failed { gone } => {
+                report.attempted += 1;
+                report.failed += 1;
+                if *gone {
+                    let _ = disable(env, &c.delivery.subscription_id, "gone");
+                } else {
+                    note_streak(&c.delivery.subscription_id, false);
+                }
+            }
+            Verdict::Cancelled => {}
+        }
+    }
+    for (sub_id, success) in streaks {
+        let known = subs
+            .iter()
+            .flatten()
+            .find(|s| s.id == sub_id)
+            .map(|s| s.consecutive_failures);
+        if success && known == Some(0) {
+            continue; // nothing to reset
+        }
+        let _ = record_streak(env, &sub_id, success);
+    }
+    failure.map_or(Ok(lost), Err)
+}

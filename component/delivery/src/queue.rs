@@ -1,0 +1,80 @@
+//! The due queue: an append log of delivery ids per second an attempt is due in, and the directory of those seconds with a watermark each.
+
+use edgehook_storage::applog::AppendLog;
+use edgehook_storage::directory::{self, Directory};
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::{Kv, KvError, Update, update_seen, update_seldom};
+use std::collections::BTreeMap;
+
+/// Seconds a processed queue second is kept before it is deleted (tolerates clock skew
+/// between instances appending to it).
+pub(crate) const QUEUE_GRACE_S: u64 = 60;
+
+pub(crate) fn second_of(ms: u64) -> u64 {
+    ms / 1000
+}
+
+pub(crate) fn due_log(second: u64) -> AppendLog {
+    AppendLog::new(keys::due(second))
+}
+
+/// The due and retention directories as publish read them, in one batch with its listeners'
+/// records: fan-out writes either only when its second or day is missing. (A directory
+/// drops a second or a day only long after anyone could still add to it, so a keep decided
+/// on this read is as good as one decided on a fresh one.)
+pub(crate) struct SeenDirectories {
+    pub(crate) due: Option<Vec<u8>>,
+    pub(crate) retention: Option<Vec<u8>>,
+}
+
+/// Queues delivery ids in the seconds they are due: the entries first, then the directory
+/// (`seen`: as read already, if it was). A second with no ids is neither queued nor listed.
+pub(crate) fn enqueue<K: Kv>(
+    kv: &K,
+    by_second: &BTreeMap<u64, Vec<String>>,
+    seen: Option<Option<&[u8]>>,
+) -> Result<(), KvError> {
+    let seconds: Vec<u64> = by_second
+        .iter()
+        .filter(|(_, ids)| !ids.is_empty())
+        .map(|(second, _)| *second)
+        .collect();
+    if seconds.is_empty() {
+        return Ok(());
+    }
+    for (second, ids) in by_second {
+        due_log(*second).append(kv, ids)?;
+    }
+    // Every event of the second after the first finds its second there, by a search of
+    // the record (nothing decoded: the directory lists every second of the last minute).
+    let add = |cur: Option<&[u8]>| {
+        if let Some(cur) = cur {
+            let mut listed = true;
+            for second in &seconds {
+                listed &= directory::contains(cur, *second)?;
+            }
+            if listed {
+                return Ok(Update::Keep(()));
+            }
+        }
+        let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
+        for second in &seconds {
+            dir.entry(*second).or_insert(0);
+        }
+        Ok(Update::Write(directory::encode(&dir), ()))
+    };
+    match seen {
+        Some(seen) => update_seen(kv, &keys::DUE_DIRECTORY, seen, add),
+        None => update_seldom(kv, &keys::DUE_DIRECTORY, add),
+    }
+    .map_err(KvError::from)
+}
+
+/// The due-queue directory: each second with a queue, and how many of its entries a tick has
+/// already seen through (a watermark on entry numbers), so finished seconds cost one read.
+pub(crate) fn read_directory<K: Kv>(kv: &K) -> Result<Directory, KvError> {
+    kv.get(&keys::DUE_DIRECTORY)?
+        .map(|b| directory::decode(&b))
+        .transpose()
+        .map(Option::unwrap_or_default)
+}

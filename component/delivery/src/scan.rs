@@ -1,0 +1,232 @@
+//! Scanning due seconds: which deliveries are due now, which entries must wait (records not written yet, leases held), and the watermark each second may reach.
+
+use crate::batch::{MAX_ATTEMPTS_PER_TICK, TickClock, run_batch};
+use crate::claim::Wait;
+use crate::queue::{QUEUE_GRACE_S, due_log, second_of};
+use crate::report::TickReport;
+use crate::sender::Sender;
+use edgehook_model::env::Env;
+use edgehook_records::delivery::{Delivery, Status};
+use edgehook_storage::applog::Entry;
+use edgehook_storage::keys::{self, Key};
+use edgehook_storage::kv::{Kv, KvError};
+
+pub(crate) struct SecondOutcome {
+    /// When something in this second can next be worked on, if anything is left.
+    pub(crate) unfinished_until: Option<u64>,
+    /// Entries up to this number need no further look.
+    pub(crate) seen: u64,
+}
+
+/// One due second as a tick read it: its candidates, and what keeps its watermark back.
+pub(crate) struct SecondScan {
+    pub(crate) second: u64,
+    /// The highest entry number the watermark may reach (no gap below it).
+    pub(crate) ceiling: u64,
+    /// Whether an entry below the last one is still being written.
+    pub(crate) gap: bool,
+    /// Deliveries to attempt: (entry number, id, whether its last attempt timed out).
+    pub(crate) candidates: Vec<(u64, String, bool)>,
+    pub(crate) unfinished_until: Option<u64>,
+    pub(crate) first_unfinished: Option<u64>,
+}
+
+impl SecondScan {
+    /// Entry `seq` is not done with until `until`.
+    pub(crate) fn hold(&mut self, seq: u64, until: u64) {
+        self.unfinished_until = Some(self.unfinished_until.map_or(until, |u| u.min(until)));
+        self.first_unfinished = Some(self.first_unfinished.map_or(seq, |f| f.min(seq)));
+    }
+
+    pub(crate) fn outcome(&self, now: u64) -> SecondOutcome {
+        let mut unfinished_until = self.unfinished_until;
+        if self.gap {
+            unfinished_until = Some(unfinished_until.map_or(now + 1000, |u| u.min(now + 1000)));
+        }
+        SecondOutcome {
+            unfinished_until,
+            seen: self
+                .first_unfinished
+                .map_or(self.ceiling, |f| self.ceiling.min(f - 1)),
+        }
+    }
+}
+
+/// Reads a due second's new entries and their records: which deliveries are due now, and
+/// which entries must stay unseen (records not written yet, leases held). `len`: its
+/// counter, as the tick read it.
+pub(crate) fn scan_second<K: Kv>(
+    env: &Env<'_, K>,
+    second: u64,
+    seen: u64,
+    len: u64,
+) -> Result<SecondScan, KvError> {
+    let now = env.now_ms;
+    let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
+    let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
+    // Past the grace period nothing more arrives in this second: what is missing by then was
+    // lost by an appender that failed, not still on its way.
+    let settled = (second + QUEUE_GRACE_S) * 1000 < now;
+    // Concurrent appenders reserve numbers first and write pages after, so entry 52 can be
+    // readable before entry 51. The watermark never passes a gap while one may still fill.
+    let mut contiguous = seen;
+    for e in &entries {
+        if e.seq == contiguous + 1 {
+            contiguous = e.seq;
+        } else if e.seq > contiguous + 1 {
+            break;
+        }
+    }
+    // Settled, every number handed out is either read or lost, the last ones too (an
+    // appender that reserved them and failed to write its page): the watermark reaches the
+    // counter, or the second would never be found finished and expire.
+    let mut scan = SecondScan {
+        second,
+        ceiling: if settled {
+            len.max(last_seq)
+        } else {
+            contiguous
+        },
+        gap: !settled && contiguous < last_seq,
+        candidates: Vec::new(),
+        unfinished_until: None,
+        first_unfinished: None,
+    };
+    // One look per delivery, at its first entry in this second.
+    let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
+    first_seq.sort_unstable();
+    first_seq.dedup_by(|later, first| later.0 == first.0);
+    let keys: Vec<Key> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
+    let records = env.kv.get_many(&keys)?;
+    // A queue entry is written before its delivery record: an entry without a record is a
+    // fan-out still in progress (look again shortly) unless the second is settled, when it
+    // can only be left over from a publish that failed.
+    for ((_, seq), record) in first_seq.iter().zip(records) {
+        let Some(d) = record.and_then(|r| Delivery::decode(&r).ok()) else {
+            if !settled {
+                scan.hold(*seq, now + 1000);
+            }
+            continue;
+        };
+        if d.status != Status::Pending {
+            // A replay queues its entry (in its own second) before it makes the record
+            // pending again, so a record that finished before this entry's second began
+            // may be a replay in progress: like a missing record, the entry waits until
+            // the second is settled. A record that finished within the entry's second is
+            // taken as the end of the run the entry was queued for (the common case, which
+            // must not hold every second for its grace period): a replay in the very second
+            // its delivery finished is not told apart by this. Nor is a cancelled one held:
+            // its subscription is disabled for good, so it is never replayed, and its
+            // retries' entries in later seconds would each hold their second for nothing.
+            let replayable = matches!(d.status, Status::Succeeded | Status::Failed);
+            if !settled && replayable && d.finished_at.is_some_and(|f| f < second * 1000) {
+                scan.hold(*seq, now + 1000);
+            }
+            continue;
+        }
+        let Some(due) = d.next_attempt_at else {
+            continue;
+        };
+        if second_of(due) > second {
+            continue; // rescheduled into a later second
+        }
+        match d.lease_until {
+            Some(until) if until > now => scan.hold(*seq, until),
+            _ => {
+                let slow = d
+                    .attempts
+                    .last()
+                    .is_some_and(|a| a.run == d.run && a.error.as_deref() == Some("timeout"));
+                scan.candidates.push((*seq, d.id, slow));
+            }
+        }
+    }
+    scan.candidates.sort_unstable_by_key(|(seq, _, _)| *seq);
+    Ok(scan)
+}
+
+/// Sends the candidates of every scanned second, `max_concurrency` at a time. A batch lasts
+/// as long as its slowest attempt, so deliveries whose last attempt timed out go last, in
+/// batches of their own: one endpoint that hangs does not hold up everyone's retries. What is
+/// not sent (budget, time, store failures, leases held by others, not due yet) holds its
+/// second back.
+pub(crate) fn run_candidates<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    tick_id: &str,
+    scans: &mut [SecondScan],
+    clock: &TickClock,
+    report: &mut TickReport,
+) {
+    let now = env.now_ms;
+    // (scan, entry number, id, slow), fast ones first, oldest second first; one per id.
+    let mut work: Vec<(usize, u64, String, bool)> = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    for (i, scan) in scans.iter().enumerate() {
+        for (seq, id, slow) in &scan.candidates {
+            if ids.insert(id.as_str()) {
+                work.push((i, *seq, id.clone(), *slow));
+            }
+        }
+    }
+    work.sort_by_key(|(_, _, _, slow)| *slow);
+    let mut budget = MAX_ATTEMPTS_PER_TICK;
+    let batch_size = env.settings.max_concurrency.max(1) as usize;
+    let mut start = 0;
+    while start < work.len() {
+        // A batch never mixes slow and fast deliveries.
+        let slow = work[start].3;
+        let end = (start + batch_size).min(work.len());
+        let end = work[start..end]
+            .iter()
+            .position(|w| w.3 != slow)
+            .map_or(end, |p| start + p);
+        let batch = &work[start..end];
+        start = end;
+        if budget < batch.len() || clock.out_of_time() {
+            for (i, seq, _, _) in batch {
+                scans[*i].hold(*seq, now);
+            }
+            continue;
+        }
+        budget -= batch.len();
+        let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
+        match run_batch(&clock.env(env), sender, tick_id, &ids, None, clock, report) {
+            Ok(waits) => {
+                for (id, wait) in waits {
+                    hold_entries(scans, &id, wait);
+                }
+            }
+            Err(_) => {
+                for (i, seq, _, _) in batch {
+                    scans[*i].hold(*seq, now + 1000);
+                }
+            }
+        }
+    }
+}
+
+/// Holds back, in every scanned second, the entries of a delivery a batch left unsent
+/// because of `wait` (each second's own entry: a delivery listed in two seconds is sent
+/// through the first, and the other must not be passed either while the delivery waits).
+fn hold_entries(scans: &mut [SecondScan], id: &str, wait: Wait) {
+    for scan in scans.iter_mut() {
+        let seqs: Vec<u64> = scan
+            .candidates
+            .iter()
+            .filter(|(_, c, _)| c == id)
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        for seq in seqs {
+            match wait {
+                // Another tick holds it: it may die mid-attempt, so the second is not done
+                // with the entry until the lease runs out.
+                Wait::Leased(until) => scan.hold(seq, until),
+                // Due later in this second: sent by a tick that reads a later clock.
+                Wait::Due(due) if second_of(due) <= scan.second => scan.hold(seq, due),
+                // Due in a later second, whose own entry stands for it: this one is stale.
+                Wait::Due(_) => {}
+            }
+        }
+    }
+}

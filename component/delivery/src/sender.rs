@@ -1,0 +1,50 @@
+//! Sending: the [`Sender`] a host's outbound HTTP stands behind, and what goes out and comes back.
+
+use std::rc::Rc;
+
+/// An HTTP request to send for one attempt.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// `https` (or `http` where private targets are allowed).
+    pub scheme: String,
+    /// `host[:port]`.
+    pub authority: String,
+    /// Path and query.
+    pub path_and_query: String,
+    /// Headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The raw body (shared between deliveries of one event).
+    pub body: Rc<Vec<u8>>,
+}
+
+/// What came back for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    /// The status code, or the error (`timeout`, `connection refused`, ...).
+    pub outcome: Result<u16, String>,
+    /// Time from the start of [`Sender::send_all`] to the response head (or the error), in
+    /// ms. The longest of a batch is how long the batch took: the tick's clock moves on by it.
+    pub latency_ms: u64,
+}
+
+/// Sends requests, all at once, each within `timeout_ms`. The shell implements it over
+/// `wasi:http/outgoing-handler`. Redirects are never followed.
+pub trait Sender {
+    /// One result per request, in order.
+    fn send_all(&self, requests: &[Outgoing], timeout_ms: u64) -> Vec<SendResult>;
+}
+
+/// A sender that refuses everything (for hosts and tests with no network).
+pub struct NoNetwork;
+
+impl Sender for NoNetwork {
+    fn send_all(&self, requests: &[Outgoing], _timeout_ms: u64) -> Vec<SendResult> {
+        requests
+            .iter()
+            .map(|_| SendResult {
+                outcome: Err("no network".into()),
+                latency_ms: 0,
+            })
+            .collect()
+    }
+}

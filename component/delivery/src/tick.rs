@@ -1,0 +1,182 @@
+//! Ticks: every attempt due now (`scheduler.tick`), and the attempts a request has just made due (`run_now`).
+
+use crate::batch::{MAX_ATTEMPTS_PER_TICK, TickClock, run_batch};
+use crate::fanout::Prepared;
+use crate::purge::purge_expired;
+use crate::queue::{QUEUE_GRACE_S, due_log, read_directory};
+use crate::report::TickReport;
+use crate::scan::{SecondScan, run_candidates, scan_second};
+use crate::sender::Sender;
+use edgehook_model::env::Env;
+use edgehook_model::ids::IdKind;
+use edgehook_records::delivery::{EventRecord, delivery_id};
+use edgehook_storage::directory::{self};
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::{Kv, KvError, Update, update};
+
+/// Runs the attempts a request has just made due — attempt 1 of every delivery of an
+/// accepted event, or the first attempt of a replay — right after its response is out, in
+/// batches of `max_concurrency`. Only those deliveries: their records are read directly,
+/// not found by scanning the due queue, so this costs the same whatever else is queued
+/// (retries and anything this misses are the next tick's, through their queue entries).
+pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> TickReport {
+    let mut report = TickReport::default();
+    let ids: Vec<String> = match work {
+        RunNow::Delivery(id) => vec![id.clone()],
+        RunNow::Prepared(p) => p.items.iter().map(|(w, _)| w.delivery.id.clone()).collect(),
+        RunNow::Event(event_id) => match env.kv.get(&keys::event(event_id)) {
+            Ok(Some(b)) => match EventRecord::decode(&b) {
+                Ok(event) => event
+                    .subscriptions
+                    .iter()
+                    .map(|sub| delivery_id(event_id, sub))
+                    .collect(),
+                Err(_) => return report,
+            },
+            _ => return report,
+        },
+    };
+    let prepared = match work {
+        RunNow::Prepared(p) => Some(p.as_ref()),
+        _ => None,
+    };
+    let tick_id = IdKind::Request.generate(env.entropy);
+    let clock = TickClock {
+        start_ms: env.now_ms,
+        elapsed_ms: std::cell::Cell::new(0),
+    };
+    let batch_size = env.settings.max_concurrency.max(1) as usize;
+    for (n, batch) in ids
+        .chunks(batch_size)
+        .take(MAX_ATTEMPTS_PER_TICK / batch_size)
+        .enumerate()
+    {
+        if clock.out_of_time() {
+            break; // the rest is the tick's, through the queue
+        }
+        let known = prepared.map(|p| {
+            let start = n * batch_size;
+            (&p.items[start..start + batch.len()], &p.body)
+        });
+        // A failed batch is left to the tick (its queue entries are still there).
+        let _ = run_batch(
+            &clock.env(env),
+            sender,
+            &tick_id,
+            batch,
+            known,
+            &clock,
+            &mut report,
+        );
+    }
+    report
+}
+
+/// The deliveries a request made due at once (see [`run_now`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunNow {
+    /// Attempt 1 of every delivery of this accepted event.
+    Event(String),
+    /// Attempt 1 of every delivery of a new event, with what publish already read.
+    Prepared(Box<Prepared>),
+    /// The replayed delivery.
+    Delivery(String),
+}
+
+/// Runs every attempt that is due now (up to [`MAX_ATTEMPTS_PER_TICK`]), purges records past
+/// retention, and reports when the next attempt is due. Store failures are not fatal: what
+/// could not be done stays queued for a later tick.
+pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
+    let mut report = TickReport::default();
+    let tick_id = IdKind::Request.generate(env.entropy);
+    let now = env.now_ms;
+    let Ok(directory) = read_directory(env.kv) else {
+        report.next_due_ms = Some(now + 1000);
+        return report;
+    };
+    let mut next_due: Option<u64> = None;
+    let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
+    let due: Vec<(u64, u64)> = directory
+        .iter()
+        .map(|(s, seen)| (*s, *seen))
+        .filter(|(s, _)| s * 1000 <= now)
+        .collect();
+    // Each due second's length, read through its counter (`increment(key, 0)`: a counter's
+    // bytes are the host's own, so never `get`).
+    let lens: Result<Vec<u64>, KvError> =
+        due.iter().map(|(s, _)| due_log(*s).len(env.kv)).collect();
+    let Ok(lens) = lens else {
+        report.next_due_ms = Some(now + 1000);
+        return report;
+    };
+    let clock = TickClock {
+        start_ms: now,
+        elapsed_ms: std::cell::Cell::new(0),
+    };
+    let mut seen_now: Vec<(u64, u64)> = Vec::new();
+    let mut expired: Vec<u64> = Vec::new();
+    // Read every due second first, then send their candidates together: batches span
+    // seconds, so one slow attempt in each second does not cost a whole batch per second.
+    let mut scans: Vec<SecondScan> = Vec::new();
+    let mut candidates = 0;
+    for ((second, seen), len) in due.iter().copied().zip(lens) {
+        if len <= seen {
+            if (second + QUEUE_GRACE_S) * 1000 < now {
+                expired.push(second);
+            }
+            continue;
+        }
+        if candidates >= MAX_ATTEMPTS_PER_TICK {
+            note_due(now); // enough for this tick; the next one reads on
+            continue;
+        }
+        match scan_second(env, second, seen, len) {
+            Ok(scan) => {
+                candidates += scan.candidates.len();
+                scans.push(scan);
+            }
+            Err(_) => note_due(now + 1000),
+        }
+    }
+    run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
+    for scan in &scans {
+        let outcome = scan.outcome(now);
+        seen_now.push((scan.second, outcome.seen));
+        if let Some(t) = outcome.unfinished_until {
+            note_due(t);
+        }
+    }
+    for second in &expired {
+        let _ = due_log(*second).delete_all(env.kv);
+    }
+    // Record the watermarks and drop expired seconds; a concurrent enqueue only ever adds.
+    let _ = update(env.kv, &keys::DUE_DIRECTORY, |cur| {
+        let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
+        for (second, seen) in &seen_now {
+            if let Some(entry) = dir.get_mut(second) {
+                *entry = (*entry).max(*seen);
+            }
+        }
+        for second in &expired {
+            if dir.get(second) == directory.get(second) {
+                dir.remove(second);
+            }
+        }
+        if seen_now.is_empty() && expired.is_empty() {
+            return Ok(Update::Keep(()));
+        }
+        Ok::<_, KvError>(Update::Write(directory::encode(&dir), ()))
+    });
+    let _ = purge_expired(env);
+    // Read the directory again: this tick queued retries into later seconds.
+    match read_directory(env.kv) {
+        Ok(dir) => {
+            if let Some(s) = dir.keys().find(|s| **s * 1000 > now) {
+                note_due(*s * 1000);
+            }
+        }
+        Err(_) => note_due(now + 1000),
+    }
+    report.next_due_ms = next_due;
+    report
+}

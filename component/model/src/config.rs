@@ -1,0 +1,260 @@
+//! Settings read from the host's `wasi:config` store.
+//!
+//! Keys are snake_case because Spin variable names allow only lowercase letters, digits and
+//! underscores; our own host uses the same names. [`KEYS`] is the complete list: the Spin
+//! manifest test checks that `spin.toml` declares every one of them.
+
+/// Every configuration key the component reads, with its default (`None`: no default).
+pub const KEYS: &[(&str, Option<&str>)] = &[
+    ("admin_token", None),
+    ("attempt_timeout_ms", Some("10000")),
+    ("max_concurrency", Some("16")),
+    ("disable_after_failures", Some("5")),
+    ("retention_days", Some("30")),
+    ("subscription_limit", Some("100")),
+    ("allow_private_targets", Some("false")),
+    ("allow_http", Some("false")),
+    ("rate_limit_per_minute", Some("1200")),
+    ("opportunistic_tick_s", Some("10")),
+    ("retry_delays_ms", Some("60000,300000")),
+];
+
+/// The component's settings, parsed and defaulted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Bearer token of the operator API; operator routes answer 401 while it is unset.
+    pub admin_token: Option<String>,
+    /// Time allowed to one delivery attempt, in milliseconds.
+    pub attempt_timeout_ms: u64,
+    /// How many attempts one tick or publish runs at the same time.
+    pub max_concurrency: u32,
+    /// Consecutive deliveries that must end failed before a subscription is disabled.
+    pub disable_after_failures: u32,
+    /// Days delivery records are kept before tick purges them.
+    pub retention_days: u32,
+    /// Active subscriptions one API client may have.
+    pub subscription_limit: u32,
+    /// Whether subscription URLs may point at non-global addresses and `localhost`
+    /// (for local development and tests only; `https` still required unless `allow_http`).
+    pub allow_private_targets: bool,
+    /// Whether subscription URLs may be plain `http://` (for local development and tests
+    /// only; hosts must still be public unless `allow_private_targets`).
+    pub allow_http: bool,
+    /// Partner API requests one API client may make per clock minute (0: no limit).
+    pub rate_limit_per_minute: u32,
+    /// After answering a request, run the due work if no instance did so in the last this
+    /// many seconds (0: never). For hosts with no timer of their own (Spin without a
+    /// CronJob); hosts that call `tick` themselves set it to 0.
+    pub opportunistic_tick_s: u32,
+    /// Delay before attempt 2 and before attempt 3 after the previous attempt failed, in
+    /// milliseconds (SPEC §8: about 1 and 5 minutes; each gets up to +10 % jitter).
+    pub retry_delays_ms: [u64; 2],
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("attempt_timeout_ms", &self.attempt_timeout_ms)
+            .field("max_concurrency", &self.max_concurrency)
+            .field("disable_after_failures", &self.disable_after_failures)
+            .field("retention_days", &self.retention_days)
+            .field("subscription_limit", &self.subscription_limit)
+            .field("allow_private_targets", &self.allow_private_targets)
+            .field("allow_http", &self.allow_http)
+            .field("rate_limit_per_minute", &self.rate_limit_per_minute)
+            .field("opportunistic_tick_s", &self.opportunistic_tick_s)
+            .field("retry_delays_ms", &self.retry_delays_ms)
+            .finish()
+    }
+}
+
+/// A configuration value that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending key.
+    pub key: String,
+    /// What is wrong with its value.
+    pub problem: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "config key {}: {}", self.key, self.problem)
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self::from_pairs(std::iter::empty::<(String, String)>())
+            .expect("the built-in defaults parse")
+    }
+}
+
+impl Settings {
+    /// Parses settings from key/value pairs (what `wasi:config/store.get-all` returns).
+    /// Unknown keys are ignored; a known key with a value that does not parse is an error,
+    /// so that a typo in a deployment is loud rather than silently defaulted.
+    pub fn from_pairs<S: AsRef<str>>(
+        pairs: impl IntoIterator<Item = (S, S)>,
+    ) -> Result<Self, ConfigError> {
+        // One slot per known key, the last value given winning; nothing is copied but the
+        // admin token (every request parses the settings, so this stays allocation-free).
+        let mut given: [Option<S>; KEYS.len()] = std::array::from_fn(|_| None);
+        for (k, v) in pairs {
+            if let Some(i) = KEYS.iter().position(|(name, _)| *name == k.as_ref()) {
+                given[i] = Some(v);
+            }
+        }
+        let value = |key: &str| -> Option<&str> {
+            let i = KEYS.iter().position(|(name, _)| *name == key)?;
+            given[i]
+                .as_ref()
+                .map(|v| v.as_ref().trim())
+                .filter(|v| !v.is_empty())
+                .or(KEYS[i].1)
+        };
+        let number = |key: &str, min: u64, max: u64| -> Result<u64, ConfigError> {
+            let raw = value(key).unwrap_or_default();
+            raw.parse::<u64>()
+                .ok()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| ConfigError {
+                    key: key.to_owned(),
+                    problem: format!("expected a whole number from {min} to {max}, got {raw:?}"),
+                })
+        };
+        let flag = |key: &str| -> Result<bool, ConfigError> {
+            match value(key) {
+                Some("true") | Some("1") | Some("yes") => Ok(true),
+                Some("false") | Some("0") | Some("no") | None => Ok(false),
+                Some(other) => Err(ConfigError {
+                    key: key.to_owned(),
+                    problem: format!("expected true or false, got {other:?}"),
+                }),
+            }
+        };
+        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Settings {
+            admin_token: value("admin_token").map(str::to_owned),
+            attempt_timeout_ms: number("attempt_timeout_ms", 100, 120_000)?,
+            max_concurrency: narrow(number("max_concurrency", 1, 256)?),
+            disable_after_failures: narrow(number("disable_after_failures", 1, 1000)?),
+            retention_days: narrow(number("retention_days", 1, 3650)?),
+            subscription_limit: narrow(number("subscription_limit", 1, 100_000)?),
+            allow_private_targets: flag("allow_private_targets")?,
+            allow_http: flag("allow_http")?,
+            rate_limit_per_minute: narrow(number("rate_limit_per_minute", 0, 1_000_000)?),
+            opportunistic_tick_s: narrow(number("opportunistic_tick_s", 0, 3600)?),
+            retry_delays_ms: {
+                let raw = value("retry_delays_ms").unwrap_or_default();
+                let delays: Vec<u64> = raw
+                    .split(',')
+                    .filter_map(|d| d.trim().parse::<u64>().ok())
+                    .filter(|d| (1000..=86_400_000).contains(d))
+                    .collect();
+                <[u64; 2]>::try_from(delays).map_err(|_| ConfigError {
+                    key: "retry_delays_ms".to_owned(),
+                    problem: format!(
+                        "expected two delays in ms, each from 1000 to 86400000, e.g. \
+                         60000,300000; got {raw:?}"
+                    ),
+                })?
+            },
+        })
+    }
+}
+
+impl Settings {
+    /// The delivery targets these settings allow (`allow_http`, `allow_private_targets`).
+    pub fn target_policy(&self) -> crate::validate::TargetPolicy {
+        crate::validate::TargetPolicy {
+            allow_http: self.allow_http,
+            allow_private: self.allow_private_targets,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_design() {
+        let s = Settings::default();
+        assert_eq!(s.admin_token, None);
+        assert_eq!(s.attempt_timeout_ms, 10_000);
+        assert_eq!(s.max_concurrency, 16);
+        assert_eq!(s.disable_after_failures, 5);
+        assert_eq!(s.retention_days, 30);
+        assert_eq!(s.subscription_limit, 100);
+        assert!(!s.allow_private_targets);
+        assert!(!s.allow_http);
+        assert_eq!(s.target_policy(), crate::validate::TargetPolicy::STRICT);
+        assert_eq!(s.rate_limit_per_minute, 1200);
+    }
+
+    #[test]
+    fn the_configuration_table_of_docs_design_configuration_md_is_these_keys_and_defaults() {
+        let doc = include_str!("../../../docs/design/configuration.md");
+        let rows: Vec<(&str, &str)> = doc
+            .lines()
+            .filter_map(|l| {
+                let mut cells = l.strip_prefix("| `")?.splitn(3, " | ");
+                let key = cells.next()?.strip_suffix('`')?;
+                Some((key, cells.next()?))
+            })
+            .collect();
+        let expected: Vec<(&str, &str)> =
+            KEYS.iter().map(|(k, d)| (*k, d.unwrap_or("—"))).collect();
+        assert_eq!(rows, expected);
+    }
+
+    #[test]
+    fn given_values_override_defaults() {
+        let s = Settings::from_pairs([
+            ("attempt_timeout_ms", "2500"),
+            ("admin_token", "t0k"),
+            ("allow_private_targets", "true"),
+            ("something_else", "ignored"),
+        ])
+        .expect("valid");
+        assert_eq!(s.attempt_timeout_ms, 2500);
+        assert_eq!(s.admin_token.as_deref(), Some("t0k"));
+        assert!(s.allow_private_targets);
+        assert!(!s.allow_http, "each switch is its own");
+        let s = Settings::from_pairs([("allow_http", "yes")]).expect("valid");
+        assert!(s.allow_http && !s.allow_private_targets);
+    }
+
+    #[test]
+    fn the_last_value_given_wins_trimmed_and_an_empty_one_is_the_default() {
+        let s = Settings::from_pairs([
+            ("retention_days", "7"),
+            ("retention_days", " 9 "),
+            ("subscription_limit", "  "),
+            ("admin_token", ""),
+        ])
+        .expect("valid");
+        assert_eq!(s.retention_days, 9);
+        assert_eq!(s.subscription_limit, 100);
+        assert_eq!(s.admin_token, None);
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_the_key() {
+        let err = Settings::from_pairs([("max_concurrency", "lots")]).expect_err("invalid");
+        assert_eq!(err.key, "max_concurrency");
+        let err = Settings::from_pairs([("attempt_timeout_ms", "0")]).expect_err("out of range");
+        assert_eq!(err.key, "attempt_timeout_ms");
+    }
+
+    #[test]
+    fn debug_never_shows_the_admin_token() {
+        let s = Settings::from_pairs([("admin_token", "very-secret")]).expect("valid");
+        assert!(!format!("{s:?}").contains("very-secret"));
+    }
+}

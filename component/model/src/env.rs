@@ -1,0 +1,61 @@
+//! Everything the core gets from outside, passed in explicitly: the time, randomness, the
+//! store and the settings. The core never reads a clock or a random source by itself; the
+//! shell fills an [`Env`] from the WASI imports and tests fill it with fixed values.
+
+use crate::config::Settings;
+use edgehook_storage::kv::Kv;
+
+/// A source of random bytes. The shell reads `wasi:random`; tests use [`SeededEntropy`].
+pub trait Entropy {
+    /// Fills `buf` with random bytes.
+    fn fill(&self, buf: &mut [u8]);
+}
+
+/// The world as one call of the core sees it.
+pub struct Env<'a, K: Kv> {
+    /// Wall-clock time of this call, in milliseconds since the Unix epoch.
+    pub now_ms: u64,
+    /// The key-value bucket.
+    pub kv: &'a K,
+    /// The parsed settings.
+    pub settings: &'a Settings,
+    /// Randomness for ids, secrets and jitter.
+    pub entropy: &'a dyn Entropy,
+}
+
+impl<K: Kv> Env<'_, K> {
+    /// `n` random bytes.
+    pub fn random_bytes<const N: usize>(&self) -> [u8; N] {
+        let mut buf = [0u8; N];
+        self.entropy.fill(&mut buf);
+        buf
+    }
+
+    /// A uniformly distributed number in `0..bound` (`bound` > 0).
+    pub fn random_below(&self, bound: u64) -> u64 {
+        u64::from_le_bytes(self.random_bytes::<8>()) % bound.max(1)
+    }
+}
+
+/// Deterministic randomness for tests (SplitMix64). Not for production use.
+pub struct SeededEntropy(std::cell::Cell<u64>);
+
+impl SeededEntropy {
+    /// A generator that always produces the same bytes for the same seed.
+    pub fn new(seed: u64) -> Self {
+        Self(std::cell::Cell::new(seed))
+    }
+}
+
+impl Entropy for SeededEntropy {
+    fn fill(&self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let mut z = self.0.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+            self.0.set(z);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! Deliveries and events as stored: [`Delivery`] (`dlv:{id}`, one event to one
+//! subscription, with every attempt), [`EventRecord`] (`evt:{id}`; the raw load is stored
+//! beside it, never re-serialized) and the delivery id derived from (event, subscription).
+
+use edgehook_storage::codec::{Reader, Writer};
+use edgehook_storage::kv::KvError;
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Where a delivery is in its life.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// An attempt is due now or later.
+    Pending,
+    /// An attempt got a 2xx.
+    Succeeded,
+    /// Every attempt of the run failed (or the endpoint answered 410 Gone).
+    Failed,
+    /// The subscription was disabled before the delivery finished.
+    Cancelled,
+}
+
+/// One attempt to deliver.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// Run number: 0 for the original delivery, 1.. for replays.
+    pub run: u32,
+    /// Attempt number within the run (1..=3).
+    pub number: u32,
+    /// When it was due (ms since the epoch).
+    pub due_at: u64,
+    /// When it was sent.
+    pub started_at: u64,
+    /// The endpoint's status code, if it answered.
+    pub status_code: Option<u16>,
+    /// The network error or timeout, if it did not.
+    pub error: Option<String>,
+    /// Time to the response head, in ms.
+    pub latency_ms: u64,
+    /// Whether it counted as a success.
+    pub succeeded: bool,
+}
+
+/// A delivery: one event to one subscription. Stored binary ([`Delivery::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// `dlv_...`, fixed per (event, subscription).
+    pub id: String,
+    /// The event.
+    pub event_id: String,
+    /// Its type (the `X-Service-Event` header).
+    pub event_type: String,
+    /// The subscription.
+    pub subscription_id: String,
+    /// When it was created.
+    pub created_at: u64,
+    /// Where it is in its life.
+    pub status: Status,
+    /// Every attempt, of every run.
+    pub attempts: Vec<Attempt>,
+    /// Current run (0 = original, 1.. = replays).
+    pub run: u32,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_at: Option<u64>,
+    /// Until when an instance holds the attempt in flight.
+    pub lease_until: Option<u64>,
+    /// Which tick holds it.
+    pub lease_owner: Option<String>,
+    /// When it reached its final state.
+    pub finished_at: Option<u64>,
+}
+
+/// First byte of a delivery record ([`Delivery::encode`]): its format's version.
+pub const DELIVERY_V1: u8 = 0xD1;
+
+impl Status {
+    fn code(self) -> u8 {
+        match self {
+            Status::Pending => 0,
+            Status::Succeeded => 1,
+            Status::Failed => 2,
+            Status::Cancelled => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Self> {
+        [
+            Status::Pending,
+            Status::Succeeded,
+            Status::Failed,
+            Status::Cancelled,
+        ]
+        .get(usize::from(code))
+        .copied()
+    }
+}
+
+impl Delivery {
+    /// The stored record: `DELIVERY_V1` (0xD1), then every field in declaration order (see
+    /// [`edgehook_storage::codec`]), each attempt's fields in theirs. A delivery is written three times
+    /// in its life at least (fan-out, claim, outcome), so it is copied rather than escaped.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(DELIVERY_V1, 160 + 48 * self.attempts.len());
+        w.str(&self.id)
+            .str(&self.event_id)
+            .str(&self.event_type)
+            .str(&self.subscription_id)
+            .u64(self.created_at)
+            .u8(self.status.code())
+            .list(&self.attempts, |w, a| {
+                w.u32(a.run)
+                    .u32(a.number)
+                    .u64(a.due_at)
+                    .u64(a.started_at)
+                    .opt(a.status_code, Writer::u16)
+                    .opt(a.error.as_deref(), Writer::str)
+                    .u64(a.latency_ms)
+                    .bool(a.succeeded)
+            })
+            .u32(self.run)
+            .opt(self.next_attempt_at, Writer::u64)
+            .opt(self.lease_until, Writer::u64)
+            .opt(self.lease_owner.as_deref(), Writer::str)
+            .opt(self.finished_at, Writer::u64);
+        w.finish()
+    }
+
+    /// Reads a stored record ([`Delivery::encode`]). A damaged record is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Delivery, KvError> {
+        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt delivery record".into()))
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<Delivery> {
+        let mut r = Reader::new(bytes, DELIVERY_V1)?;
+        let (id, event_id, event_type, subscription_id) = (r.str()?, r.str()?, r.str()?, r.str()?);
+        let created_at = r.u64()?;
+        let status = Status::from_code(r.u8()?)?;
+        let attempts = r.list(32, |r| {
+            Some(Attempt {
+                run: r.u32()?,
+                number: r.u32()?,
+                due_at: r.u64()?,
+                started_at: r.u64()?,
+                status_code: r.opt(Reader::u16)?,
+                error: r.opt(Reader::str)?,
+                latency_ms: r.u64()?,
+                succeeded: r.bool()?,
+            })
+        })?;
+        let d = Delivery {
+            id,
+            event_id,
+            event_type,
+            subscription_id,
+            created_at,
+            status,
+            attempts,
+            run: r.u32()?,
+            next_attempt_at: r.opt(Reader::u64)?,
+            lease_until: r.opt(Reader::u64)?,
+            lease_owner: r.opt(Reader::str)?,
+            finished_at: r.opt(Reader::u64)?,
+        };
+        r.end()?;
+        Some(d)
+    }
+
+    /// How many attempts the current run has made.
+    pub fn attempts_in_run(&self) -> usize {
+        self.attempts.iter().filter(|a| a.run == self.run).count()
+    }
+
+    /// The operator view.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "eventId": self.event_id,
+            "eventType": self.event_type,
+            "subscriptionId": self.subscription_id,
+            "status": self.status,
+            "createdAt": self.created_at,
+            "nextAttemptAt": self.next_attempt_at,
+            "finishedAt": self.finished_at,
+            "replays": self.run,
+            "attempts": self.attempts,
+        })
+    }
+}
+
+/// A published event, as stored (`evt:{id}`; its body is stored beside it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// `evt_...`.
+    pub id: String,
+    /// One of [`edgehook_model::events::EVENT_TYPES`].
+    pub event_type: String,
+    /// When it was accepted (ms since the epoch).
+    pub created_at: u64,
+    /// Hex SHA-256 of the load: a retry under the same idempotency key must carry the same.
+    pub body_sha256: String,
+    /// The subscriptions it is delivered to (one delivery each).
+    pub subscriptions: Vec<String>,
+    /// Whether every delivery has been created.
+    pub fanned_out: bool,
+}
+
+/// First byte of an event record ([`EventRecord::encode`]): its format's version.
+pub const EVENT_V1: u8 = 0xE5;
+
+impl EventRecord {
+    /// The stored record: `EVENT_V1`, then every field in declaration order (see
+    /// [`edgehook_storage::codec`]). Every publish writes one.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(EVENT_V1, 128 + 32 * self.subscriptions.len());
+        w.str(&self.id)
+            .str(&self.event_type)
+            .u64(self.created_at)
+            .str(&self.body_sha256)
+            .list(&self.subscriptions, |w, s| w.str(s))
+            .bool(self.fanned_out);
+        w.finish()
+    }
+
+    /// Reads a stored record ([`EventRecord::encode`]). Damage is an error.
+    pub fn decode(bytes: &[u8]) -> Result<EventRecord, KvError> {
+        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt event record".into()))
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
+        let mut r = Reader::new(bytes, EVENT_V1)?;
+        let (id, event_type, created_at, body_sha256) = (r.str()?, r.str()?, r.u64()?, r.str()?);
+        let subscriptions = r.list(4, Reader::str)?;
+        let event = EventRecord {
+            id,
+            event_type,
+            created_at,
+            body_sha256,
+            subscriptions,
+            fanned_out: r.bool()?,
+        };
+        r.end()?;
+        Some(event)
+    }
+}
+
+/// The delivery id of (event, subscription).
+pub fn delivery_id(event_id: &str, subscription_id: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(event_id)
+        .chain_update("/")
+        .chain_update(subscription_id)
+        .finalize();
+    let mut id = String::from("dlv_");
+    edgehook_model::ids::push_hex(&mut id, &digest[..12]);
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A delivery with every kind of field set: answered and unanswered attempts of two
+    /// runs, a lease, no finish.
+    fn full_delivery() -> Delivery {
+        let attempt = |run, number, status_code, error: Option<&str>| Attempt {
+            run,
+            number,
+            due_at: 1_767_225_600_000 + u64::from(number),
+            started_at: 1_767_225_600_500,
+            status_code,
+            error: error.map(str::to_owned),
+            latency_ms: 12,
+            succeeded: status_code == Some(204),
+        };
+        Delivery {
+            id: delivery_id("evt_a", "sub_b"),
+            event_id: "evt_a".into(),
+            event_type: "load.status_changed".into(),
+            subscription_id: "sub_b".into(),
+            created_at: 1_767_225_600_000,
+            status: Status::Pending,
+            attempts: vec![
+                attempt(0, 1, None, Some("connection refused")),
+                attempt(0, 2, Some(503), None),
+                attempt(0, 3, Some(204), None),
+                attempt(1, 1, None, Some("timeout \"é\"")),
+            ],
+            run: 1,
+            next_attempt_at: Some(1_767_225_660_000),
+            lease_until: Some(1_767_225_675_000),
+            lease_owner: Some("tick_1".into()),
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn a_delivery_record_is_binary_and_reads_back_whole() {
+        for status in [
+            Status::Pending,
+            Status::Succeeded,
+            Status::Failed,
+            Status::Cancelled,
+        ] {
+            let mut d = full_delivery();
+            d.status = status;
+            let bytes = d.encode();
+            assert_eq!(bytes[0], DELIVERY_V1);
+            assert_eq!(Delivery::decode(&bytes), Ok(d));
+        }
+        let bare = Delivery {
+            attempts: Vec::new(),
+            next_attempt_at: None,
+            lease_until: None,
+            lease_owner: None,
+            finished_at: Some(5),
+            ..full_delivery()
+        };
+        assert_eq!(Delivery::decode(&bare.encode()), Ok(bare));
+    }
+
+    #[test]
+    fn a_damaged_delivery_record_is_an_error_not_a_panic_or_a_guess() {
+        let bytes = full_delivery().encode();
+        edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
+            Delivery::decode(b).is_ok()
+        });
+        // An unknown status, and an attempt count far beyond what the record holds: the
+        // status byte follows the version, four strings (length + bytes) and `created_at`.
+        let d = full_delivery();
+        let strings = [&d.id, &d.event_id, &d.event_type, &d.subscription_id];
+        let status_at = 1 + strings.iter().map(|s| 4 + s.len()).sum::<usize>() + 8;
+        assert_eq!(bytes[status_at], Status::Pending.code());
+        assert_eq!(bytes[status_at + 1], 4, "four attempts");
+        let mut bad = bytes.clone();
+        bad[status_at] = 9;
+        assert!(Delivery::decode(&bad).is_err(), "status 9");
+        let mut many = bytes.clone();
+        many[status_at + 1..status_at + 5].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Delivery::decode(&many).is_err(), "u32::MAX attempts");
+        assert!(Delivery::decode(b"{\"id\":").is_err(), "broken JSON");
+    }
+
+    fn sample_event() -> EventRecord {
+        EventRecord {
+            id: "evt_0123456789abcdef01234567".into(),
+            event_type: "load.status_changed".into(),
+            created_at: 1_767_225_600_123,
+            body_sha256: "ab".repeat(32),
+            subscriptions: vec!["sub_a".into(), "sub_é".into(), String::new()],
+            fanned_out: true,
+        }
+    }
+
+    #[test]
+    fn an_event_record_reads_back_and_damage_is_an_error() {
+        let event = sample_event();
+        let bytes = event.encode();
+        assert_eq!(bytes[0], EVENT_V1);
+        assert_eq!(EventRecord::decode(&bytes), Ok(event.clone()));
+        edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
+            EventRecord::decode(b).is_ok()
+        });
+        // The flag is the last byte; a count of subscriptions beyond what the record holds.
+        let mut bad = bytes.clone();
+        *bad.last_mut().expect("flag") = 2;
+        assert!(EventRecord::decode(&bad).is_err(), "flag 2");
+        let count_at = 1 + (4 + event.id.len()) + (4 + event.event_type.len()) + 8 + (4 + 64);
+        assert_eq!(bytes[count_at], 3);
+        let mut many = bytes.clone();
+        many[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            EventRecord::decode(&many).is_err(),
+            "u32::MAX subscriptions"
+        );
+    }
+
+    /// Record codecs round-trip any record, however many subscriptions an event fans out
+    /// to (its size hint must not underflow for a large fan-out).
+    #[test]
+    fn an_event_record_with_a_large_fan_out_reads_back_whole() {
+        let event = EventRecord {
+            subscriptions: (0..1_000).map(|n| format!("sub_{n:024x}")).collect(),
+            ..sample_event()
+        };
+        let bytes = event.encode();
+        assert_eq!(EventRecord::decode(&bytes), Ok(event));
+    }
+
+    /// Only the binary formats are read: event and delivery records in the JSON no release
+    /// wrote are damage (an error, never a guess).
+    #[test]
+    fn records_in_another_format_are_not_read() {
+        let event = format!(
+            r#"{{"id":"evt_0123456789abcdef01234567","eventType":"load.created","createdAt":1,"bodySha256":"{}","subscriptions":[],"fannedOut":true}}"#,
+            "ab".repeat(32)
+        );
+        assert!(EventRecord::decode(event.as_bytes()).is_err());
+        let delivery = r#"{"id":"dlv_1","eventId":"evt_1","eventType":"load.created","subscriptionId":"sub_1","createdAt":1,"status":"pending","attempts":[],"run":0,"nextAttemptAt":1,"leaseUntil":null,"leaseOwner":null,"finishedAt":null}"#;
+        assert!(Delivery::decode(delivery.as_bytes()).is_err());
+    }
+}

@@ -1,0 +1,264 @@
+//! Subscriptions as stored: [`Subscription`] (`sub:{id}`), its [`Status`] and its signing
+//! [`Secret`].
+
+use base64::Engine as _;
+use edgehook_model::error::ApiError;
+use edgehook_storage::codec::{Reader, Writer};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// A signing secret. Its `Debug` never shows the value.
+#[derive(Clone, Serialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl Secret {
+    /// A fresh secret: `whsec_` + 32 random bytes, base64url without padding.
+    pub fn generate(random: [u8; 32]) -> Self {
+        Secret(format!(
+            "whsec_{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random)
+        ))
+    }
+}
+
+/// Lifecycle of a subscription record.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// Being created; invisible until it becomes active.
+    Pending,
+    /// Receives deliveries and shows in list.
+    Active,
+    /// Deleted or disabled; receives nothing, kept for support.
+    Disabled,
+}
+
+/// A stored subscription. Stored binary ([`Subscription::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    /// `sub_...`.
+    pub id: String,
+    /// The owning API client.
+    pub client_id: String,
+    /// Target URL, as given.
+    pub url: String,
+    /// Event types it listens to (deduplicated, in the order given).
+    pub event_types: Vec<String>,
+    /// The signing secret (only ever returned by create).
+    pub signing_secret: Secret,
+    /// Lifecycle state.
+    pub status: Status,
+    /// Why it was disabled (`deleted`, `gone`, `repeated_failures`, `operator`).
+    pub disabled_reason: Option<String>,
+    /// Creation time (ms since the epoch).
+    pub created_at: u64,
+    /// When it was disabled.
+    pub disabled_at: Option<u64>,
+    /// Position in the client's creation order.
+    pub seq: u64,
+    /// Deliveries in a row that ended failed (reset by any success).
+    pub consecutive_failures: u32,
+    /// The number of its entry in each event type's fan-out index, in the order of
+    /// `event_types` (so a delete removes exactly those entries).
+    pub fanout_seqs: Vec<u64>,
+}
+
+impl Subscription {
+    /// The operator view: state and disable reason included, never the secret.
+    pub fn operator_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "clientId": self.client_id,
+            "url": self.url,
+            "eventTypes": self.event_types,
+            "status": self.status,
+            "disabledReason": self.disabled_reason,
+            "disabledAt": self.disabled_at,
+            "createdAt": self.created_at,
+            "consecutiveFailures": self.consecutive_failures,
+        })
+    }
+
+    /// The stored record: `SUBSCRIPTION_V1` (0xB1), then every field in declaration order
+    /// (see [`edgehook_storage::codec`]; a list is its length, then its items). A record is written
+    /// twice by a create and read by every fan-out, so it is copied rather than escaped.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new(
+            SUBSCRIPTION_V1,
+            128 + self.url.len() + 24 * self.event_types.len(),
+        );
+        w.str(&self.id)
+            .str(&self.client_id)
+            .str(&self.url)
+            .list(&self.event_types, |w, t| w.str(t))
+            .str(&self.signing_secret.0)
+            .u8(self.status.code())
+            .opt(self.disabled_reason.as_deref(), Writer::str)
+            .u64(self.created_at)
+            .opt(self.disabled_at, Writer::u64)
+            .u64(self.seq)
+            .u32(self.consecutive_failures)
+            .list(&self.fanout_seqs, |w, n| w.u64(*n));
+        w.finish()
+    }
+
+    /// Reads a stored record ([`Subscription::encode`]). A damaged record is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Subscription, ApiError> {
+        Self::decode_binary(bytes).ok_or_else(|| ApiError::internal("corrupt subscription record"))
+    }
+
+    fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
+        let mut r = Reader::new(bytes, SUBSCRIPTION_V1)?;
+        let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
+        let event_types = r.list(4, Reader::str)?;
+        let signing_secret = Secret(r.str()?);
+        let status = Status::from_code(r.u8()?)?;
+        let disabled_reason = r.opt(Reader::str)?;
+        let created_at = r.u64()?;
+        let disabled_at = r.opt(Reader::u64)?;
+        let seq = r.u64()?;
+        let consecutive_failures = r.u32()?;
+        let fanout_seqs = r.list(8, Reader::u64)?;
+        r.end()?;
+        Some(Subscription {
+            id,
+            client_id,
+            url,
+            event_types,
+            signing_secret,
+            status,
+            disabled_reason,
+            created_at,
+            disabled_at,
+            seq,
+            consecutive_failures,
+            fanout_seqs,
+        })
+    }
+}
+
+/// The first byte of a subscription record ([`Subscription::encode`]): its format's version.
+const SUBSCRIPTION_V1: u8 = 0xB1;
+
+impl Status {
+    fn code(self) -> u8 {
+        match self {
+            Status::Pending => 0,
+            Status::Active => 1,
+            Status::Disabled => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Self> {
+        [Status::Pending, Status::Active, Status::Disabled]
+            .get(usize::from(code))
+            .copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Subscription {
+        Subscription {
+            id: "sub_000000000000000000000007".into(),
+            client_id: "acme".into(),
+            url: "https://hooks.example.com/in?x=\"é\"".into(),
+            event_types: vec!["load.created".into(), "load.status_changed".into()],
+            signing_secret: Secret("whsec_abc".into()),
+            status: Status::Disabled,
+            disabled_reason: Some("repeated_failures".into()),
+            created_at: 1_767_225_600_000,
+            disabled_at: Some(1_767_225_700_000),
+            seq: 42,
+            consecutive_failures: 5,
+            fanout_seqs: vec![3, 9],
+        }
+    }
+
+    #[test]
+    fn a_subscription_record_is_binary_and_reads_back_whole() {
+        let full = sample();
+        let empty = Subscription {
+            status: Status::Pending,
+            disabled_reason: None,
+            disabled_at: None,
+            event_types: Vec::new(),
+            fanout_seqs: Vec::new(),
+            consecutive_failures: 0,
+            ..sample()
+        };
+        let active = Subscription {
+            status: Status::Active,
+            ..empty.clone()
+        };
+        for sub in [full, empty, active] {
+            let bytes = sub.encode();
+            assert_eq!(bytes[0], SUBSCRIPTION_V1);
+            assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
+        }
+    }
+
+    /// Record codecs round-trip any record: a URL of the longest length allowed (2048), or
+    /// many event types (the size hint must not underflow for either).
+    #[test]
+    fn a_subscription_record_with_a_long_url_or_many_event_types_reads_back_whole() {
+        let long_url = Subscription {
+            url: format!("https://hooks.example.com/{}", "a".repeat(2048 - 26)),
+            ..sample()
+        };
+        assert_eq!(long_url.url.len(), 2048);
+        let many_types = Subscription {
+            url: "https://a.example/".into(),
+            event_types: (0..20).map(|n| format!("load.type_{n}")).collect(),
+            fanout_seqs: (0..20).collect(),
+            ..sample()
+        };
+        for sub in [long_url, many_types] {
+            let bytes = sub.encode();
+            assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
+        }
+    }
+
+    #[test]
+    fn a_damaged_subscription_record_is_an_error_not_a_panic_or_a_guess() {
+        let bytes = sample().encode();
+        edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
+            Subscription::decode(b).is_ok()
+        });
+        // Offsets: the version byte, then each string is 4 bytes of length and its bytes.
+        let sub = sample();
+        let str_len = |v: &str| 4 + v.len();
+        let types_at = 1 + str_len(&sub.id) + str_len(&sub.client_id) + str_len(&sub.url);
+        let status_at = types_at
+            + 4
+            + sub.event_types.iter().map(|t| str_len(t)).sum::<usize>()
+            + str_len(&sub.signing_secret.0);
+        assert_eq!(bytes[status_at], Status::Disabled.code());
+        let mut bad = bytes.clone();
+        bad[status_at] = 9;
+        assert!(Subscription::decode(&bad).is_err(), "an unknown status");
+        let mut huge = bytes.clone();
+        huge[types_at..types_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            Subscription::decode(&huge).is_err(),
+            "an absurd list length"
+        );
+        assert!(Subscription::decode(b"not json").is_err());
+    }
+
+    /// Only the binary format is read: a record in the JSON no release wrote is damage.
+    #[test]
+    fn a_subscription_record_in_another_format_is_not_read() {
+        let json = br#"{"id":"sub_1","clientId":"acme","url":"https://x.example","eventTypes":[],"signingSecret":"whsec_abc","status":"active","disabledReason":null,"createdAt":1,"disabledAt":null,"seq":1}"#;
+        assert!(Subscription::decode(json).is_err());
+    }
+}

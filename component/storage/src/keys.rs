@@ -1,0 +1,211 @@
+//! Every key-value key the service uses is built here, and nowhere else.
+//!
+//! Layout (values are JSON unless noted):
+//! - `health` — never written; read by `/healthz` to probe the store.
+//! - `apikey:{sha256(key) hex}` — an API key record (client, key id, revoked?; binary,
+//!   `ApiKeyRecord::encode`), found by
+//!   hashing the presented bearer token. Keys themselves are never stored.
+//! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
+//! - `sub:{id}` — a subscription record (the only place its signing secret is stored);
+//!   binary (`Subscription::encode`).
+//! - `client:{client id}:subs:...` — an [`AppendLog`](crate::applog::AppendLog) of the
+//!   client's subscriptions in creation order, each entry its listing state, id and list
+//!   item (see `subscriptions`); an entry's number is the subscription's `seq`, used by list
+//!   cursors.
+//! - `client:{client id}:live` — a counter of the client's live subscriptions, checked
+//!   against the subscription cap.
+//! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
+//! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record: the request's
+//!   fingerprint and the response to replay, without the signing secret (a replay reads it
+//!   from `sub:{id}`). Listed in the retention log of the day it was claimed.
+//! - `evt:{id}` — an event record (type, body hash, matched subscriptions); binary
+//!   (`EventRecord::encode`).
+//! - `evt:{id}:body` — the raw bytes of a published load (not JSON-wrapped).
+//! - `dlv:{id}` — a delivery record with every attempt; binary (`Delivery::encode`).
+//! - `duedir` — the seconds that have queued attempts, each with a watermark; binary and
+//!   sorted (`directory`); `due:{second}:...` — an
+//!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
+//! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
+//! - `retdir` — the days that have events or idempotency records (binary, as `duedir`);
+//!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
+//! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
+//!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
+//! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
+//!   clock minute (see `limits`).
+
+use std::borrow::Cow;
+
+/// A store key. Only this module builds one (its field is private), so every key the
+/// component reads or writes comes from a builder here: the compiler checks what a test of
+/// the source text used to. [`Key::from_stored`] takes a key read back from the store itself
+/// (an item of a retention log).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key(Cow<'static, str>);
+
+impl Key {
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A key the store gave back (written there by a builder of this module earlier).
+    pub fn from_stored(key: impl Into<String>) -> Key {
+        Key(Cow::Owned(key.into()))
+    }
+
+    const fn fixed(key: &'static str) -> Key {
+        Key(Cow::Borrowed(key))
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<Key> for String {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<str> for Key {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Something a store call takes as a key: a [`Key`], and in the component's own unit tests
+/// a plain string too.
+pub trait AsKey {
+    /// The key as text.
+    fn key_str(&self) -> &str;
+}
+
+impl AsKey for Key {
+    fn key_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl AsKey for str {
+    fn key_str(&self) -> &str {
+        self
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl AsKey for String {
+    fn key_str(&self) -> &str {
+        self
+    }
+}
+
+fn owned(key: String) -> Key {
+    Key(Cow::Owned(key))
+}
+
+/// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
+pub const TICK_LEASE: Key = Key::fixed("ticklease");
+
+/// Read by `/healthz` to check that the store answers. Never written.
+pub const HEALTH_PROBE: Key = Key::fixed("health");
+
+/// An API key record, by the hex SHA-256 of the key.
+pub fn api_key(hash_hex: &str) -> Key {
+    owned(format!("apikey:{hash_hex}"))
+}
+
+/// Key id to key hash.
+pub fn api_key_id(key_id: &str) -> Key {
+    owned(format!("keyid:{key_id}"))
+}
+
+/// A subscription record.
+pub fn subscription(id: &str) -> Key {
+    owned(format!("sub:{id}"))
+}
+
+/// Prefix of a client's subscription index (an append log).
+pub fn client_subscriptions(client_id: &str) -> Key {
+    owned(format!("client:{client_id}:subs"))
+}
+
+/// A client's live-subscription counter.
+pub fn client_live(client_id: &str) -> Key {
+    owned(format!("client:{client_id}:live"))
+}
+
+/// Prefix of the fan-out index of one event type (an append log).
+pub fn fanout(event_type: &str) -> Key {
+    owned(format!("fanout:{event_type}"))
+}
+
+/// What every idempotency record's key begins with (no event id does: those are `evt_...`).
+pub const IDEMPOTENCY_PREFIX: &str = "idem:";
+
+/// An idempotency record.
+pub fn idempotency(client_id: &str, key_hash_hex: &str) -> Key {
+    owned(format!("{IDEMPOTENCY_PREFIX}{client_id}:{key_hash_hex}"))
+}
+
+/// The raw bytes of a published load.
+pub fn event_body(event_id: &str) -> Key {
+    owned(format!("evt:{event_id}:body"))
+}
+
+/// An event record.
+pub fn event(event_id: &str) -> Key {
+    owned(format!("evt:{event_id}"))
+}
+
+/// A delivery record.
+pub fn delivery(delivery_id: &str) -> Key {
+    owned(format!("dlv:{delivery_id}"))
+}
+
+/// The set of seconds with queued attempts.
+pub const DUE_DIRECTORY: Key = Key::fixed("duedir");
+
+/// Prefix of the due queue of one second (an append log of delivery ids).
+pub fn due(second: u64) -> Key {
+    owned(format!("due:{second}"))
+}
+
+/// Prefix of a subscription's delivery history (an append log of delivery ids).
+pub fn subscription_deliveries(subscription_id: &str) -> Key {
+    owned(format!("subdlv:{subscription_id}"))
+}
+
+/// Prefix of one day's retention log (an append log of event ids and idempotency keys).
+pub fn retention(day: u64) -> Key {
+    owned(format!("ret:{day}"))
+}
+
+/// The counter of a client's partner API requests in one clock minute (`window` = minutes
+/// since the epoch).
+pub fn rate(client_id: &str, window: u64) -> Key {
+    owned(format!("rate:{client_id}:{window}"))
+}
+
+/// The entry counter of the append log under `prefix`.
+pub fn log_counter(prefix: &Key) -> Key {
+    owned(format!("{prefix}:n"))
+}
+
+/// Page `page` (0-based) of the append log under `prefix`.
+pub fn log_page(prefix: &Key, page: u64) -> Key {
+    owned(format!("{prefix}:p{page}"))
+}
+
+/// The set of days with events (for retention).
+pub const RETENTION_DIRECTORY: Key = Key::fixed("retdir");

@@ -1,0 +1,42 @@
+//! # edgehook subscriptions — where subscriptions are kept
+//!
+//! Owns the storage of subscriptions: the record `sub:{id}` is the truth; the client index
+//! and the fan-out indexes point at it ([`index`]). Both indexes are paged append logs, so a
+//! create or delete rewrites one small page of each, never a whole index: its cost does not
+//! grow with the client's or the event type's subscriptions.
+//!
+//! A create ([`mod@create`]) writes, in order: a slot under the client's cap ([`cap`]), the
+//! fan-out entries, the client index entry (its number is the subscription's `seq`), the
+//! record as `pending` (holding every entry's number), and last flips the record to
+//! `active` — the commit point. Readers skip entries whose record is missing or not active,
+//! so a create that fails half-way leaves nothing visible. A disable ([`disable()`]) flips the
+//! record to `disabled` (its commit point), then removes its index entries and gives back
+//! its slot, best effort: entries it fails to remove are skipped by readers. The live count
+//! only ever errs high (a failed create or an interrupted delete leaves it one too many);
+//! when it says the cap is reached, the create recounts the client's live subscriptions and
+//! corrects it by compare-and-swap.
+//!
+//! May use: `edgehook-records` (the record), `edgehook-model`, `edgehook-storage`. Knows no
+//! HTTP request and no delivery: the API (above) turns requests into these calls, and
+//! delivery (above) reads the fan-out lists and disables.
+
+pub mod cap;
+pub mod create;
+pub mod disable;
+pub mod index;
+pub mod list;
+pub mod load;
+
+pub use create::{NewSubscription, activate, create_pending};
+pub use disable::disable;
+pub use edgehook_records::subscription::{Secret, Status, Subscription};
+pub use index::{PartnerView, partner_view};
+pub use list::{Listed, list_page};
+pub use load::{fanout_ids, load, load_many, owned_active};
+
+use edgehook_model::env::Env;
+use edgehook_model::error::ApiError;
+use edgehook_storage::kv::Kv;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,53 @@
+//! Reading subscription records: one, many at once, an owner's, and an event type's listeners.
+
+use crate::index::fanout_index;
+use crate::{ApiError, Env, Kv, Status, Subscription};
+use edgehook_model::ids::IdKind;
+use edgehook_storage::applog::Entry;
+use edgehook_storage::keys::{self, Key};
+
+/// Reads one subscription record.
+pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Subscription>, ApiError> {
+    match env.kv.get(&keys::subscription(id))? {
+        None => Ok(None),
+        Some(b) => Subscription::decode(&b).map(Some).map_err(|e| {
+            ApiError::internal(format!("subscription {id}: {}", e.log.unwrap_or(e.message)))
+        }),
+    }
+}
+
+/// Reads many subscription records (missing and unreadable ones are `None`).
+pub fn load_many<K: Kv>(
+    env: &Env<'_, K>,
+    ids: &[String],
+) -> Result<Vec<Option<Subscription>>, ApiError> {
+    let keys: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
+    Ok(env
+        .kv
+        .get_many(&keys)?
+        .into_iter()
+        .map(|v| v.and_then(|b| Subscription::decode(&b).ok()))
+        .collect())
+}
+
+/// Ids of the subscriptions listening to `event_type` (may include ones no longer active).
+pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
+    let entries: Vec<Entry<String>> = fanout_index(event_type).read(env.kv, 0, usize::MAX)?;
+    Ok(entries.into_iter().map(|e| e.item).collect())
+}
+
+/// The caller's active subscription `id`, or 404 (also for other clients' ids).
+pub fn owned_active<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+) -> Result<Subscription, ApiError> {
+    let not_found = || ApiError::not_found("Subscription");
+    if !IdKind::Subscription.matches(id) {
+        return Err(not_found());
+    }
+    match load(env, id)? {
+        Some(sub) if sub.client_id == client_id && sub.status == Status::Active => Ok(sub),
+        _ => Err(not_found()),
+    }
+}

@@ -1,0 +1,206 @@
+//! Tests of subscription storage: the commit point of a create, the listing states a
+//! create and a disable race through, paging past creates cut short, and the cap's count.
+
+use crate::cap::{encode_live, parse_live};
+use crate::create::make_live;
+use crate::index::{Listing, client_index, encode_index_item, set_listing};
+use crate::*;
+use edgehook_model::config::Settings;
+use edgehook_model::env::SeededEntropy;
+use edgehook_storage::keys;
+use edgehook_storage::kv::MemoryKv;
+
+fn env<'a>(
+    kv: &'a MemoryKv,
+    settings: &'a Settings,
+    entropy: &'a SeededEntropy,
+) -> Env<'a, MemoryKv> {
+    Env {
+        now_ms: 1_000,
+        kv,
+        settings,
+        entropy,
+    }
+}
+
+/// Creates acme's subscription number `n` as the partner API does (with no idempotency key:
+/// the pending record, then the commit).
+fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
+    let new = NewSubscription {
+        url: format!("https://h{n}.example.com/x"),
+        event_types: vec!["load.created".into()],
+    };
+    let (sub, pending) = create_pending(env, new, "acme")?;
+    activate(env, &sub.id, Some((&sub, &pending)))?;
+    Ok(sub.id)
+}
+
+/// One page of acme's list: the ids, whether more follow, the cursor to resume after.
+fn page(env: &Env<'_, MemoryKv>, limit: usize, after: u64) -> (Vec<String>, bool, u64) {
+    let (found, has_more) = list_page(env, "acme", limit, after).expect("list");
+    let ids = found
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_slice(l.view()).expect("view is JSON");
+            v["id"].as_str().expect("id").to_owned()
+        })
+        .collect();
+    (ids, has_more, found.last().map_or(after, |l| l.seq))
+}
+
+/// All of acme's pages with `limit`, resuming after each page's last entry.
+fn walk(env: &Env<'_, MemoryKv>, limit: usize) -> Vec<Vec<String>> {
+    let (mut pages, mut after) = (Vec::new(), 0);
+    loop {
+        let (ids, more, last) = page(env, limit, after);
+        pages.push(ids);
+        if !more {
+            return pages;
+        }
+        after = last;
+        assert!(pages.len() < 100, "the walk ends");
+    }
+}
+
+fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<String> {
+    walk(env, 100).concat()
+}
+
+/// Stores `sub` as a disable would have left it.
+fn store_disabled(kv: &MemoryKv, sub: &Subscription) {
+    let disabled = Subscription {
+        status: Status::Disabled,
+        ..sub.clone()
+    };
+    kv.set(&keys::subscription(&disabled.id), &disabled.encode())
+        .expect("flip");
+}
+
+#[test]
+fn activate_trusts_what_the_create_wrote_only_while_the_store_holds_those_bytes() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(4));
+    let env = env(&kv, &settings, &entropy);
+    let id = create_one(&env, 0).expect("create");
+    let pending = Subscription {
+        status: Status::Pending,
+        ..load(&env, &id).expect("load").expect("record")
+    };
+    let bytes = pending.encode();
+    // Unchanged since written: activated from what the create holds.
+    kv.set(&keys::subscription(&id), &bytes).expect("set");
+    activate(&env, &id, Some((&pending, &bytes))).expect("activate");
+    let stored = load(&env, &id).expect("load").expect("record");
+    assert_eq!(stored.status, Status::Active);
+    // Disabled between the write and the flip: the stored record decides, not the
+    // create's copy, and a disabled record is never made active again.
+    kv.set(&keys::subscription(&id), &bytes).expect("set");
+    store_disabled(&kv, &pending);
+    activate(&env, &id, Some((&pending, &bytes))).expect("activate");
+    let stored = load(&env, &id).expect("load").expect("record");
+    assert_eq!(stored.status, Status::Disabled);
+}
+
+#[test]
+fn a_create_never_makes_live_an_entry_a_disable_has_marked() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
+    let env = env(&kv, &settings, &entropy);
+    let id = create_one(&env, 0).expect("create");
+    let sub = load(&env, &id).expect("load").expect("record");
+    // As if the create had activated the record but not yet made its entry live ...
+    set_listing(&env, &sub, |_| true, Listing::Joining).expect("set");
+    // ... when a disable marked the entry and flipped the record (and had not yet
+    // removed the entry) ...
+    set_listing(&env, &sub, |_| true, Listing::Leaving).expect("mark");
+    store_disabled(&kv, &sub);
+    // ... before the create's last step.
+    make_live(&env, &sub).expect("set");
+    assert_eq!(list_ids(&env), Vec::<String>::new());
+}
+
+/// DESIGN §3: the per-client cap counts active subscriptions. A disable gives its slot
+/// back in the client's live counter, once (the create at the cap would recount anyway,
+/// but the counter is what every create reads); a counter already at 0 stays there; a
+/// disable that finds nothing active (another client's, already disabled, not an id)
+/// gives back nothing.
+#[test]
+fn a_disabled_subscription_gives_its_slot_back_once() {
+    let kv = MemoryKv::new();
+    let settings = Settings {
+        subscription_limit: 2,
+        ..Settings::default()
+    };
+    let entropy = SeededEntropy::new(8);
+    let env = env(&kv, &settings, &entropy);
+    let live = || parse_live(kv.get(&keys::client_live("acme")).expect("get").as_deref());
+    let a = create_one(&env, 0).expect("create");
+    let b = create_one(&env, 1).expect("create");
+    assert_eq!(live(), Some(2));
+    let full = create_one(&env, 2).expect_err("the cap");
+    assert_eq!(
+        (full.status, full.code),
+        (422, "subscription_limit_reached")
+    );
+    assert_eq!(
+        disable(&env, &a, Some("globex"), "deleted").expect("disable"),
+        None
+    );
+    assert_eq!(live(), Some(2), "another client's disable frees nothing");
+    let disabled = disable(&env, &a, Some("acme"), "deleted")
+        .expect("disable")
+        .expect("was active");
+    assert_eq!(disabled.status, Status::Disabled);
+    assert_eq!(disabled.disabled_reason.as_deref(), Some("deleted"));
+    assert_eq!(disabled.disabled_at, Some(env.now_ms));
+    assert_eq!(live(), Some(1), "the slot is given back");
+    assert_eq!(disable(&env, &a, None, "operator").expect("again"), None);
+    assert_eq!(
+        disable(&env, "not-an-id", None, "operator").expect("no such id"),
+        None
+    );
+    assert_eq!(live(), Some(1), "once");
+    create_one(&env, 4).expect("the slot is taken again");
+    assert!(create_one(&env, 5).is_err(), "at the cap again");
+    // A counter that is already 0 (written by an earlier version, or reset) stays 0.
+    kv.set(&keys::client_live("acme"), &encode_live(0, "n"))
+        .expect("set");
+    disable(&env, &b, None, "operator")
+        .expect("disable")
+        .expect("was active");
+    assert_eq!(live(), Some(0));
+}
+
+/// DESIGN §3 (List): entries of creates cut short (no active record) are skipped without
+/// shortening a page or ending the walk.
+#[test]
+fn paging_skips_creates_cut_short_without_shortening_a_page() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
+    let env = env(&kv, &settings, &entropy);
+    let mut ids: Vec<String> = Vec::new();
+    for n in 0..5 {
+        ids.push(create_one(&env, n).expect("create"));
+    }
+    // Creates cut short after appending their entry: entries with no active record.
+    let index = client_index("acme");
+    for n in 0..3 {
+        let ghost = format!("sub_{n:024x}");
+        index
+            .append(&kv, &[encode_index_item(Listing::Joining, &ghost, b"{}")])
+            .expect("append");
+    }
+    for n in 5..8 {
+        ids.push(create_one(&env, n).expect("create"));
+    }
+    for limit in [1, 2, 3, 4, 5, 7, 8, 50] {
+        let pages = walk(&env, limit);
+        assert!(
+            pages.iter().rev().skip(1).all(|p| p.len() == limit),
+            "limit {limit}: every page but the last is full: {pages:?}"
+        );
+        assert_eq!(pages.concat(), ids, "limit {limit}");
+    }
+    assert_eq!(page(&env, 8, 0).0, ids);
+    assert!(!page(&env, 8, 0).1);
+}
