@@ -1,8 +1,10 @@
-//! One attempt's request: the target URL checked again, the body as published, the signed headers.
+//! One attempt's request: to the target URL (parsed and checked against the policy by the
+//! batch), with the body as published and the signed headers.
 
 use crate::sender::Outgoing;
 use edgehook_model::env::Env;
-use edgehook_model::{signing, validate};
+use edgehook_model::signing;
+use edgehook_model::validate::TargetUrl;
 use edgehook_records::delivery::Delivery;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::Subscription;
@@ -15,21 +17,21 @@ pub const USER_AGENT: &str = concat!("edgehook/", env!("CARGO_PKG_VERSION"));
 /// targets are not allowed (the same words the shell uses for a host's refusal).
 pub const DESTINATION_REFUSED: &str = "destination not allowed";
 
-/// The signed request for one attempt, or `None` if the stored URL no longer parses.
+/// The signed request for one attempt of `d` to `url` (`sub`'s, parsed and allowed).
 pub(crate) fn outgoing<K: Kv>(
     env: &Env<'_, K>,
     d: &Delivery,
     sub: &Subscription,
+    url: TargetUrl,
     body: Rc<Vec<u8>>,
-) -> Option<Outgoing> {
-    let url = validate::target_url(&sub.url, validate::TargetPolicy::OPEN).ok()?;
+) -> Outgoing {
     let timestamp = env.now_ms / 1000;
     let signature = signing::sign(&sub.signing_secret.0, timestamp, &body);
     let authority = match url.port {
         Some(p) => format!("{}:{p}", url.host),
         None => url.host.clone(),
     };
-    Some(Outgoing {
+    Outgoing {
         scheme: url.scheme,
         authority,
         path_and_query: url.path_and_query,
@@ -43,5 +45,5 @@ pub(crate) fn outgoing<K: Kv>(
             ("x-service-signature".into(), signature),
         ],
         body,
-    })
+    }
 }

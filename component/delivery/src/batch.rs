@@ -158,20 +158,26 @@ pub(crate) fn run_batch<K: Kv>(
                 b
             }
         };
+        // The URL is parsed once, under today's policy: one created while private targets or
+        // http were allowed, and they no longer are, fails here, before anything is sent (the
+        // SSRF check at send time). Under a policy that allows all, only a URL that no longer
+        // parses fails, and its delivery is cancelled.
         let policy = env.settings.target_policy();
-        if !policy.allows_all() && validate::target_url(&sub.url, policy).is_err() {
-            // Created while private targets or http were allowed, and they no longer are: the
-            // attempt fails here, before anything is sent (SSRF check at send time).
-            results[i] = Some(SendResult {
-                outcome: Err(DESTINATION_REFUSED.into()),
-                latency_ms: 0,
-            });
-            continue;
-        }
-        match outgoing(env, &c.delivery, sub, body) {
-            Some(req) => to_send.push((i, req)),
-            None => cancelled[i] = true,
-        }
+        let url = match validate::target_url(&sub.url, policy) {
+            Ok(url) => url,
+            Err(_) if policy.allows_all() => {
+                cancelled[i] = true;
+                continue;
+            }
+            Err(_) => {
+                results[i] = Some(SendResult {
+                    outcome: Err(DESTINATION_REFUSED.into()),
+                    latency_ms: 0,
+                });
+                continue;
+            }
+        };
+        to_send.push((i, outgoing(env, &c.delivery, sub, url, body)));
     }
     let requests: Vec<Outgoing> = to_send.iter().map(|(_, r)| r.clone()).collect();
     let sent = sender.send_all(&requests, env.settings.attempt_timeout_ms);
