@@ -145,12 +145,7 @@ mod tests {
         settings: &'a edgehook_model::config::Settings,
         entropy: &'a edgehook_model::env::SeededEntropy,
     ) -> Env<'a, edgehook_storage::kv::MemoryKv> {
-        Env {
-            now_ms: 1_767_225_600_000,
-            kv,
-            settings,
-            entropy,
-        }
+        Env::new(1_767_225_600_000, kv, settings, entropy)
     }
 
     fn with_key(token: &str) -> Request {

@@ -185,12 +185,7 @@ mod tests {
         // cannot be stored and a third request with the key creates again.
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(1));
-        let env = |now_ms| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
         let fresh = |start| match start {
             Ok(Start::Fresh(claim)) => claim,
@@ -277,12 +272,7 @@ mod tests {
         const DAY_MS: u64 = 86_400_000;
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(2));
-        let env = |now_ms| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
         let Ok(Start::Fresh(claim)) = begin(&env(t0), "acme", "k", "f") else {
             panic!("a fresh claim");
@@ -321,12 +311,7 @@ mod tests {
         const MINUTE_MS: u64 = 60_000;
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
-        let env = |now_ms| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
         assert_eq!(outcome(begin(&env(t0), "acme", "k", "f")), "fresh");
         for (at, body) in [(t0 + 1, "f"), (t0 + MINUTE_MS - 1, "f"), (t0 + 1, "g")] {
@@ -353,12 +338,7 @@ mod tests {
         const MINUTE_MS: u64 = 60_000;
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(4));
-        let env = |now_ms| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
         let fresh = |start| match start {
             Ok(Start::Fresh(claim)) => claim,
@@ -381,12 +361,7 @@ mod tests {
     fn the_purge_deletes_records_from_24_hours_on_and_damaged_ones_at_once() {
         let kv = MemoryKv::new();
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(5));
-        let env = |now_ms| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
         assert!(matches!(
             begin(&env(t0), "acme", "k", "f"),

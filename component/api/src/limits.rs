@@ -51,12 +51,7 @@ mod tests {
         let kv = MemoryKv::new();
         let settings = Settings::from_pairs([("rate_limit_per_minute", "3")]).expect("valid");
         let entropy = SeededEntropy::new(1);
-        let at = |now_ms: u64| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let at = |now_ms: u64| Env::new(now_ms, &kv, &settings, &entropy);
         let minute = 29_000_000 * WINDOW_MS;
         for i in 0..3 {
             count_request(&at(minute + i * 1000), "acme").expect("within the limit");
@@ -94,12 +89,7 @@ mod tests {
         let kv = MemoryKv::new();
         let settings = Settings::from_pairs([("rate_limit_per_minute", "2")]).expect("valid");
         let entropy = SeededEntropy::new(2);
-        let at = |now_ms: u64| Env {
-            now_ms,
-            kv: &kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let at = |now_ms: u64| Env::new(now_ms, &kv, &settings, &entropy);
         count_request(&at(0), "acme").expect("the first");
         count_request(&at(59_000), "acme").expect("the second");
         let refused = count_request(&at(59_999), "acme").expect_err("the third");

@@ -254,12 +254,7 @@ mod tests {
     fn run(kv: &MemoryKv, req: Request) -> Handled {
         let settings = Settings::default();
         let entropy = SeededEntropy::new(7);
-        let env = Env {
-            now_ms: 1_700_000_000_000,
-            kv,
-            settings: &settings,
-            entropy: &entropy,
-        };
+        let env = Env::new(1_700_000_000_000, kv, &settings, &entropy);
         handle(&env, &req, &edgehook_delivery::NoNetwork)
     }
 

@@ -41,12 +41,7 @@ impl TickClock {
 
     /// `env` as of now.
     pub(crate) fn env<'a, K: Kv>(&self, env: &Env<'a, K>) -> Env<'a, K> {
-        Env {
-            now_ms: self.now(),
-            kv: env.kv,
-            settings: env.settings,
-            entropy: env.entropy,
-        }
+        env.at(self.now())
     }
 }
 

@@ -23,7 +23,23 @@ pub struct Env<'a, K: Kv> {
     pub entropy: &'a dyn Entropy,
 }
 
-impl<K: Kv> Env<'_, K> {
+impl<'a, K: Kv> Env<'a, K> {
+    /// The environment of a call at `now_ms`.
+    pub fn new(now_ms: u64, kv: &'a K, settings: &'a Settings, entropy: &'a dyn Entropy) -> Self {
+        Env {
+            now_ms,
+            kv,
+            settings,
+            entropy,
+        }
+    }
+
+    /// The same store, settings and randomness at another time: a long call's later steps,
+    /// or a test's next moment.
+    pub fn at(&self, now_ms: u64) -> Env<'a, K> {
+        Env { now_ms, ..*self }
+    }
+
     /// `n` random bytes.
     pub fn random_bytes<const N: usize>(&self) -> [u8; N] {
         let mut buf = [0u8; N];

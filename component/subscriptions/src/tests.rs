@@ -10,19 +10,6 @@ use edgehook_model::env::SeededEntropy;
 use edgehook_storage::keys;
 use edgehook_storage::kv::MemoryKv;
 
-fn env<'a>(
-    kv: &'a MemoryKv,
-    settings: &'a Settings,
-    entropy: &'a SeededEntropy,
-) -> Env<'a, MemoryKv> {
-    Env {
-        now_ms: 1_000,
-        kv,
-        settings,
-        entropy,
-    }
-}
-
 /// Creates acme's subscription number `n` as the partner API does (with no idempotency key:
 /// the pending record, then the commit).
 fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
@@ -80,7 +67,7 @@ fn store_disabled(kv: &MemoryKv, sub: &Subscription) {
 fn activate_trusts_what_the_create_wrote_only_while_the_store_holds_those_bytes() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(4));
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     let id = create_one(&env, 0).expect("create");
     let pending = Subscription {
         status: Status::Pending,
@@ -105,7 +92,7 @@ fn activate_trusts_what_the_create_wrote_only_while_the_store_holds_those_bytes(
 fn a_create_never_makes_live_an_entry_a_disable_has_marked() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     let id = create_one(&env, 0).expect("create");
     let sub = load(&env, &id).expect("load").expect("record");
     // As if the create had activated the record but not yet made its entry live ...
@@ -132,7 +119,7 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
         ..Settings::default()
     };
     let entropy = SeededEntropy::new(8);
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     let live = || parse_live(kv.get(&keys::client_live("acme")).expect("get").as_deref());
     let a = create_one(&env, 0).expect("create");
     let b = create_one(&env, 1).expect("create");
@@ -177,7 +164,7 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
 fn paging_skips_creates_cut_short_without_shortening_a_page() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     let mut ids: Vec<String> = Vec::new();
     for n in 0..5 {
         ids.push(create_one(&env, n).expect("create"));

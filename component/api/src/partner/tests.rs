@@ -38,19 +38,6 @@ use edgehook_model::config::Settings;
 use edgehook_model::env::SeededEntropy;
 use edgehook_storage::kv::MemoryKv;
 
-fn env<'a>(
-    kv: &'a MemoryKv,
-    settings: &'a Settings,
-    entropy: &'a SeededEntropy,
-) -> Env<'a, MemoryKv> {
-    Env {
-        now_ms: 1_000,
-        kv,
-        settings,
-        entropy,
-    }
-}
-
 fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
     let req = Request::new("POST", "/v1/webhooks")
         .header("content-type", "application/json")
@@ -97,7 +84,7 @@ fn active_ids(kv: &MemoryKv) -> Vec<String> {
 fn list_shows_live_entries_from_the_index_without_reading_records() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(1));
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     let ids: Vec<String> = (0..3)
         .map(|n| create_one(&env, n).expect("create"))
         .collect();
@@ -112,7 +99,7 @@ fn list_shows_live_entries_from_the_index_without_reading_records() {
 fn a_create_or_delete_cut_short_anywhere_never_lists_what_is_not_active() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(2));
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     create_one(&env, 0).expect("create");
     let mut cut_short = 0;
     for n in 1.. {
@@ -232,12 +219,7 @@ fn a_create_whose_commit_reported_an_error_is_replayed_by_its_retry_not_made_twi
         .header("content-type", "application/json")
         .header("idempotency-key", "k")
         .body(r#"{"url":"https://h.example.com/x","eventTypes":["load.created"]}"#);
-    let env_of = |kv| Env {
-        now_ms: 1_000,
-        kv,
-        settings: &settings,
-        entropy: &entropy,
-    };
+    let env_of = |kv| Env::new(1_000, kv, &settings, &entropy);
     let first = create(&env_of(&flaky), &req, "acme", "req_1");
     assert!(first.is_err(), "the commit reported an error");
     assert!(flaky.tripped.get());
@@ -310,7 +292,7 @@ fn walk(env: &Env<'_, MemoryKv>, limit: usize) -> Vec<Vec<String>> {
 fn paging_walks_every_active_subscription_once_in_creation_order() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
-    let env = env(&kv, &settings, &entropy);
+    let env = Env::new(1_000, &kv, &settings, &entropy);
     let mut ids: Vec<String> = Vec::new();
     for n in 0..5 {
         ids.push(create_one(&env, n).expect("create"));

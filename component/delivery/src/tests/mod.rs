@@ -1,0 +1,218 @@
+//! Tests of the delivery engine, each against the store's exact operations where it
+//! matters: publish and fan-out ([`publishing`]), ticks, claims and the due queue ([`ticking`]),
+//! outcomes, retries, health and disabling ([`outcomes`]). This module holds their helpers.
+
+use crate::fanout::*;
+use crate::health::*;
+use crate::history::*;
+use crate::queue::*;
+use crate::replay::*;
+use crate::retry::*;
+use crate::sender::*;
+use crate::tick::*;
+use edgehook_records::delivery::{Delivery, EVENT_V1, EventRecord, Status, delivery_id};
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::MemoryKv;
+use edgehook_storage::kv::{Kv, KvError};
+use edgehook_subscriptions::Secret;
+use edgehook_subscriptions::{Status as SubStatus, Subscription};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+mod outcomes;
+mod publishing;
+mod ticking;
+
+/// A store that runs `hook` once, just before the first compare-and-swap on a key with
+/// `prefix` (a way to put another instance's tick inside a publish), and records every
+/// key read (get, get_many, compare-and-swap), every key plainly written (set) and every
+/// key a compare-and-swap began on.
+pub(super) struct HookKv<'a> {
+    inner: &'a MemoryKv,
+    prefix: &'static str,
+    hook: RefCell<Option<Box<dyn FnOnce() + 'a>>>,
+    reads: RefCell<Vec<String>>,
+    sets: RefCell<Vec<String>>,
+    cas: RefCell<Vec<String>>,
+}
+
+impl<'a> HookKv<'a> {
+    fn new(inner: &'a MemoryKv, prefix: &'static str, hook: impl FnOnce() + 'a) -> Self {
+        HookKv {
+            inner,
+            prefix,
+            hook: RefCell::new(Some(Box::new(hook))),
+            reads: RefCell::default(),
+            sets: RefCell::default(),
+            cas: RefCell::default(),
+        }
+    }
+}
+
+impl Kv for HookKv<'_> {
+    type Cas = <MemoryKv as Kv>::Cas;
+    fn get(
+        &self,
+        key: &(impl edgehook_storage::keys::AsKey + ?Sized),
+    ) -> Result<Option<Vec<u8>>, KvError> {
+        let key = key.key_str();
+        self.reads.borrow_mut().push(key.to_owned());
+        self.inner.get(key)
+    }
+    fn set(
+        &self,
+        key: &(impl edgehook_storage::keys::AsKey + ?Sized),
+        value: &[u8],
+    ) -> Result<(), KvError> {
+        let key = key.key_str();
+        self.sets.borrow_mut().push(key.to_owned());
+        self.inner.set(key, value)
+    }
+    fn delete(&self, key: &(impl edgehook_storage::keys::AsKey + ?Sized)) -> Result<(), KvError> {
+        let key = key.key_str();
+        self.inner.delete(key)
+    }
+    fn get_many(
+        &self,
+        keys: &[impl edgehook_storage::keys::AsKey],
+    ) -> Result<Vec<Option<Vec<u8>>>, KvError> {
+        self.reads
+            .borrow_mut()
+            .extend(keys.iter().map(|k| k.key_str().to_owned()));
+        self.inner.get_many(keys)
+    }
+    fn increment(
+        &self,
+        key: &(impl edgehook_storage::keys::AsKey + ?Sized),
+        delta: i64,
+    ) -> Result<i64, KvError> {
+        let key = key.key_str();
+        self.inner.increment(key, delta)
+    }
+    fn cas_begin(
+        &self,
+        key: &(impl edgehook_storage::keys::AsKey + ?Sized),
+    ) -> Result<(Self::Cas, Option<Vec<u8>>), KvError> {
+        let key = key.key_str();
+        self.reads.borrow_mut().push(key.to_owned());
+        self.cas.borrow_mut().push(key.to_owned());
+        if key.starts_with(self.prefix) {
+            let hook = self.hook.borrow_mut().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+        self.inner.cas_begin(key)
+    }
+    fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {
+        self.inner.cas_swap(cas, value)
+    }
+}
+
+/// Answers 200 to everything and counts.
+pub(super) struct Counting(pub(super) Cell<usize>);
+
+impl Sender for Counting {
+    fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+        self.0.set(self.0.get() + requests.len());
+        requests
+            .iter()
+            .map(|_| SendResult {
+                outcome: Ok(200),
+                latency_ms: 0,
+            })
+            .collect()
+    }
+}
+
+pub(super) fn active_subscription(kv: &MemoryKv) -> String {
+    let sub = Subscription {
+        id: "sub_000000000000000000000001".into(),
+        client_id: "acme".into(),
+        url: "https://hooks.example.com/x".into(),
+        event_types: vec!["load.created".into()],
+        signing_secret: Secret("whsec_test".into()),
+        status: SubStatus::Active,
+        disabled_reason: None,
+        created_at: 0,
+        disabled_at: None,
+        seq: 1,
+        consecutive_failures: 0,
+        fanout_seqs: vec![1],
+    };
+    kv.set(&keys::subscription(&sub.id), &sub.encode())
+        .expect("set");
+    edgehook_storage::applog::AppendLog::new(keys::fanout("load.created"))
+        .append(kv, std::slice::from_ref(&sub.id))
+        .expect("append");
+    sub.id
+}
+
+pub(super) fn pending_delivery(kv: &MemoryKv, sub: &str, event: &str, due: u64) -> String {
+    let id = delivery_id(event, sub);
+    let d = Delivery {
+        id: id.clone(),
+        event_id: event.into(),
+        event_type: "load.created".into(),
+        subscription_id: sub.into(),
+        created_at: due,
+        status: Status::Pending,
+        attempts: Vec::new(),
+        run: 0,
+        next_attempt_at: Some(due),
+        lease_until: None,
+        lease_owner: None,
+        finished_at: None,
+    };
+    kv.set(&keys::delivery(&id), &d.encode()).expect("set");
+    kv.set(&keys::event_body(event), br#"{"id":"L"}"#)
+        .expect("set");
+    id
+}
+
+/// The event record stored under `key`, parsed.
+pub(super) fn stored_event(kv: &MemoryKv, key: &str) -> EventRecord {
+    let bytes = kv.get(key).expect("store").expect("a record");
+    assert_eq!(
+        bytes.first(),
+        Some(&EVENT_V1),
+        "event records are written binary"
+    );
+    EventRecord::decode(&bytes).expect("a whole record")
+}
+
+/// The delivery record stored under `key`, decoded.
+pub(super) fn stored_delivery(kv: &MemoryKv, key: &str) -> Delivery {
+    let bytes = kv.get(key).expect("store").expect("a record");
+    Delivery::decode(&bytes).expect("a whole record")
+}
+
+pub(super) fn queued(kv: &MemoryKv, sub: &str, events: &[&str], now: u64) -> Vec<String> {
+    let ids: Vec<String> = events
+        .iter()
+        .map(|e| pending_delivery(kv, sub, e, now))
+        .collect();
+    enqueue(kv, &BTreeMap::from([(now / 1000, ids.clone())]), None).expect("enqueue");
+    ids
+}
+
+/// The delivery ids of a batch of requests, in order.
+pub(super) fn delivery_ids(requests: &[Outgoing]) -> Vec<String> {
+    requests
+        .iter()
+        .filter_map(|r| {
+            r.headers
+                .iter()
+                .find(|(n, _)| n == "x-service-delivery-id")
+                .map(|(_, v)| v.clone())
+        })
+        .collect()
+}
+
+pub(super) fn stored_subscription(kv: &MemoryKv, id: &str) -> Subscription {
+    let bytes = kv
+        .get(&keys::subscription(id))
+        .expect("get")
+        .expect("record");
+    Subscription::decode(&bytes).expect("decode")
+}

@@ -1,0 +1,298 @@
+//! Publish and fan-out: what a publish reads and writes, keyed and key-less events, and
+//! attempt 1 run at once.
+
+use super::*;
+use edgehook_model::config::Settings;
+use edgehook_model::env::Env;
+use edgehook_model::env::SeededEntropy;
+use edgehook_records::delivery::{Status, delivery_id};
+use edgehook_storage::directory;
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::Kv;
+use edgehook_storage::kv::MemoryKv;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+#[test]
+fn attempt_1_of_a_new_event_reads_neither_event_nor_subscription_nor_body_again() {
+    let kv = MemoryKv::new();
+    let reads = HookKv::new(&kv, "", || {});
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(6);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &reads, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    let (receipt, prepared) =
+        publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let prepared = prepared.expect("a new event is prepared");
+    reads.reads.borrow_mut().clear();
+    let sent = Counting(Cell::new(0));
+    let report = run_now(&env, &sent, &RunNow::Prepared(Box::new(prepared)));
+    assert_eq!(
+        (report.attempted, report.succeeded, sent.0.get()),
+        (1, 1, 1)
+    );
+    let read = reads.reads.borrow().clone();
+    let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
+    assert!(
+        read.contains(&dlv.to_string()),
+        "the record is still claimed against the store"
+    );
+    for key in [
+        keys::event(&receipt.event_id),
+        keys::event_body(&receipt.event_id),
+        keys::subscription(&sub),
+    ] {
+        assert!(
+            !read.contains(&key.to_string()),
+            "{key} was read again: {read:?}"
+        );
+    }
+    // A replayed publish (the event exists) is run from the store.
+    let (again, prepared) = publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None)
+        .map(|(r, p)| (r.replayed, p))
+        .expect("publish");
+    assert!(!again && prepared.is_some(), "no key: a second, new event");
+}
+
+#[test]
+fn a_keyless_publish_reads_no_delivery_or_event_record_and_writes_its_event_once() {
+    let kv = MemoryKv::new();
+    let ops = HookKv::new(&kv, "", || {});
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(8);
+    let env = Env::new(1_767_225_600_000, &ops, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
+    let evt = keys::event(&receipt.event_id);
+    let reads = ops.reads.borrow().clone();
+    assert!(
+        !reads.contains(&dlv.to_string()) && !reads.contains(&evt.to_string()),
+        "a fresh id has nothing to find or race with: {reads:?}"
+    );
+    let sets = ops.sets.borrow().clone();
+    assert_eq!(sets.iter().filter(|k| **k == evt).count(), 1, "{sets:?}");
+    assert!(
+        sets.contains(&dlv.to_string()),
+        "the record is written: {sets:?}"
+    );
+    // What it wrote is whole: the event says it is fanned out, the delivery is due.
+    let event = stored_event(&kv, &evt);
+    assert!(event.fanned_out && event.subscriptions == vec![sub]);
+    let d = stored_delivery(&kv, &dlv);
+    assert_eq!(d.status, Status::Pending);
+}
+
+#[test]
+fn a_keyed_event_id_is_derived_from_its_key_alone() {
+    // A retry with the same key, by this version or the next, must find the same event:
+    // the id is the first 96 bits of SHA-256("ingest/<key>") (Python's hashlib).
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let (a, b) = (SeededEntropy::new(1), SeededEntropy::new(2));
+    let first = publish(
+        &Env::new(1_000, &kv, &settings, &a),
+        "load.created",
+        br#"{"id":"L"}"#,
+        Some("k-1"),
+    );
+    let again = publish(
+        &Env::new(2_000, &kv, &settings, &b),
+        "load.created",
+        br#"{"id":"L"}"#,
+        Some("k-1"),
+    );
+    let (first, again) = (first.expect("publish"), again.expect("retry"));
+    assert_eq!(first.event_id, "evt_cb13832da16abf18f4cdc094");
+    assert_eq!(again.event_id, first.event_id);
+    assert!(again.replayed);
+}
+
+#[test]
+fn a_keyed_publish_never_overwrites_a_delivery_a_concurrent_one_already_sent() {
+    // Two ingests with the same key: the second finds the event the first recorded,
+    // makes the delivery and sends attempt 1, all while the first is between its event
+    // record and its delivery record. The first must then leave that delivery alone.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(9);
+    let now = 1_767_225_600_000;
+    let sent = Counting(Cell::new(0));
+    let sub = active_subscription(&kv);
+    let other = || {
+        let env = Env::new(now, &kv, &settings, &entropy);
+        let (receipt, prepared) =
+            publish_prepared(&env, "load.created", br#"{"id":"L"}"#, Some("k1"))
+                .expect("second publish");
+        assert!(receipt.replayed, "the first one's event record is there");
+        assert!(prepared.is_none(), "a resumed event runs from the store");
+        let report = run_now(&env, &sent, &RunNow::Event(receipt.event_id));
+        assert_eq!(report.succeeded, 1);
+    };
+    let hooked = HookKv::new(&kv, "dlv:", other);
+    let env = Env::new(now, &hooked, &settings, &entropy);
+    let (receipt, prepared) = publish_prepared(&env, "load.created", br#"{"id":"L"}"#, Some("k1"))
+        .expect("first publish");
+    let report = run_now(
+        &Env::new(now, &kv, &settings, &entropy),
+        &sent,
+        &RunNow::Prepared(Box::new(prepared.expect("prepared"))),
+    );
+    assert_eq!((report.attempted, sent.0.get()), (0, 1), "sent once");
+    let dlv = keys::delivery(&delivery_id(&receipt.event_id, &sub));
+    let d = stored_delivery(&kv, &dlv);
+    assert_eq!(d.status, Status::Succeeded, "not reset to pending");
+}
+
+#[test]
+fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(7);
+    let env = Env::new(1_767_225_600_000, &kv, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    let (_, prepared) =
+        publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    // Between fan-out and attempt 1, the subscription is disabled: its pending
+    // deliveries are cancelled in the store.
+    disable(&env, &sub, "operator").expect("disable");
+    let sent = Counting(Cell::new(0));
+    let prepared = prepared.expect("prepared");
+    let report = run_now(&env, &sent, &RunNow::Prepared(Box::new(prepared)));
+    assert_eq!(
+        (report.attempted, sent.0.get()),
+        (0, 0),
+        "the store decides"
+    );
+}
+
+#[test]
+fn a_publish_into_a_second_and_day_already_queued_begins_no_compare_and_swap_on_their_directories()
+{
+    // The due-queue and retention directories change only for an event that is the
+    // first of its second (day); every other event reads them once and writes nothing,
+    // without beginning a compare-and-swap (three host calls) on them.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(8);
+    let now = 1_767_225_600_000;
+    active_subscription(&kv);
+    let first = HookKv::new(&kv, "", || {});
+    publish(
+        &Env::new(now, &first, &settings, &entropy),
+        "load.created",
+        br#"{"id":"L1"}"#,
+        None,
+    )
+    .expect("first publish");
+    let began = first.cas.borrow().clone();
+    for dir in [keys::DUE_DIRECTORY, keys::RETENTION_DIRECTORY] {
+        assert!(
+            began.iter().any(|k| *k == dir),
+            "the first event adds its {dir} entry"
+        );
+    }
+    let second = HookKv::new(&kv, "", || {});
+    publish(
+        &Env::new(now + 10, &second, &settings, &entropy),
+        "load.created",
+        br#"{"id":"L2"}"#,
+        None,
+    )
+    .expect("second publish");
+    let began = second.cas.borrow().clone();
+    for dir in [keys::DUE_DIRECTORY, keys::RETENTION_DIRECTORY] {
+        assert!(
+            !began.iter().any(|k| *k == dir),
+            "{dir}: compare-and-swaps began on {began:?}"
+        );
+        assert!(
+            second.reads.borrow().iter().any(|k| *k == dir),
+            "{dir} is still read"
+        );
+    }
+    let dir = directory::decode(&kv.get(&keys::DUE_DIRECTORY).ok().flatten().expect("dir"))
+        .expect("directory");
+    assert_eq!(dir.keys().copied().collect::<Vec<_>>(), vec![now / 1000]);
+}
+
+/// A publish reads the due and retention directories in the batch that reads its
+/// listeners' records, and writes neither when its second and day are listed: 15 store
+/// operations for one listener (the fan-out list's counter and page; the records and
+/// directories; the body; three appends of three; the delivery record; the event
+/// record), not 17.
+#[test]
+fn a_publish_reads_the_directories_with_its_listeners_records() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(5);
+    let env = Env::new(1_767_225_600_000, &kv, &settings, &entropy);
+    active_subscription(&kv);
+    publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("lists second and day");
+    let before = kv.ops();
+    let receipt = publish(&env, "load.created", br#"{"id":"L2"}"#, None).expect("publish");
+    assert_eq!(receipt.deliveries, 1);
+    assert_eq!(kv.ops() - before, 15);
+}
+
+/// An event nobody listens to queues nothing: its second is not listed in the due
+/// directory (a tick would only visit an empty queue there).
+#[test]
+fn an_event_nobody_listens_to_lists_no_due_second() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(5);
+    let env = Env::new(1_767_225_600_000, &kv, &settings, &entropy);
+    let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    assert_eq!(receipt.deliveries, 0);
+    assert_eq!(kv.get(&keys::DUE_DIRECTORY).expect("get"), None);
+    assert!(
+        kv.get(&keys::RETENTION_DIRECTORY).expect("get").is_some(),
+        "the event itself is kept for its retention"
+    );
+}
+
+#[test]
+fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(5);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &kv, &settings, &entropy);
+    active_subscription(&kv);
+    let cost = |queued: usize| {
+        // `queued` other deliveries are due in the same second (another instance's).
+        let second = now / 1000;
+        let others: Vec<String> = (0..queued)
+            .map(|i| pending_delivery(&kv, "sub_other", &format!("evt_o{queued}_{i}"), now))
+            .collect();
+        enqueue(&kv, &BTreeMap::from([(second, others)]), None).expect("enqueue");
+        let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        let sent = Counting(Cell::new(0));
+        let before = kv.ops();
+        let report = run_now(&env, &sent, &RunNow::Event(receipt.event_id.clone()));
+        let ops = kv.ops() - before;
+        assert_eq!((report.attempted, report.succeeded), (1, 1));
+        assert_eq!(sent.0.get(), 1, "only its own delivery");
+        let d = load(
+            &env,
+            &delivery_id(&receipt.event_id, "sub_000000000000000000000001"),
+        )
+        .expect("load")
+        .expect("record");
+        assert_eq!(d.status, Status::Succeeded);
+        ops
+    };
+    assert_eq!(
+        cost(0),
+        cost(300),
+        "store operations with 0 and 300 others queued"
+    );
+    let sent = Counting(Cell::new(0));
+    assert_eq!(
+        run_now(&env, &sent, &RunNow::Event("evt_missing".into())).attempted,
+        0,
+        "an unknown event runs nothing"
+    );
+}

@@ -1,0 +1,628 @@
+//! Ticks: the due queue and its watermarks, claims and leases, batches and the time budget.
+
+use super::*;
+use edgehook_model::config::Settings;
+use edgehook_model::env::Env;
+use edgehook_model::env::SeededEntropy;
+use edgehook_records::delivery::{Attempt, Delivery, Status, delivery_id};
+use edgehook_storage::applog::Entry;
+use edgehook_storage::keys::{self};
+use edgehook_storage::kv::MemoryKv;
+use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_subscriptions::{Status as SubStatus, Subscription};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+#[test]
+fn the_watermark_never_passes_a_queue_number_still_being_written() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(4);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &kv, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    let second = now / 1000;
+    // Appender A reserved number 1 but has not written it yet; appender B wrote number 2.
+    kv.increment(&due_log(second).counter_key(), 1)
+        .expect("reserve");
+    let b = pending_delivery(&kv, &sub, "evt_b", now);
+    enqueue(&kv, &BTreeMap::from([(second, vec![b])]), None).expect("enqueue");
+    let sent = Counting(Cell::new(0));
+    assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
+    // A finishes writing number 1; the next tick must still look at it.
+    let a = pending_delivery(&kv, &sub, "evt_a", now);
+    update(&kv, &due_log(second).page_key(0), |cur| {
+        let mut entries = cur
+            .map(|b| edgehook_storage::applog::decode_page(b).expect("page"))
+            .unwrap_or_default();
+        entries.push(Entry {
+            seq: 1,
+            item: a.clone().into_bytes(),
+        });
+        Ok::<_, KvError>(Update::Write(
+            edgehook_storage::applog::encode_page(&entries),
+            (),
+        ))
+    })
+    .expect("write the reserved entry");
+    assert_eq!(tick(&env, &sent).attempted, 1, "A is sent too");
+    assert_eq!(sent.0.get(), 2);
+}
+
+#[test]
+fn a_tick_between_queue_entry_and_record_does_not_lose_the_delivery() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(3);
+    let now = 1_767_225_600_500;
+    let env = |kv| Env::new(now, kv, &settings, &entropy);
+    active_subscription(&kv);
+    let sent = Counting(Cell::new(0));
+    // Another instance ticks after the queue entry is written, before the record is
+    // (at the subscription's history entry, which comes between them).
+    let hooked = HookKv::new(&kv, "subdlv:", || {
+        let report = tick(&env(&kv), &sent);
+        assert_eq!(report.attempted, 0, "no record yet: nothing to send");
+        assert!(
+            report.next_due_ms.is_some_and(|t| t <= now + 1000),
+            "it looks again soon"
+        );
+    });
+    let hooked_env = Env::new(now, &hooked, &settings, &entropy);
+    let receipt = publish(&hooked_env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    assert_eq!(receipt.deliveries, 1);
+    assert!(
+        hooked.hook.borrow().is_none(),
+        "the hook ran inside the publish"
+    );
+    let report = tick(&env(&kv), &sent);
+    assert_eq!(
+        (report.attempted, sent.0.get()),
+        (1, 1),
+        "the delivery is still found and sent"
+    );
+}
+
+/// Answers every request with a timeout that took `latency_ms`, noting what each request
+/// carried and the lease its delivery had while it was in flight.
+struct Slow<'a> {
+    kv: &'a MemoryKv,
+    latency_ms: u64,
+    /// (delivery id, X-Service-Timestamp, lease_until during the attempt)
+    seen: RefCell<Vec<(String, u64, Option<u64>)>>,
+}
+
+impl Sender for Slow<'_> {
+    fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+        requests
+            .iter()
+            .map(|r| {
+                let header = |n: &str| {
+                    r.headers
+                        .iter()
+                        .find(|(k, _)| k == n)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                let id = header("x-service-delivery-id");
+                let lease = self
+                    .kv
+                    .get(&keys::delivery(&id))
+                    .ok()
+                    .flatten()
+                    .and_then(|b| Delivery::decode(&b).ok())
+                    .and_then(|d| d.lease_until);
+                let ts = header("x-service-timestamp").parse().unwrap_or(0);
+                self.seen.borrow_mut().push((id, ts, lease));
+                SendResult {
+                    outcome: Err("timeout".into()),
+                    latency_ms: self.latency_ms,
+                }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_long_tick_signs_leases_and_schedules_each_batch_when_it_is_sent() {
+    // Found by the soak (edgehook soak): a tick read the clock once, so a batch sent 20 s
+    // into a tick was signed 20 s in the past, leased until 5 s before it was claimed
+    // (another tick could claim and send it again) and retried 20 s early.
+    let kv = MemoryKv::new();
+    let settings = Settings {
+        max_concurrency: 1,
+        attempt_timeout_ms: 10_000,
+        ..Settings::default()
+    };
+    let entropy = SeededEntropy::new(5);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &kv, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    queued(&kv, &sub, &["evt_a", "evt_b"], now);
+    let slow = Slow {
+        kv: &kv,
+        latency_ms: 10_000,
+        seen: RefCell::default(),
+    };
+    assert_eq!(tick(&env, &slow).attempted, 2);
+    let seen = slow.seen.borrow();
+    assert_eq!(seen[0].1, now / 1000);
+    let (id, timestamp, lease) = &seen[1];
+    assert_eq!(*timestamp, (now + 10_000) / 1000, "signed when it is sent");
+    // docs/design/delivery.md: leased for the attempt timeout + 5 s from when it is claimed.
+    assert_eq!(seen[0].2, Some(now + 10_000 + 5_000));
+    assert_eq!(
+        *lease,
+        Some(now + 10_000 + 10_000 + 5_000),
+        "leased from when it is sent"
+    );
+    let d = load(&env, id).expect("load").expect("record");
+    assert_eq!(d.attempts[0].started_at, now + 10_000);
+    assert!(
+        d.next_attempt_at
+            .is_some_and(|t| t >= now + 10_000 + RETRY_DELAYS_MS[0]),
+        "retried a minute after it was sent: {:?}",
+        d.next_attempt_at
+    );
+}
+
+/// Answers 500 to the deliveries in `failing`, 200 to the rest; records each batch's ids.
+struct ByDelivery {
+    failing: Vec<String>,
+    batches: RefCell<Vec<Vec<String>>>,
+}
+
+impl Sender for ByDelivery {
+    fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+        let ids = delivery_ids(requests);
+        let results = ids
+            .iter()
+            .map(|id| SendResult {
+                outcome: Ok(if self.failing.contains(id) { 500 } else { 200 }),
+                latency_ms: 1,
+            })
+            .collect();
+        self.batches.borrow_mut().push(ids);
+        results
+    }
+}
+
+#[test]
+fn deliveries_to_one_subscription_run_together_and_a_success_in_the_batch_outweighs_a_final_failure()
+ {
+    // DESIGN: deliveries to one subscription run in parallel; docs/design/http.md
+    // (failure streak): a batch with both a success and a final failure for one subscription
+    // counts as a success. With a threshold of one failure, the final failure alone
+    // disables (the control run below).
+    for (failing, disabled) in [(&["evt_b"][..], false), (&["evt_a", "evt_b"][..], true)] {
+        let kv = MemoryKv::new();
+        let settings = Settings {
+            disable_after_failures: 1,
+            ..Settings::default()
+        };
+        let entropy = SeededEntropy::new(9);
+        let now = 1_767_225_600_000;
+        let env = Env::new(now, &kv, &settings, &entropy);
+        let sub = active_subscription(&kv);
+        let ids = queued(&kv, &sub, &["evt_a", "evt_b"], now);
+        // evt_b's delivery has failed twice: its attempt now is its last.
+        let mut last = load(&env, &ids[1]).expect("load").expect("record");
+        for number in 1..=2 {
+            last.attempts.push(Attempt {
+                run: 0,
+                number,
+                due_at: now,
+                started_at: now,
+                status_code: Some(500),
+                error: None,
+                latency_ms: 1,
+                succeeded: false,
+            });
+        }
+        kv.set(&keys::delivery(&ids[1]), &last.encode())
+            .expect("set");
+        let sender = ByDelivery {
+            failing: failing.iter().map(|e| delivery_id(e, &sub)).collect(),
+            batches: RefCell::default(),
+        };
+        assert_eq!(tick(&env, &sender).attempted, 2);
+        assert_eq!(
+            *sender.batches.borrow(),
+            vec![ids.clone()],
+            "both in one batch, in flight together"
+        );
+        let status = |id: &str| load(&env, id).expect("load").expect("record").status;
+        assert_eq!(status(&ids[1]), Status::Failed, "its last attempt");
+        let record = kv
+            .get(&keys::subscription(&sub))
+            .expect("get")
+            .expect("record");
+        let record = Subscription::decode(&record).expect("decode");
+        assert_eq!(
+            record.status == SubStatus::Disabled,
+            disabled,
+            "failing {failing:?}: {record:?}"
+        );
+    }
+}
+
+#[test]
+fn a_tick_starts_no_batch_after_its_time_budget_and_reports_the_rest_due() {
+    let kv = MemoryKv::new();
+    let settings = Settings {
+        max_concurrency: 1,
+        attempt_timeout_ms: 15_000,
+        ..Settings::default()
+    };
+    let entropy = SeededEntropy::new(6);
+    let now = 1_767_225_600_000;
+    let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    queued(&kv, &sub, &["evt_a", "evt_b", "evt_c", "evt_d"], now);
+    let slow = Slow {
+        kv: &kv,
+        latency_ms: 15_000,
+        seen: RefCell::default(),
+    };
+    let report = tick(&env(now), &slow);
+    assert_eq!(report.attempted, 2, "15 s, then 30 s: over the 20 s budget");
+    assert_eq!(report.next_due_ms, Some(now), "the rest is due now");
+    assert_eq!(tick(&env(now + 30_000), &slow).attempted, 2);
+    assert_eq!(slow.seen.borrow().len(), 4);
+}
+
+#[test]
+fn a_delivery_another_tick_holds_is_looked_at_again_when_its_lease_runs_out() {
+    // Another instance claims the delivery between this tick's read of the queue and its
+    // own claim, then dies mid-attempt. This tick must not move its watermark past the
+    // entry: it is the only pointer to the delivery.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(7);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+    let hooked = HookKv::new(&kv, "dlv:", || {
+        let bytes = kv.get(&keys::delivery(&id)).expect("get").expect("record");
+        let mut d = Delivery::decode(&bytes).expect("record");
+        d.lease_until = Some(now + 15_000);
+        d.lease_owner = Some("another instance".into());
+        kv.set(&keys::delivery(&id), &d.encode()).expect("set");
+    });
+    let sent = Counting(Cell::new(0));
+    let report = tick(&Env::new(now, &hooked, &settings, &entropy), &sent);
+    assert_eq!(report.attempted, 0, "the other instance holds it");
+    assert!(
+        report.next_due_ms.is_some_and(|t| t <= now + 15_000),
+        "it looks again when the lease ends: {:?}",
+        report.next_due_ms
+    );
+    let later = Env::new(now + 16_000, &kv, &settings, &entropy);
+    assert_eq!(
+        tick(&later, &sent).attempted,
+        1,
+        "sent once the lease is over"
+    );
+    assert_eq!(sent.0.get(), 1);
+}
+
+#[test]
+fn an_event_published_after_a_tick_read_its_clock_is_sent_by_a_later_tick() {
+    // A tick reads its clock at T - 200; a publish at T, in the same second, enqueues
+    // before the tick scans that second. The tick must not send a delivery due after its
+    // clock, nor move the second's watermark past it: through `events.publish` (no
+    // run_now) the queue entry is the only pointer to attempt 1.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(11);
+    let t = 1_767_225_600_300;
+    active_subscription(&kv);
+    let receipt = publish(
+        &Env::new(t, &kv, &settings, &entropy),
+        "load.created",
+        br#"{"id":"L"}"#,
+        None,
+    )
+    .expect("publish");
+    assert_eq!(receipt.deliveries, 1);
+    let sent = Counting(Cell::new(0));
+    let early = tick(&Env::new(t - 200, &kv, &settings, &entropy), &sent);
+    assert_eq!(early.attempted, 0, "not due at the tick's clock");
+    assert_eq!(early.next_due_ms, Some(t), "due at its publish time");
+    let later = tick(&Env::new(t + 5_000, &kv, &settings, &entropy), &sent);
+    assert_eq!(later.attempted, 1, "sent by the next tick");
+    assert_eq!(sent.0.get(), 1);
+}
+
+#[test]
+fn a_tick_between_a_replays_queue_entry_and_its_record_does_not_lose_the_replay() {
+    // A replay queues its entry first, then makes the record pending again. A tick in
+    // between finds a finished record: it must not take the entry for done, or the
+    // replay stays pending for good (and a second replay answers 409).
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(12);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+    let sent = Counting(Cell::new(0));
+    assert_eq!(
+        tick(&Env::new(now, &kv, &settings, &entropy), &sent).succeeded,
+        1
+    );
+    let at = now + 120_000;
+    let hooked = HookKv::new(&kv, "dlv:", || {
+        let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
+        assert_eq!(report.attempted, 0, "the record is not pending yet");
+    });
+    let replayed = replay(&Env::new(at, &hooked, &settings, &entropy), &id).expect("replay");
+    assert_eq!(replayed.status, Status::Pending);
+    assert!(
+        hooked.hook.borrow().is_none(),
+        "the tick ran inside the replay"
+    );
+    let later = tick(&Env::new(at + 1_000, &kv, &settings, &entropy), &sent);
+    assert_eq!(later.attempted, 1, "the replay's attempt is sent");
+    assert_eq!(sent.0.get(), 2);
+    let env = Env::new(at + 2_000, &kv, &settings, &entropy);
+    assert_eq!(
+        load(&env, &id).expect("load").expect("record").status,
+        Status::Succeeded
+    );
+    replay(&env, &id).expect("finished, so it can be replayed again");
+}
+
+#[test]
+fn a_fan_out_resumed_after_its_events_second_settled_is_not_lost_to_a_tick() {
+    // A keyed publish recorded its event and failed before its fan-out. Its retry, two
+    // minutes later, resumes the fan-out; a tick runs between the queue entry and the
+    // delivery record. An entry in the event's own (settled) second would be taken for
+    // a failed publish's leftover and passed, and the delivery never sent.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(13);
+    let now = 1_767_225_600_000;
+    active_subscription(&kv);
+    let load = br#"{"id":"L"}"#;
+    // Six operations (the event looked for, the fan-out list's counter and page, the
+    // listeners' records and directories, the body, the event record), then the store
+    // fails.
+    kv.fail_at(Some(7));
+    let first = publish(
+        &Env::new(now, &kv, &settings, &entropy),
+        "load.created",
+        load,
+        Some("k1"),
+    );
+    kv.fail_at(None);
+    assert!(first.is_err(), "the first try fails");
+    let events: Vec<String> = kv
+        .dump()
+        .keys()
+        .filter(|k| k.starts_with("evt:") && !k.ends_with(":body"))
+        .cloned()
+        .collect();
+    assert_eq!(events.len(), 1, "its event is recorded: {events:?}");
+    let event_id = stored_event(&kv, &events[0]).id;
+    assert!(
+        kv.dump().keys().all(|k| !k.starts_with("dlv:")),
+        "no delivery made"
+    );
+    let at = now + 120_000;
+    let sent = Counting(Cell::new(0));
+    let hooked = HookKv::new(&kv, "subdlv:", || {
+        let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
+        assert_eq!(report.attempted, 0, "no record yet");
+    });
+    let retry = publish(
+        &Env::new(at, &hooked, &settings, &entropy),
+        "load.created",
+        load,
+        Some("k1"),
+    )
+    .expect("the retry resumes");
+    assert!(retry.replayed && retry.event_id == event_id);
+    assert!(hooked.hook.borrow().is_none(), "the tick ran inside");
+    let later = tick(&Env::new(at + 1_000, &kv, &settings, &entropy), &sent);
+    assert_eq!(later.attempted, 1, "the resumed delivery is sent");
+    assert_eq!(sent.0.get(), 1);
+}
+
+/// Answers 200 after `latency_ms`, but while each request is in flight (its attempt
+/// outliving its lease) another instance claims its delivery until `lease_until`.
+struct TakenOver<'a> {
+    kv: &'a MemoryKv,
+    latency_ms: u64,
+    lease_until: u64,
+}
+
+impl Sender for TakenOver<'_> {
+    fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+        for id in delivery_ids(requests) {
+            let mut d = stored_delivery(self.kv, &keys::delivery(&id));
+            d.lease_owner = Some("another instance".into());
+            d.lease_until = Some(self.lease_until);
+            self.kv.set(&keys::delivery(&id), &d.encode()).expect("set");
+        }
+        requests
+            .iter()
+            .map(|_| SendResult {
+                outcome: Ok(200),
+                latency_ms: self.latency_ms,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_tick_that_lost_its_lease_does_not_pass_the_entry_the_new_holder_needs() {
+    // This tick's attempt outlives its lease (16 s against 15), another instance claims
+    // the delivery meanwhile. The outcome is the new holder's to record; if that holder
+    // dies, the queue entry is the only pointer left, so this tick must not move the
+    // watermark past it.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(14);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+    let sender = TakenOver {
+        kv: &kv,
+        latency_ms: 16_000,
+        lease_until: now + 31_000,
+    };
+    let report = tick(&Env::new(now, &kv, &settings, &entropy), &sender);
+    assert_eq!(report.attempted, 0, "not recorded by the tick that lost it");
+    assert!(
+        report.next_due_ms.is_some_and(|t| t <= now + 31_000),
+        "looked at again when the new lease ends: {:?}",
+        report.next_due_ms
+    );
+    let d = stored_delivery(&kv, &keys::delivery(&id));
+    assert_eq!(d.lease_owner.as_deref(), Some("another instance"));
+    // The new holder died mid-attempt; once its lease is over, the delivery is sent.
+    let sent = Counting(Cell::new(0));
+    let later = tick(&Env::new(now + 32_000, &kv, &settings, &entropy), &sent);
+    assert_eq!(later.attempted, 1, "sent once the new lease is over");
+    assert_eq!(sent.0.get(), 1);
+}
+
+#[test]
+fn a_settled_second_whose_last_append_failed_expires() {
+    // An appender reserved the last number of the second (the counter went up) and
+    // failed to write its page: a gap at the end. Once the second is settled, nothing
+    // can fill it; the second must still be found finished and leave the directory.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(15);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    queued(&kv, &sub, &["evt_a"], now);
+    kv.increment(&due_log(now / 1000).counter_key(), 1)
+        .expect("reserve");
+    let sent = Counting(Cell::new(0));
+    for at in [now, now + 120_000, now + 180_000] {
+        tick(&Env::new(at, &kv, &settings, &entropy), &sent);
+    }
+    assert_eq!(sent.0.get(), 1);
+    let dir = read_directory(&kv).expect("directory");
+    assert!(
+        !dir.contains_key(&(now / 1000)),
+        "the second is gone: {dir:?}"
+    );
+    assert_eq!(
+        kv.get(&due_log(now / 1000).counter_key()).expect("get"),
+        None,
+        "and its queue deleted"
+    );
+}
+
+#[test]
+fn a_retry_cancelled_before_its_second_holds_nothing_when_that_second_comes() {
+    // Attempt 1 failed and attempt 2 is queued a minute ahead; then the subscription is
+    // disabled, which cancels the delivery. When the retry's second comes, its entry is
+    // done with: no replay can follow a cancel, so the tick does not look again.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(16);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    let env = Env::new(now, &kv, &settings, &entropy);
+    let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let id = delivery_id(&receipt.event_id, &sub);
+    let failing = ByDelivery {
+        failing: vec![id.clone()],
+        batches: RefCell::default(),
+    };
+    assert_eq!(tick(&env, &failing).failed, 1);
+    let retry_at = load(&env, &id)
+        .expect("load")
+        .expect("record")
+        .next_attempt_at
+        .expect("attempt 2 queued");
+    disable(
+        &Env::new(now + 1_000, &kv, &settings, &entropy),
+        &sub,
+        "operator",
+    )
+    .expect("disable");
+    let d = load(&env, &id).expect("load").expect("record");
+    assert_eq!(d.status, Status::Cancelled);
+    let sent = Counting(Cell::new(0));
+    let report = tick(&Env::new(retry_at + 500, &kv, &settings, &entropy), &sent);
+    assert_eq!(report.attempted, 0);
+    assert_eq!(report.next_due_ms, None, "nothing left to look at");
+}
+
+/// Answers 200 to everything and notes the delivery ids of each batch.
+#[derive(Default)]
+struct Batches(RefCell<Vec<Vec<String>>>);
+
+impl Sender for Batches {
+    fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
+        self.0.borrow_mut().push(delivery_ids(requests));
+        requests
+            .iter()
+            .map(|_| SendResult {
+                outcome: Ok(200),
+                latency_ms: 5,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn one_batch_takes_due_deliveries_from_several_seconds() {
+    // Found by the soak: the tick sent each second's deliveries as a batch of its own,
+    // so with one slow retry in every second a single ticker did one second of retries
+    // per attempt timeout and fell further behind every second.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(8);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &kv, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    for (i, event) in ["evt_a", "evt_b", "evt_c"].iter().enumerate() {
+        queued(&kv, &sub, &[event], now - 3000 + i as u64 * 1000);
+    }
+    let batches = Batches::default();
+    assert_eq!(tick(&env, &batches).attempted, 3);
+    assert_eq!(batches.0.borrow().len(), 1, "{:?}", batches.0.borrow());
+}
+
+#[test]
+fn retries_whose_last_attempt_timed_out_go_last_in_batches_of_their_own() {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(9);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &kv, &settings, &entropy);
+    let sub = active_subscription(&kv);
+    let ids = queued(&kv, &sub, &["evt_a", "evt_b", "evt_c", "evt_d"], now);
+    // a and c timed out on attempt 1 (a minute ago) and are due for attempt 2.
+    for id in [&ids[0], &ids[2]] {
+        let bytes = kv.get(&keys::delivery(id)).expect("get").expect("record");
+        let mut d = Delivery::decode(&bytes).expect("record");
+        d.attempts.push(Attempt {
+            run: 0,
+            number: 1,
+            due_at: now - 70_000,
+            started_at: now - 70_000,
+            status_code: None,
+            error: Some("timeout".into()),
+            latency_ms: 10_000,
+            succeeded: false,
+        });
+        kv.set(&keys::delivery(id), &d.encode()).expect("set");
+    }
+    let batches = Batches::default();
+    assert_eq!(tick(&env, &batches).attempted, 4);
+    let sent = batches.0.borrow();
+    assert_eq!(
+        *sent,
+        vec![
+            vec![ids[1].clone(), ids[3].clone()],
+            vec![ids[0].clone(), ids[2].clone()]
+        ]
+    );
+}
