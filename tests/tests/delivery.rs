@@ -602,10 +602,7 @@ fn replay_resends_the_same_delivery_freshly_signed() {
     w.sim.advance(Duration::from_secs(3600)).expect("advance");
     let sent = w.sim.net().received_by(URL);
     assert_eq!(sent.len(), 3);
-    let dlv = sent[0]
-        .header("x-service-delivery-id")
-        .expect("id")
-        .to_owned();
+    let dlv = delivery_id_of(&sent[0]);
     assert_eq!(w.delivery(&dlv)["status"], "failed");
 
     let resp = w.operator("POST", &format!("/internal/v1/deliveries/{dlv}/replay"));
@@ -663,10 +660,7 @@ fn replay_resends_the_same_delivery_freshly_signed() {
 
 #[test]
 fn two_instances_ticking_one_store_never_send_an_attempt_twice() {
-    let mut a = builder(12)
-        .config("max_concurrency", "4")
-        .build()
-        .expect("sim");
+    let mut a = sim_with(12, &[("max_concurrency", "4")]);
     let key = issue_key(&mut a, "acme");
     let urls: Vec<String> = (0..40)
         .map(|i| format!("https://h{i}.example.com/x"))

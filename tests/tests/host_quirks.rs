@@ -90,36 +90,28 @@ fn story(name: &str, quirks: Quirks) {
     sim.advance(Duration::from_secs(70)).expect("ticks");
     let received = sim.net().received_by(URL);
     assert_eq!(received.len(), 2, "{name}: the retry was sent");
-    let dlv = received[0]
-        .header("x-service-delivery-id")
-        .expect("id")
-        .to_owned();
+    let dlv = delivery_id_of(&received[0]);
     assert_eq!(
         received[1].header("x-service-delivery-id"),
         Some(dlv.as_str())
     );
 
     // The operator sees it succeeded and replays it: the same delivery id once more.
-    let auth = bearer(ADMIN);
-    let shown = sim
-        .request(
-            "GET",
-            &format!("/internal/v1/deliveries/{dlv}"),
-            &[("authorization", &auth)],
-            b"",
-        )
-        .expect("request runs");
+    let shown = call(
+        &mut sim,
+        "GET",
+        &format!("/internal/v1/deliveries/{dlv}"),
+        ADMIN,
+    );
     assert_eq!(shown.status, 200, "{name}: {:?}", shown.json());
     assert_eq!(shown.json()["data"]["status"], "succeeded", "{name}");
     sim.net().endpoint(URL, [Reply::Status(200)]);
-    let replay = sim
-        .request(
-            "POST",
-            &format!("/internal/v1/deliveries/{dlv}/replay"),
-            &[("authorization", &auth)],
-            b"",
-        )
-        .expect("request runs");
+    let replay = call(
+        &mut sim,
+        "POST",
+        &format!("/internal/v1/deliveries/{dlv}/replay"),
+        ADMIN,
+    );
     assert_eq!(replay.status, 202, "{name}: replay: {:?}", replay.json());
     sim.advance(Duration::from_secs(1)).expect("tick");
     let received = sim.net().received_by(URL);
@@ -187,10 +179,7 @@ fn all_three_at_once() {
 /// `opportunistic_tick_s` seconds, and the lease in the store keeps it to one per period.
 #[test]
 fn requests_drive_retries_on_a_host_without_a_timer() {
-    let mut sim = builder(72)
-        .config("opportunistic_tick_s", "10")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(72, &[("opportunistic_tick_s", "10")]);
     let key = issue_key(&mut sim, "acme");
     create(&mut sim, &key, URL, &["load.created"]);
     sim.net().endpoint(

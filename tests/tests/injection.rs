@@ -56,15 +56,12 @@ fn assert_clean(what: &str, r: &HttpResponse) {
 fn request_data_never_reaches_a_response_header() {
     let mut sim = sim(41);
     let key = issue_key(&mut sim, "acme");
-    let sub = create(
+    let sub = create_id(
         &mut sim,
         &key,
         "https://hooks.example.com/x",
         &["load.created"],
-    )["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    );
     // Header values a client can send (HTTP itself forbids raw CR and LF in them): tabs,
     // obs-text bytes, Unicode line separators, an injected-looking tail.
     let evil_values = [
@@ -220,10 +217,7 @@ fn stored_delivery_fields_with_cr_lf_never_become_delivery_headers() {
     ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]);
     let first = sim.net().received_by(url);
     assert_eq!(first.len(), 1, "attempt 1 failed with a 500");
-    let dlv = first[0]
-        .header("x-service-delivery-id")
-        .expect("id")
-        .to_owned();
+    let dlv = delivery_id_of(&first[0]);
     // Tamper the record before attempt 2: its event type now tries to add a header.
     let record_key = keys::delivery(&dlv);
     let bytes = sim

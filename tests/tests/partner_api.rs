@@ -16,12 +16,7 @@ const URL: &str = "https://hooks.example.com/loads";
 fn create_returns_201_location_and_the_secret_once() {
     let mut sim = sim(1);
     let key = issue_key(&mut sim, "acme");
-    let resp = create_with(
-        &mut sim,
-        &key,
-        &json!({"url": URL, "eventTypes": ["load.created"]}),
-        &[],
-    );
+    let resp = create_url(&mut sim, &key, URL);
     assert_eq!(resp.status, 201);
     let body = resp.json();
     let data = &body["data"];
@@ -67,10 +62,7 @@ fn list_pages_in_creation_order() {
     let created: Vec<String> = (0..5)
         .map(|i| {
             sim.advance(Duration::from_millis(1)).expect("advance");
-            create(&mut sim, &key, &format!("{URL}/{i}"), &["load.updated"])["id"]
-                .as_str()
-                .expect("id")
-                .to_owned()
+            create_id(&mut sim, &key, &format!("{URL}/{i}"), &["load.updated"])
         })
         .collect();
     let page1 = call(&mut sim, "GET", "/v1/webhooks?limit=2", &key).json();
@@ -147,10 +139,7 @@ fn list_pages_in_creation_order() {
 fn delete_disables_and_keeps_the_record() {
     let mut sim = sim(4);
     let key = issue_key(&mut sim, "acme");
-    let id = create(&mut sim, &key, URL, &["load.created"])["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = create_id(&mut sim, &key, URL, &["load.created"]);
     let resp = call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key);
     assert_eq!(resp.status, 200);
     assert_eq!(resp.json()["data"], json!({"id": id, "status": "disabled"}));
@@ -308,12 +297,7 @@ fn invalid_urls_are_422_naming_the_field() {
         json!("https://db.localhost/"),
         json!(42),
     ] {
-        let resp = create_with(
-            &mut sim,
-            &key,
-            &json!({"url": url, "eventTypes": ["load.created"]}),
-            &[],
-        );
+        let resp = create_url(&mut sim, &key, url.clone());
         assert_error(&resp, 422, "validation_failed");
         assert_eq!(details(&resp).len(), 1, "{url}: {}", resp.json());
         assert_eq!(details(&resp)[0].0, "url", "{url}");
@@ -480,25 +464,12 @@ fn a_422_lists_at_most_twenty_details_however_many_entries_are_bad() {
 
 #[test]
 fn the_per_client_cap_is_enforced_and_deleting_frees_a_slot() {
-    let mut sim = builder(8)
-        .config("subscription_limit", "3")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(8, &[("subscription_limit", "3")]);
     let key = issue_key(&mut sim, "acme");
     let ids: Vec<String> = (0..3)
-        .map(|_| {
-            create(&mut sim, &key, URL, &["load.created"])["id"]
-                .as_str()
-                .expect("id")
-                .to_owned()
-        })
+        .map(|_| create_id(&mut sim, &key, URL, &["load.created"]))
         .collect();
-    let resp = create_with(
-        &mut sim,
-        &key,
-        &json!({"url": URL, "eventTypes": ["load.created"]}),
-        &[],
-    );
+    let resp = create_url(&mut sim, &key, URL);
     assert_error(&resp, 422, "subscription_limit_reached");
     let other = issue_key(&mut sim, "globex");
     create(&mut sim, &other, URL, &["load.created"]);
@@ -518,10 +489,7 @@ fn the_per_client_cap_is_enforced_and_deleting_frees_a_slot() {
 
 #[test]
 fn a_create_refused_at_the_cap_writes_nothing() {
-    let mut sim = builder(8)
-        .config("subscription_limit", "1")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(8, &[("subscription_limit", "1")]);
     let key = issue_key(&mut sim, "acme");
     create(&mut sim, &key, URL, &["load.created", "load.updated"]);
     let before = sim.store().snapshot();
@@ -548,10 +516,7 @@ fn a_create_refused_at_the_cap_writes_nothing() {
 #[test]
 fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
     use edgehook_host::store::KvBackend;
-    let mut sim = builder(8)
-        .config("subscription_limit", "3")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(8, &[("subscription_limit", "3")]);
     let key = issue_key(&mut sim, "acme");
     create(&mut sim, &key, URL, &["load.created"]);
     create(&mut sim, &key, URL, &["load.created"]);
@@ -564,12 +529,7 @@ fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
         "the recount corrected the counter (count, then the writer's nonce): {:?}",
         String::from_utf8_lossy(&live)
     );
-    let resp = create_with(
-        &mut sim,
-        &key,
-        &json!({"url": URL, "eventTypes": ["load.created"]}),
-        &[],
-    );
+    let resp = create_url(&mut sim, &key, URL);
     assert_error(&resp, 422, "subscription_limit_reached");
     assert_eq!(list_ids(&mut sim, &key).len(), 3);
     assert_eq!(
@@ -583,18 +543,17 @@ fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
 fn create_and_delete_cost_does_not_grow_with_the_clients_subscriptions() {
     // Without the rate limit: its first request in a minute also deletes the last minute's
     // counter, an operation the index costs compared here have nothing to do with.
-    let mut sim = builder(8)
-        .config("subscription_limit", "10000")
-        .config("rate_limit_per_minute", "0")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(
+        8,
+        &[
+            ("subscription_limit", "10000"),
+            ("rate_limit_per_minute", "0"),
+        ],
+    );
     let key = issue_key(&mut sim, "acme");
     let cost = |sim: &mut edgehook_host::sim::Simulation| {
         let before = (sim.store().ops(), sim.store().bytes_written());
-        let id = create(sim, &key, URL, &["load.created"])["id"]
-            .as_str()
-            .expect("id")
-            .to_owned();
+        let id = create_id(sim, &key, URL, &["load.created"]);
         let resp = call(sim, "DELETE", &format!("/v1/webhooks/{id}"), &key);
         assert_eq!(resp.status, 200);
         (
@@ -836,17 +795,9 @@ fn tenants_cannot_see_or_touch_each_other() {
     let a = issue_key(&mut sim, "client-a");
     let b = issue_key(&mut sim, "client-b");
     let a_ids: Vec<String> = (0..3)
-        .map(|i| {
-            create(&mut sim, &a, &format!("{URL}/{i}"), &["load.created"])["id"]
-                .as_str()
-                .expect("id")
-                .to_owned()
-        })
+        .map(|i| create_id(&mut sim, &a, &format!("{URL}/{i}"), &["load.created"]))
         .collect();
-    let b_own = create(&mut sim, &b, URL, &["load.updated"])["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let b_own = create_id(&mut sim, &b, URL, &["load.updated"]);
     let before = sim.store().snapshot();
     assert_eq!(list_ids(&mut sim, &b), vec![b_own.clone()]);
     for id in &a_ids {
@@ -889,10 +840,7 @@ fn tenants_cannot_see_or_touch_each_other() {
 /// read to learn there is no more.
 #[test]
 fn a_list_page_is_one_read_of_the_clients_index() {
-    let mut sim = builder(9)
-        .config("rate_limit_per_minute", "0")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(9, &[("rate_limit_per_minute", "0")]);
     let key = issue_key(&mut sim, "acme");
     for _ in 0..40 {
         create(&mut sim, &key, URL, &["load.created"]);
@@ -1006,15 +954,12 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
             let id = record["id"].as_str().expect("id").to_owned();
             assert_eq!(record["status"], "pending", "fault at op {n}");
             pending_seen += 1;
-            let auth = bearer(ADMIN);
-            let view = sim
-                .request(
-                    "GET",
-                    &format!("/internal/v1/subscriptions/{id}"),
-                    &[("authorization", &auth)],
-                    b"",
-                )
-                .expect("runs");
+            let view = call(
+                &mut sim,
+                "GET",
+                &format!("/internal/v1/subscriptions/{id}"),
+                ADMIN,
+            );
             assert_eq!(view.json()["data"]["status"], "pending", "fault at op {n}");
             assert_error(
                 &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key),
@@ -1088,10 +1033,7 @@ fn a_fault_at_any_step_of_an_idempotent_create_is_retry_safe() {
 fn a_fault_at_any_step_of_delete_is_all_or_nothing() {
     let mut probe = sim(14);
     let key = issue_key(&mut probe, "acme");
-    let id = create(&mut probe, &key, URL, &["load.created"])["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = create_id(&mut probe, &key, URL, &["load.created"]);
     let path = format!("/v1/webhooks/{id}");
     let steps = ops_of(&mut probe, |s| {
         assert_eq!(call(s, "DELETE", &path, &key).status, 200)
@@ -1100,10 +1042,7 @@ fn a_fault_at_any_step_of_delete_is_all_or_nothing() {
     for n in 1..=steps {
         let mut sim = sim(14);
         let key = issue_key(&mut sim, "acme");
-        let id = create(&mut sim, &key, URL, &["load.created"])["id"]
-            .as_str()
-            .expect("id")
-            .to_owned();
+        let id = create_id(&mut sim, &key, URL, &["load.created"]);
         let path = format!("/v1/webhooks/{id}");
         sim.store().set_faults(Faults {
             fail_nth: Some(sim.store().ops() + n),
@@ -1144,10 +1083,7 @@ fn a_fault_at_any_step_of_delete_is_all_or_nothing() {
 
 #[test]
 fn a_client_over_its_rate_limit_gets_429_with_retry_after_until_the_minute_turns() {
-    let mut sim = builder(31)
-        .config("rate_limit_per_minute", "3")
-        .build()
-        .expect("sim");
+    let mut sim = sim_with(31, &[("rate_limit_per_minute", "3")]);
     let key = issue_key(&mut sim, "acme");
     let other = issue_key(&mut sim, "globex");
     sim.advance(Duration::from_secs(20)).expect("advance");
@@ -1163,12 +1099,7 @@ fn a_client_over_its_rate_limit_gets_429_with_retry_after_until_the_minute_turns
             "until the minute turns"
         );
     }
-    let refused = create_with(
-        &mut sim,
-        &key,
-        &json!({"url": URL, "eventTypes": ["load.created"]}),
-        &[],
-    );
+    let refused = create_url(&mut sim, &key, URL);
     assert_error(&refused, 429, "rate_limited");
     assert!(
         active_subscriptions(&sim).is_empty(),

@@ -89,12 +89,7 @@ fn no_response_or_log_line_carries_a_secret_a_key_or_the_admin_token_but_its_own
         &idem,
     );
     t.keep("create conflict", &r, None);
-    let r = create_with(
-        &mut sim,
-        &other_key,
-        &json!({"url": gone, "eventTypes": ["load.created"]}),
-        &[],
-    );
+    let r = create_url(&mut sim, &other_key, gone);
     let other_secret = secret_of(&r);
     let other_sub = r.json()["data"]["id"].as_str().expect("id").to_owned();
     t.keep("create (other client)", &r, Some(&other_secret));
@@ -350,15 +345,12 @@ fn every_route_that_takes_a_body_answers_413_past_its_limit() {
     const INGEST: usize = 256 * 1024;
     let mut sim = sim(22);
     let key = issue_key(&mut sim, "acme");
-    let sub = create(
+    let sub = create_id(
         &mut sim,
         &key,
         "https://hooks.example.com/x",
         &["load.created"],
-    )["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    );
     let routes: Vec<(&str, String, &str, usize)> = vec![
         ("POST", "/v1/webhooks".into(), key.as_str(), API),
         ("GET", "/v1/webhooks".into(), &key, API),

@@ -143,12 +143,7 @@ fn every_corpus_url_is_refused_at_create_unless_only_its_dns_answer_is_private()
         "https://xn--bcher-kva.example/x",
         "https://hooks.example.com/proxy/10.0.0.1/x",
     ] {
-        let resp = create_with(
-            &mut sim,
-            &key,
-            &json!({"url": url, "eventTypes": ["load.created"]}),
-            &[],
-        );
+        let resp = create_url(&mut sim, &key, url);
         assert_eq!(resp.status, 201, "{url}: {}", resp.json());
     }
 }
@@ -162,12 +157,7 @@ fn non_ascii_hosts_get_a_422_that_says_to_use_punycode() {
         "https://\u{ff11}\u{ff12}\u{ff17}.\u{ff10}.\u{ff10}.\u{ff11}/",
         "https://hooks.example.com/caf\u{e9}",
     ] {
-        let resp = create_with(
-            &mut sim,
-            &key,
-            &json!({"url": url, "eventTypes": ["load.created"]}),
-            &[],
-        );
+        let resp = create_url(&mut sim, &key, url);
         assert_error(&resp, 422, "validation_failed");
         let message = resp.json()["error"]["details"][0]["message"]
             .as_str()
@@ -260,17 +250,11 @@ fn the_production_sender_refuses_every_corpus_url_the_component_lets_through() {
 
 #[test]
 fn a_private_target_allowed_at_create_is_refused_at_send_once_the_setting_is_off() {
-    let mut dev = builder(34)
-        .config("allow_private_targets", "true")
-        .build()
-        .expect("simulation");
+    let mut dev = sim_with(34, &[("allow_private_targets", "true")]);
     let key = issue_key(&mut dev, "acme");
     let url = "https://10.0.0.1/hook";
     dev.net().endpoint(url, [Reply::Status(200)]);
-    let sub = create(&mut dev, &key, url, &["load.created"])["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let sub = create_id(&mut dev, &key, url, &["load.created"]);
     // The same store, now run with the default (private targets refused).
     let mut prod = builder(35).sharing(&dev).build().expect("simulation");
     let resp = ingest(&mut prod, "load.created", br#"{"id":"L-1"}"#, &[]);
@@ -299,12 +283,7 @@ fn a_private_target_allowed_at_create_is_refused_at_send_once_the_setting_is_off
 #[test]
 fn each_switch_allows_its_own_targets_only_at_create_and_at_send() {
     let url_code = |sim: &mut edgehook_host::sim::Simulation, key: &str, url: &str| {
-        let resp = create_with(
-            sim,
-            key,
-            &json!({"url": url, "eventTypes": ["load.created"]}),
-            &[],
-        );
+        let resp = create_url(sim, key, url);
         match resp.status {
             201 => "ok".to_owned(),
             _ => resp.json()["error"]["details"][0]["code"]
@@ -313,10 +292,7 @@ fn each_switch_allows_its_own_targets_only_at_create_and_at_send() {
                 .to_owned(),
         }
     };
-    let mut http_only = builder(36)
-        .config("allow_http", "true")
-        .build()
-        .expect("sim");
+    let mut http_only = sim_with(36, &[("allow_http", "true")]);
     let key = issue_key(&mut http_only, "acme");
     assert_eq!(
         url_code(&mut http_only, &key, "http://hooks.example.com/in"),
@@ -330,10 +306,7 @@ fn each_switch_allows_its_own_targets_only_at_create_and_at_send() {
         url_code(&mut http_only, &key, "https://localhost/in"),
         "private_target"
     );
-    let mut private_only = builder(37)
-        .config("allow_private_targets", "true")
-        .build()
-        .expect("sim");
+    let mut private_only = sim_with(37, &[("allow_private_targets", "true")]);
     let key = issue_key(&mut private_only, "acme");
     assert_eq!(
         url_code(&mut private_only, &key, "https://127.0.0.1/in"),
@@ -349,11 +322,10 @@ fn each_switch_allows_its_own_targets_only_at_create_and_at_send() {
     );
 
     // Made with both on; then run with private targets still allowed, but not http.
-    let mut dev = builder(38)
-        .config("allow_http", "true")
-        .config("allow_private_targets", "true")
-        .build()
-        .expect("sim");
+    let mut dev = sim_with(
+        38,
+        &[("allow_http", "true"), ("allow_private_targets", "true")],
+    );
     let key = issue_key(&mut dev, "acme");
     for url in ["http://hooks.example.com/in", "https://10.0.0.1/in"] {
         dev.net().endpoint(url, [Reply::Status(200)]);

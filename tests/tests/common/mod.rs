@@ -48,6 +48,23 @@ pub fn builder(seed: u64) -> SimBuilder {
         .config("admin_token", ADMIN)
 }
 
+/// A simulation with the admin token and the given settings (`wasi:config` key, value).
+pub fn sim_with(seed: u64, settings: &[(&str, &str)]) -> Simulation {
+    settings
+        .iter()
+        .fold(builder(seed), |b, (k, v)| b.config(k, v))
+        .build()
+        .expect("simulation")
+}
+
+/// The `X-Service-Delivery-Id` of a delivery an endpoint received.
+pub fn delivery_id_of(request: &edgehook_host::outbound::Received) -> String {
+    request
+        .header("x-service-delivery-id")
+        .expect("a delivery id")
+        .to_owned()
+}
+
 /// A simulation with the admin token set.
 pub fn sim(seed: u64) -> Simulation {
     builder(seed).build().expect("simulation starts")
@@ -60,15 +77,12 @@ pub fn bearer(token: &str) -> String {
 
 /// Issues an API key for `client` through the operator API.
 pub fn issue_key(sim: &mut Simulation, client: &str) -> String {
-    let auth = bearer(ADMIN);
-    let resp = sim
-        .request(
-            "POST",
-            &format!("/internal/v1/clients/{client}/keys"),
-            &[("authorization", &auth)],
-            b"",
-        )
-        .expect("request runs");
+    let resp = call(
+        sim,
+        "POST",
+        &format!("/internal/v1/clients/{client}/keys"),
+        ADMIN,
+    );
     assert_eq!(
         resp.status,
         201,
@@ -113,6 +127,25 @@ pub fn create(sim: &mut Simulation, key: &str, url: &str, types: &[&str]) -> Val
         String::from_utf8_lossy(&resp.body)
     );
     resp.json()["data"].clone()
+}
+
+/// [`create`], and the new subscription's id.
+pub fn create_id(sim: &mut Simulation, key: &str, url: &str, types: &[&str]) -> String {
+    create(sim, key, url, types)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned()
+}
+
+/// A create for `url` (any JSON value) listening to `load.created`, answered as it is.
+pub fn create_url(sim: &mut Simulation, key: &str, url: impl Into<Value>) -> HttpResponse {
+    let url: Value = url.into();
+    create_with(
+        sim,
+        key,
+        &json!({"url": url, "eventTypes": ["load.created"]}),
+        &[],
+    )
 }
 
 /// An authenticated request with no body.

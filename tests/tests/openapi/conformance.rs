@@ -355,10 +355,7 @@ fn component_scenario(doc: &Doc, ex: &Example) -> Option<Vec<Observed>> {
             observe_users(json, ex, &mut w.sim, Auth::AsDocumented(&w.key), None)
         }
         "components/responses/Internal internal" => {
-            let mut sim = builder(43)
-                .config("max_concurrency", "lots")
-                .build()
-                .expect("sim");
+            let mut sim = sim_with(43, &[("max_concurrency", "lots")]);
             let key = "ehk_never-looked-at-the-configuration-fails-first";
             observe_users(json, ex, &mut sim, Auth::AsDocumented(key), None)
         }
