@@ -390,7 +390,7 @@ fn a_manifest_that_loads_another_artifact_is_caught() {
     });
     assert_caught("another package built", "package", |spin| {
         *at(spin, &["component", COMPONENT, "build", "command"]) =
-            "cargo build --package edgehook-host --target wasm32-wasip2 --profile guest".into();
+            "cargo build --package edgehook-runtime --target wasm32-wasip2 --profile guest".into();
     });
     assert_caught("a core module target", "wasm32-wasip2", |spin| {
         *at(spin, &["component", COMPONENT, "build", "command"]) =

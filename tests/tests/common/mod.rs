@@ -1,8 +1,8 @@
 //! Helpers shared by the black-box tests: one place that knows how to talk to the API.
 
 use edgehook_component::applog::decode_page;
-use edgehook_host::HttpResponse;
-use edgehook_host::sim::{SimBuilder, Simulation};
+use edgehook_runtime::HttpResponse;
+use edgehook_sim::sim::{SimBuilder, Simulation};
 use serde_json::{Value, json};
 
 /// The ids in the stored fan-out index of `event_type` (the pages of its append log,
