@@ -7,10 +7,14 @@
 //! The server is the workspace's `edgehook`, built first with the profile this tool was built
 //! with, so the soaked server is always the code just built; `--server-bin` soaks another.
 
+mod api;
 mod ledger;
 mod memory;
+mod receivers;
+mod records;
 mod run;
 mod server;
+mod shared;
 mod traffic;
 
 use anyhow::{Context as _, Result, bail, ensure};

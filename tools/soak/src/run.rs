@@ -15,10 +15,14 @@
 //! The command stops by itself (every loop is bounded by the duration), talks to 127.0.0.1
 //! only, and exits non-zero when a verdict fails.
 
-use crate::ledger::{Behavior, DeliveryView, Ledger, Rules, State};
+use crate::api::{Api, Op};
+use crate::ledger::{Ledger, Rules, State};
 use crate::memory::{self, Bound, Sample};
+use crate::receivers::Receivers;
+use crate::records::{Behavior, DeliveryView};
 use crate::server::ServerProc;
-use crate::traffic::{Ctx, Op, Receivers};
+use crate::shared::lock;
+use crate::traffic::Ctx;
 use crate::{ledger, traffic};
 use anyhow::{Context as _, Result, bail};
 use edgehook_runtime::filestore;
@@ -200,7 +204,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     let empty = server.sample().context("reading the server's /proc")?;
 
     let ctx = Arc::new(Ctx {
-        api: traffic::Api::new(&server.addr),
+        api: Api::new(&server.addr),
         receivers,
         admin: token.clone(),
         failing_percent: opts.failing_percent,
@@ -436,10 +440,6 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     Ok(Outcome {
         passed: verdicts.iter().all(|(_, ok)| *ok),
     })
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reads every subscription's state and deliveries, checks the ledger, and reads again what

@@ -2,6 +2,7 @@
 //! counted as they come, and its memory read from `/proc/<pid>`.
 
 use crate::memory::Sample;
+use crate::shared::lock;
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -238,10 +239,6 @@ impl Drop for ServerProc {
             let _ = self.child.wait();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
