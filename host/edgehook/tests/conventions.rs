@@ -3,7 +3,7 @@
 //! are the ones it uses. (The tools' own: `edgehook-sim`, `edgehook-bench` and
 //! `edgehook-soak`, each in its crate's tests.)
 
-use edgehook_testkit::command::{QUICK, run, text};
+use edgehook_testkit::command::{QUICK, exit_codes, run, text};
 use std::path::Path;
 
 use crate::common::*;
@@ -103,16 +103,7 @@ fn the_exit_codes_in_the_help_are_the_ones_used() {
     let dir = temp_dir("conventions-exit");
     let (out, _) = run(BIN, &["--help"], &dir);
     let help = String::from_utf8_lossy(&out.stdout).into_owned();
-    let listed = help
-        .split("Exit status:")
-        .nth(1)
-        .expect("exit codes listed");
-    let codes: Vec<&str> = listed
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| w.bytes().all(|b| b.is_ascii_digit()))
-        .collect();
-    assert_eq!(codes, ["0", "1", "2", "101"], "{listed}");
+    assert_eq!(exit_codes(&help), ["0", "1", "2", "101"], "{help}");
     // 1: an error (here: no server to talk to), said on stderr.
     let (out, _) = run(
         BIN,

@@ -3,6 +3,7 @@
 use anyhow::{Result, bail};
 use clap::Parser;
 use edgehook_sim::scenario::{self, Scenario};
+use edgehook_testkit::command::exit_on_error;
 use edgehook_testkit::progress::Progress;
 
 /// The allocator `edgehook` serves with, so a scenario's speed compares with before.
@@ -36,10 +37,7 @@ const EXIT_STATUS: &str = "Exit status:
   101  a bug (a panic); please report it";
 
 fn main() {
-    if let Err(e) = simulate(Args::parse()) {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
-    }
+    exit_on_error(simulate(Args::parse()));
 }
 
 fn simulate(args: Args) -> Result<()> {

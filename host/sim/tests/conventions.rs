@@ -2,7 +2,7 @@
 //! unknown flag is a usage error (exit 2); the exit codes its help lists are the ones it
 //! uses; no progress line when its output is not a terminal, and a summary at the end.
 
-use edgehook_testkit::command::{check_help_and_usage, run, text};
+use edgehook_testkit::command::{check_help_and_usage, exit_codes, run, text};
 use edgehook_testkit::temp_dir;
 
 /// The binary under test.
@@ -18,16 +18,7 @@ fn the_exit_codes_in_the_help_are_the_ones_used() {
     let dir = temp_dir("conventions-sim-exit");
     let (out, _) = run(SIM, &["--help"], &dir);
     let help = String::from_utf8_lossy(&out.stdout).into_owned();
-    let listed = help
-        .split("Exit status:")
-        .nth(1)
-        .expect("exit codes listed");
-    let codes: Vec<&str> = listed
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| w.bytes().all(|b| b.is_ascii_digit()))
-        .collect();
-    assert_eq!(codes, ["0", "1", "2", "101"], "{listed}");
+    assert_eq!(exit_codes(&help), ["0", "1", "2", "101"], "{help}");
     // 1: a check that fails (too few events to disable the failing endpoints).
     let (out, _) = run(SIM, &["--subscriptions", "3", "--events", "2"], &dir);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));

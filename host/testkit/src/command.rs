@@ -1,10 +1,20 @@
-//! Running one of the project's binaries the way its command-line conventions are checked:
-//! in a directory of the test's, with nothing on stdin and no `EDGEHOOK_*` variable of the
-//! caller's environment.
+//! The project's command-line conventions, for its binaries and their tests: how a tool
+//! ends on an error ([`exit_on_error`]), and running a binary the way the conventions are
+//! checked (in a directory of the test's, with nothing on stdin and no `EDGEHOOK_*` variable
+//! of the caller's environment).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// Ends the process on an error the way every binary of the project does: `error: ` and the
+/// error with its causes on stderr, exit status 1. Does nothing on `Ok`.
+pub fn exit_on_error(outcome: anyhow::Result<()>) {
+    if let Err(e) = outcome {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
 
 /// How long a `--help` (or a usage error) may take: it parses arguments and prints, nothing
 /// more.
@@ -55,4 +65,17 @@ pub fn check_help_and_usage(bin: &str, name: &str, dir: &Path) {
     assert!(out.stdout.is_empty(), "{name} --no-such-flag");
     let left: Vec<_> = std::fs::read_dir(dir).expect("dir").collect();
     assert!(left.is_empty(), "{name}: help made nothing: {left:?}");
+}
+
+/// The exit codes a command's `--help` lists under "Exit status:", in order.
+pub fn exit_codes(help: &str) -> Vec<&str> {
+    let listed = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("exit codes listed");
+    listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.bytes().all(|b| b.is_ascii_digit()))
+        .collect()
 }

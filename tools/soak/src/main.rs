@@ -19,6 +19,7 @@ mod traffic;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use clap::Parser;
+use edgehook_testkit::command::exit_on_error;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -80,13 +81,7 @@ const EXIT_STATUS: &str = "Exit status:
   101  a bug (a panic); please report it";
 
 fn main() {
-    let outcome = soak(Args::parse());
-    // The servers' log lines are written by a thread of their own: let it finish first.
-    edgehook_runtime::log::flush();
-    if let Err(e) = outcome {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
-    }
+    exit_on_error(soak(Args::parse()));
 }
 
 fn soak(args: Args) -> Result<()> {
