@@ -180,7 +180,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     let log_file = dir.join("server.log");
     let mut server = ServerProc::start(&opts.server_bin, &data_dir, &token, &settings, &log_file)?;
     println!(
-        "edgehook soak: server pid {} on {} (store {}), load for {} s",
+        "edgehook-soak: server pid {} on {} (store {}), load for {} s",
         server.pid(),
         server.addr,
         store_dir.display(),
