@@ -170,24 +170,18 @@ impl Remote {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn temp_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("edgehook-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
+    use edgehook_testkit::temp_dir;
 
     #[test]
     fn an_empty_token_file_is_written_anew_and_an_unreadable_one_says_why() {
-        let dir = temp_dir("token");
-        std::fs::create_dir_all(&dir).expect("dir");
+        let dir = temp_dir("cli-token");
         // A first start cut short after creating the file, before writing it.
         std::fs::write(dir.join(ADMIN_TOKEN_FILE), b"").expect("empty file");
         let token = admin_token_or_create(&dir).expect("a token");
         assert!(token.starts_with("eha_") && token.len() == 68, "{token}");
         assert_eq!(admin_token_or_create(&dir).expect("kept"), token);
         // Unreadable (here: a directory where the file should be).
-        let other = temp_dir("token-dir");
+        let other = temp_dir("cli-token-dir");
         std::fs::create_dir_all(other.join(ADMIN_TOKEN_FILE)).expect("dir");
         let err = format!("{:#}", admin_token_or_create(&other).expect_err("an error"));
         assert!(err.contains("reading"), "the real cause: {err}");

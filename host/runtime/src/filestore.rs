@@ -565,10 +565,7 @@ mod tests {
     use super::*;
 
     fn temp_dir(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("edgehook-filestore-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+        edgehook_testkit::temp_dir(&format!("filestore-{name}"))
     }
 
     #[test]
