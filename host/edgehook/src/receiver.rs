@@ -1,7 +1,7 @@
 //! One small HTTP/1.1 server for receiving requests: `edgehook listen`, and the benchmark's and
 //! the soak's loopback baselines and receivers. Keep-alive, `TCP_NODELAY`, each request's body
 //! read whole (at most [`BODY_LIMIT`]; past it, 413) before `respond` answers it; a head, or
-//! an idle keep-alive connection, gets [`HEADER_TIMEOUT`].
+//! an idle keep-alive connection, gets `HEADER_TIMEOUT` (30 s).
 
 use anyhow::Result;
 use bytes::Bytes;
