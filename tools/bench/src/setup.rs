@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The host every section runs the component on: `kv`, the bench's settings (admin token
+/// `bench`, limits out of the way, loopback receivers allowed), real clocks, no network.
 pub fn env(kv: KvStore) -> HostEnv {
     let config: BTreeMap<String, String> = [
         ("admin_token", "bench"),
@@ -40,6 +42,7 @@ pub fn req(method: &str, path: &str, auth: &str, body: &str) -> http::Request<Fu
     edgehook_testkit::http::request(method, &format!("http://bench{path}"), auth, body)
 }
 
+/// Issues an API key for `client` through the operator API.
 pub async fn issue_key(rt: &Runtime, env: &HostEnv, client: &str) -> Result<String> {
     let resp = rt
         .handle(
@@ -59,6 +62,7 @@ pub async fn issue_key(rt: &Runtime, env: &HostEnv, client: &str) -> Result<Stri
         .to_owned())
 }
 
+/// Creates a subscription of `key`'s to `event` at `url`; its id.
 pub async fn create(
     rt: &Runtime,
     env: &HostEnv,
