@@ -22,7 +22,7 @@ crate_edges() {
     [ -n "$name" ] || continue # the workspace manifest
     deps=$(awk '
       /^\[/ { on = ($0 == "[dependencies]" || $0 == "[build-dependencies]" || $0 ~ /^\[target\..*\.dependencies\]$/) ; next }
-      on && /^edgehook-[a-z-]+/ { split($0, a, /[ .=]/); print a[1] }
+      on && /^edgehook(-[a-z-]+)? *[.=]/ { split($0, a, /[ .=]/); print a[1] }
     ' "$toml" | sort -u | paste -sd' ')
     echo "$name → ${deps:-(none)}"
   done | sort

@@ -33,14 +33,6 @@ pub use edgehook_records as records;
 pub use edgehook_storage as storage;
 pub use edgehook_subscriptions as subscriptions;
 
-// Module paths of the flat layout, until every user has moved to the layer paths above.
-#[doc(hidden)]
-pub use edgehook_api::{auth, idempotency, limits, operator, router};
-#[doc(hidden)]
-pub use edgehook_model::{config, env, error, events, http, ids, signing, validate};
-#[doc(hidden)]
-pub use edgehook_storage::{applog, codec, directory, keys, kv};
-
 #[cfg(target_arch = "wasm32")]
 #[allow(
     unsafe_code,

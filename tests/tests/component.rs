@@ -1,7 +1,7 @@
 //! The built component itself: what it imports (only what Spin 4's platform world provides),
 //! what it exports, and how big it is.
 
-use edgehook_host::COMPONENT_WASM;
+use edgehook_runtime::COMPONENT_WASM;
 use wasmparser::{Parser, Payload};
 
 /// Interfaces Spin 4's `platform` world provides that this component may import. WASI 0.2

@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::*;
-use edgehook_host::outbound::{Received, Reply};
-use edgehook_host::sim::Simulation;
+use edgehook_sim::sim::Simulation;
+use edgehook_sim::simnet::{Received, Reply};
 use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
@@ -38,7 +38,7 @@ impl World {
         Self::with(builder(seed))
     }
 
-    fn with(b: edgehook_host::sim::SimBuilder) -> World {
+    fn with(b: edgehook_sim::sim::SimBuilder) -> World {
         let mut sim = b.build().expect("sim");
         let key = issue_key(&mut sim, "acme");
         World { sim, key }
@@ -58,11 +58,11 @@ impl World {
         event_type: &str,
         body: &[u8],
         extra: &[(&str, &str)],
-    ) -> edgehook_host::HttpResponse {
+    ) -> edgehook_runtime::HttpResponse {
         ingest(&mut self.sim, event_type, body, extra)
     }
 
-    fn operator(&mut self, method: &str, path: &str) -> edgehook_host::HttpResponse {
+    fn operator(&mut self, method: &str, path: &str) -> edgehook_runtime::HttpResponse {
         call(&mut self.sim, method, path, ADMIN)
     }
 
@@ -174,7 +174,7 @@ fn the_publish_export_does_what_ingest_does() {
             .is_empty()
     );
 
-    use edgehook_host::PublishError;
+    use edgehook_runtime::PublishError;
     assert!(matches!(
         w.sim
             .publish("load.deleted", b"{\"id\":\"x\"}")

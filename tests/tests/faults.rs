@@ -10,9 +10,9 @@ use crate::common;
 
 use common::*;
 use edgehook_component::delivery::EventRecord;
-use edgehook_host::outbound::Reply;
-use edgehook_host::sim::Simulation;
-use edgehook_host::store::Faults;
+use edgehook_runtime::store::Faults;
+use edgehook_sim::sim::Simulation;
+use edgehook_sim::simnet::Reply;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -33,8 +33,8 @@ const TRIES: usize = 60;
 /// Repeats a request while the store is failing (503), as a client would.
 fn retrying(
     sim: &mut Simulation,
-    mut f: impl FnMut(&mut Simulation) -> edgehook_host::HttpResponse,
-) -> Result<edgehook_host::HttpResponse, String> {
+    mut f: impl FnMut(&mut Simulation) -> edgehook_runtime::HttpResponse,
+) -> Result<edgehook_runtime::HttpResponse, String> {
     for _ in 0..TRIES {
         let resp = f(sim);
         if resp.status != 503 {

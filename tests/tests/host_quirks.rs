@@ -10,8 +10,8 @@
 use crate::common;
 
 use common::*;
-use edgehook_host::outbound::Reply;
-use edgehook_host::store::Quirks;
+use edgehook_runtime::store::Quirks;
+use edgehook_sim::simnet::Reply;
 use serde_json::json;
 use std::time::Duration;
 
@@ -190,7 +190,7 @@ fn requests_drive_retries_on_a_host_without_a_timer() {
     assert_eq!(published.status, 202);
     assert_eq!(sim.net().received_by(URL).len(), 1, "attempt 1 at publish");
     let ticks = sim.ticks();
-    let health = |sim: &mut edgehook_host::sim::Simulation| {
+    let health = |sim: &mut edgehook_sim::sim::Simulation| {
         let resp = sim
             .request("GET", "/healthz", &[], b"")
             .expect("request runs");

@@ -6,12 +6,12 @@
 use crate::common;
 
 use common::*;
-use edgehook_component::auth::sha256_hex;
+use edgehook_component::api::auth::sha256_hex;
 use edgehook_component::delivery::Delivery;
-use edgehook_component::keys;
-use edgehook_host::HttpResponse;
-use edgehook_host::outbound::Reply;
-use edgehook_host::store::KvBackend;
+use edgehook_component::storage::keys;
+use edgehook_runtime::HttpResponse;
+use edgehook_runtime::store::KvBackend;
+use edgehook_sim::simnet::Reply;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -170,12 +170,12 @@ fn request_data_never_reaches_a_response_header() {
     }
 }
 
-fn read_json(sim: &edgehook_host::sim::Simulation, key: &str) -> Value {
+fn read_json(sim: &edgehook_sim::sim::Simulation, key: &str) -> Value {
     let bytes = sim.store().get(key).expect("store").expect("record");
     serde_json::from_slice(&bytes).expect("json record")
 }
 
-fn write_json(sim: &edgehook_host::sim::Simulation, key: &str, value: &Value) {
+fn write_json(sim: &edgehook_sim::sim::Simulation, key: &str, value: &Value) {
     sim.store()
         .set(key, value.to_string().as_bytes())
         .expect("store");

@@ -4,9 +4,9 @@
 use crate::common;
 
 use common::*;
-use edgehook_host::HttpResponse;
-use edgehook_host::sim::Simulation;
-use edgehook_host::store::Faults;
+use edgehook_runtime::HttpResponse;
+use edgehook_runtime::store::Faults;
+use edgehook_sim::sim::Simulation;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -249,7 +249,7 @@ fn bad_credentials_are_401_and_roles_do_not_mix() {
     assert!(!dump.contains(&key) && !dump.contains(&gkey));
 
     // No admin token configured: the operator API refuses everyone.
-    let mut bare = edgehook_host::sim::Simulation::new(5).expect("sim");
+    let mut bare = edgehook_sim::sim::Simulation::new(5).expect("sim");
     let resp = bare
         .request(
             "POST",
@@ -261,7 +261,7 @@ fn bad_credentials_are_401_and_roles_do_not_mix() {
     assert_error(&resp, 401, "unauthorized");
 }
 
-fn details(resp: &edgehook_host::HttpResponse) -> Vec<(String, String)> {
+fn details(resp: &edgehook_runtime::HttpResponse) -> Vec<(String, String)> {
     resp.json()["error"]["details"]
         .as_array()
         .expect("details")
@@ -515,7 +515,7 @@ fn a_create_refused_at_the_cap_writes_nothing() {
 
 #[test]
 fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
-    use edgehook_host::store::KvBackend;
+    use edgehook_runtime::store::KvBackend;
     let mut sim = sim_with(8, &[("subscription_limit", "3")]);
     let key = issue_key(&mut sim, "acme");
     create(&mut sim, &key, URL, &["load.created"]);
@@ -551,7 +551,7 @@ fn create_and_delete_cost_does_not_grow_with_the_clients_subscriptions() {
         ],
     );
     let key = issue_key(&mut sim, "acme");
-    let cost = |sim: &mut edgehook_host::sim::Simulation| {
+    let cost = |sim: &mut edgehook_sim::sim::Simulation| {
         let before = (sim.store().ops(), sim.store().bytes_written());
         let id = create_id(sim, &key, URL, &["load.created"]);
         let resp = call(sim, "DELETE", &format!("/v1/webhooks/{id}"), &key);
@@ -869,19 +869,19 @@ fn a_list_page_is_one_read_of_the_clients_index() {
 
 /// Store operations one successful call of `f` performs.
 fn ops_of(
-    sim: &mut edgehook_host::sim::Simulation,
-    f: impl FnOnce(&mut edgehook_host::sim::Simulation),
+    sim: &mut edgehook_sim::sim::Simulation,
+    f: impl FnOnce(&mut edgehook_sim::sim::Simulation),
 ) -> u64 {
     let before = sim.store().ops();
     f(sim);
     sim.store().ops() - before
 }
 
-fn fanout(sim: &edgehook_host::sim::Simulation, event_type: &str) -> Vec<String> {
+fn fanout(sim: &edgehook_sim::sim::Simulation, event_type: &str) -> Vec<String> {
     fanout_in(&sim.store().snapshot(), event_type)
 }
 
-fn active_subscriptions(sim: &edgehook_host::sim::Simulation) -> Vec<String> {
+fn active_subscriptions(sim: &edgehook_sim::sim::Simulation) -> Vec<String> {
     subscription_records(&sim.store().snapshot())
         .into_iter()
         .filter(|r| r["status"] == "active")

@@ -1,8 +1,8 @@
 //! A whole-system scenario: many subscriptions and events, 30 % failing endpoints, the full
 //! retry schedule on virtual time; the ledger must balance exactly. The test runs 100 x 100
-//! (10,000 deliveries); `edgehook simulate` runs any size (1,000 x 1,000 is in BENCHMARKS.md).
+//! (10,000 deliveries); `edgehook-sim` runs any size (1,000 x 1,000 is in BENCHMARKS.md).
 
-use edgehook_host::scenario::{self, Scenario};
+use edgehook_sim::scenario::{self, Scenario};
 
 #[test]
 fn the_retry_schedule_ends_exactly_as_specified() {

@@ -1,8 +1,8 @@
 //! The seams between the host and the real component: time, key-value faults, config and
 //! randomness each reach the component only through the host, and each is observable.
 
-use edgehook_host::sim::Simulation;
-use edgehook_host::store::Faults;
+use edgehook_runtime::store::Faults;
+use edgehook_sim::sim::Simulation;
 use std::time::Duration;
 
 #[test]

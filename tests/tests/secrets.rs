@@ -7,9 +7,9 @@
 use crate::common;
 
 use common::*;
-use edgehook_host::HttpResponse;
-use edgehook_host::outbound::Reply;
-use edgehook_host::store::Faults;
+use edgehook_runtime::HttpResponse;
+use edgehook_runtime::store::Faults;
+use edgehook_sim::simnet::Reply;
 use serde_json::json;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ fn no_response_or_log_line_carries_a_secret_a_key_or_the_admin_token_but_its_own
         responses: Vec::new(),
     };
     let auth = bearer(ADMIN);
-    let issue = |sim: &mut edgehook_host::sim::Simulation, t: &mut Transcript, client| {
+    let issue = |sim: &mut edgehook_sim::sim::Simulation, t: &mut Transcript, client| {
         let r = sim
             .request(
                 "POST",
@@ -308,7 +308,7 @@ fn every_secret_comparison_is_constant_time() {
         .and_then(|rest| rest.split("\n}\n").next())
         .expect("auth::authenticate");
     assert!(authenticate.contains("secret_eq(&hash, &record.hash)"));
-    let listen = read("host/src/listen.rs");
+    let listen = read("host/edgehook/src/listen.rs");
     assert!(
         listen.contains("verify_slice"),
         "the receiver verifies with verify_slice"
@@ -317,12 +317,21 @@ fn every_secret_comparison_is_constant_time() {
     assert!(read("docs/verify/verify.py").contains("hmac.compare_digest"));
     assert!(read("docs/verify/verify.mjs").contains("timingSafeEqual"));
     let words = ["token", "secret", "hash", "signature", "api_key", "apikey"];
-    for dir in ["component", "host/src"] {
+    let dirs = [
+        "component",
+        "host/runtime/src",
+        "host/sim/src",
+        "host/edgehook/src",
+        "host/testkit/src",
+        "tools/bench/src",
+        "tools/soak/src",
+    ];
+    for dir in dirs {
         // Every file, in every subdirectory; unit tests compare known values on purpose, and
         // so does the soak's load generator, which checks the answers it got and
         // authenticates no one.
         for (name, lines) in sources(dir) {
-            if name.starts_with("host/src/soak/") {
+            if name.starts_with("tools/soak/src/") {
                 continue;
             }
             for (n, line) in lines.iter().enumerate() {

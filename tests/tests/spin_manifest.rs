@@ -7,7 +7,7 @@
 //! The checks live in [`problems`]; the `a_manifest_that_*` tests feed it broken copies of the
 //! real manifest to show that each check can fail, and says what is wrong.
 
-use edgehook_component::config::KEYS;
+use edgehook_component::model::config::KEYS;
 use std::path::{Path, PathBuf};
 use toml::{Table, Value};
 
@@ -390,7 +390,7 @@ fn a_manifest_that_loads_another_artifact_is_caught() {
     });
     assert_caught("another package built", "package", |spin| {
         *at(spin, &["component", COMPONENT, "build", "command"]) =
-            "cargo build --package edgehook-host --target wasm32-wasip2 --profile guest".into();
+            "cargo build --package edgehook-runtime --target wasm32-wasip2 --profile guest".into();
     });
     assert_caught("a core module target", "wasm32-wasip2", |spin| {
         *at(spin, &["component", COMPONENT, "build", "command"]) =

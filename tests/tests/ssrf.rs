@@ -7,8 +7,8 @@
 use crate::common;
 
 use common::*;
-use edgehook_host::net::{NetOptions, NetOutbound, StaticResolver};
-use edgehook_host::outbound::Reply;
+use edgehook_runtime::net::{NetOptions, NetOutbound, StaticResolver};
+use edgehook_sim::simnet::Reply;
 use serde_json::{Value, json};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -54,7 +54,7 @@ fn host_of(url: &str) -> String {
     host.trim_end_matches('.').to_ascii_lowercase()
 }
 
-fn url_detail(resp: &edgehook_host::HttpResponse) -> (String, String) {
+fn url_detail(resp: &edgehook_runtime::HttpResponse) -> (String, String) {
     let details = resp.json()["error"]["details"].clone();
     (
         details[0]["field"].as_str().unwrap_or("").to_owned(),
@@ -101,7 +101,7 @@ fn the_corpus_covers_every_trick_the_issue_names() {
             assert!(
                 e.resolves_to
                     .iter()
-                    .any(|ip| !edgehook_host::net::is_global(*ip)),
+                    .any(|ip| !edgehook_runtime::net::is_global(*ip)),
                 "{} needs a non-public resolvesTo",
                 e.url
             );
@@ -282,7 +282,7 @@ fn a_private_target_allowed_at_create_is_refused_at_send_once_the_setting_is_off
 /// (nothing sent) once that switch is off, even with the other on.
 #[test]
 fn each_switch_allows_its_own_targets_only_at_create_and_at_send() {
-    let url_code = |sim: &mut edgehook_host::sim::Simulation, key: &str, url: &str| {
+    let url_code = |sim: &mut edgehook_sim::sim::Simulation, key: &str, url: &str| {
         let resp = create_url(sim, key, url);
         match resp.status {
             201 => "ok".to_owned(),

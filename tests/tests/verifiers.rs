@@ -3,7 +3,7 @@
 //! repeated delivery ids, fail on a tampered vectors file, verify captured deliveries, and are
 //! shown in `docs/verifying.md` exactly as they are in the files that run here.
 
-use edgehook_host::outbound::Received;
+use edgehook_sim::simnet::Received;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -422,8 +422,8 @@ fn docs_show_each_verifier_exactly_as_the_file_that_is_tested() {
 
 #[test]
 fn every_verifier_accepts_real_deliveries_and_their_retries() {
-    use edgehook_host::outbound::Reply;
-    let mut sim = edgehook_host::sim::Simulation::builder()
+    use edgehook_sim::simnet::Reply;
+    let mut sim = edgehook_sim::sim::Simulation::builder()
         .seed(77)
         .config("admin_token", "t")
         .build()

@@ -1,5 +1,5 @@
 //! The benchmark baseline: a `wasi:http/incoming-handler` that answers every request
-//! `200 {"ok":true}` without reading it. Built for `wasm32-wasip2` by `host/build.rs`.
+//! `200 {"ok":true}` without reading it. Built for `wasm32-wasip2` by `host/runtime/build.rs`.
 
 #[cfg(target_arch = "wasm32")]
 #[allow(

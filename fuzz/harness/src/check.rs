@@ -5,8 +5,8 @@
 //! nothing can be "internal".
 
 use crate::world::Reply;
-use edgehook_component::http::Request;
-use edgehook_component::router::Handled;
+use edgehook_component::api::router::Handled;
+use edgehook_component::model::http::Request;
 use serde_json::Value;
 
 /// Every status the API may answer (DESIGN.md §3), 500 excluded: the harness's store is

@@ -26,8 +26,8 @@
 
 use crate::model::valid_idempotency_key;
 use crate::world::{ADMIN_TOKEN, CLIENT_A, CLIENT_B, World, bearer};
-use edgehook_component::http::Request;
-use edgehook_component::idempotency;
+use edgehook_component::api::idempotency;
+use edgehook_component::model::http::Request;
 
 const CREATE_BODIES: [&str; 4] = [
     r#"{"url":"https://a.example.com/hook","eventTypes":["load.created"]}"#,

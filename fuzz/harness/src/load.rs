@@ -15,12 +15,12 @@
 //! - every delivery record then reads back through the operator API as succeeded.
 
 use crate::world::{ADMIN_TOKEN, World, bearer};
+use edgehook_component::api::router::INGEST_BODY_LIMIT;
 use edgehook_component::delivery::delivery_id;
-use edgehook_component::events::{self, PublishError};
-use edgehook_component::http::Request;
-use edgehook_component::keys;
-use edgehook_component::kv::Kv;
-use edgehook_component::router::INGEST_BODY_LIMIT;
+use edgehook_component::model::events::{self, PublishError};
+use edgehook_component::model::http::Request;
+use edgehook_component::storage::keys;
+use edgehook_component::storage::kv::Kv;
 use serde_json::Value;
 
 /// Runs one input.

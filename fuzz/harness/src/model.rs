@@ -20,7 +20,7 @@
 use crate::check::is_id;
 use crate::world::{ADMIN_TOKEN, Reply};
 use edgehook_component::delivery::{Outgoing, SendResult};
-use edgehook_component::http::Request;
+use edgehook_component::model::http::Request;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;

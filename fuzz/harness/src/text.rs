@@ -29,7 +29,7 @@
 //!   `@truncated` marks the body as cut off by the shell's read limit.
 
 use crate::world::Outcome;
-use edgehook_component::http::Request;
+use edgehook_component::model::http::Request;
 
 /// Most requests one input may hold.
 pub const MAX_REQUESTS: usize = 8;

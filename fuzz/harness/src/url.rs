@@ -23,7 +23,7 @@
 //! `xn--` label that is not valid punycode) may pass validation; such a name cannot resolve,
 //! and it is still subject to the name rules above.
 
-use edgehook_component::validate::{self, HostKind, MAX_URL_LEN, TargetPolicy, TargetUrl};
+use edgehook_component::model::validate::{self, HostKind, MAX_URL_LEN, TargetPolicy, TargetUrl};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The four policies: strict, `allow_http`, `allow_private_targets`, both.

@@ -7,13 +7,13 @@
 
 use crate::check;
 use crate::model::Model;
-use edgehook_component::config::Settings;
+use edgehook_component::api::router;
 use edgehook_component::delivery::{Outgoing, SendResult, Sender};
-use edgehook_component::env::{Env, SeededEntropy};
-use edgehook_component::http::Request;
-use edgehook_component::keys::Key;
-use edgehook_component::kv::{Kv, MemoryKv};
-use edgehook_component::router;
+use edgehook_component::model::config::Settings;
+use edgehook_component::model::env::{Env, SeededEntropy};
+use edgehook_component::model::http::Request;
+use edgehook_component::storage::keys::Key;
+use edgehook_component::storage::kv::{Kv, MemoryKv};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! The key-value conformance probe: a `wasi:http/incoming-handler` component (world
 //! `edgehook:webhooks/kvprobe`) that checks the `wasi:keyvalue` draft2 store of whatever host
 //! runs it against the rules the edgehook component relies on (docs/embedding.md,
-//! "Key-value contract"). Built for `wasm32-wasip2` by `host/build.rs`; the host's tests run
-//! it on every store (`host/tests/kv_conformance.rs`).
+//! "Key-value contract"). Built for `wasm32-wasip2` by `host/runtime/build.rs`; the host's tests run
+//! it on every store (`host/runtime/tests/kv_conformance.rs`).
 //!
 //! Routes (every answer is JSON):
 //! - `GET /conformance?run=<nonce>`: runs every rule against bucket `default`, under keys

@@ -1,6 +1,6 @@
 //! The rules, each a function that answers `Ok(what it saw)` or `Err(what broke the rule)`.
 //! Names and reasons are listed in docs/embedding.md ("Key-value contract"); the host's tests
-//! (`host/tests/kv_conformance.rs`) hold the list of rules each host is known to break.
+//! (`host/runtime/tests/kv_conformance.rs`) hold the list of rules each host is known to break.
 //!
 //! Every rule works on keys of its own (`kvprobe:<run>:<rule>:...`), so rules never see each
 //! other's writes and a run never sees an earlier run's.

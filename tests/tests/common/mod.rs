@@ -1,8 +1,8 @@
 //! Helpers shared by the black-box tests: one place that knows how to talk to the API.
 
-use edgehook_component::applog::decode_page;
-use edgehook_host::HttpResponse;
-use edgehook_host::sim::{SimBuilder, Simulation};
+use edgehook_component::storage::applog::decode_page;
+use edgehook_runtime::HttpResponse;
+use edgehook_sim::sim::{SimBuilder, Simulation};
 use serde_json::{Value, json};
 
 /// The ids in the stored fan-out index of `event_type` (the pages of its append log,
@@ -58,7 +58,7 @@ pub fn sim_with(seed: u64, settings: &[(&str, &str)]) -> Simulation {
 }
 
 /// The `X-Service-Delivery-Id` of a delivery an endpoint received.
-pub fn delivery_id_of(request: &edgehook_host::outbound::Received) -> String {
+pub fn delivery_id_of(request: &edgehook_sim::simnet::Received) -> String {
     request
         .header("x-service-delivery-id")
         .expect("a delivery id")

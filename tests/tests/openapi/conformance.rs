@@ -8,9 +8,9 @@ use super::{
     Auth, Doc, SAMPLE_DLV, SAMPLE_SUB, URL, World, generic_request, operations, resolve, send,
 };
 use crate::common::*;
-use edgehook_host::HttpResponse;
-use edgehook_host::outbound::Reply;
-use edgehook_host::store::Faults;
+use edgehook_runtime::HttpResponse;
+use edgehook_runtime::store::Faults;
+use edgehook_sim::simnet::Reply;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -304,7 +304,7 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
 fn observe_users(
     doc: &Value,
     ex: &Example,
-    sim: &mut edgehook_host::sim::Simulation,
+    sim: &mut edgehook_sim::sim::Simulation,
     auth: Auth<'_>,
     body: Option<Vec<u8>>,
 ) -> Vec<Observed> {

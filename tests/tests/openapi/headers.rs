@@ -4,8 +4,8 @@
 
 use super::shape::same_shape;
 use super::{Auth, Doc, Schemas, URL, World, generic_request, load_doc, operations, resolve, send};
-use edgehook_host::outbound::Reply;
-use edgehook_host::store::Faults;
+use edgehook_runtime::store::Faults;
+use edgehook_sim::simnet::Reply;
 use serde_json::{Value, json};
 
 #[test]

@@ -30,8 +30,8 @@ mod shape;
 use schemas::Schemas;
 
 use crate::common::*;
-use edgehook_host::HttpResponse;
-use edgehook_host::sim::Simulation;
+use edgehook_runtime::HttpResponse;
+use edgehook_sim::sim::Simulation;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::BTreeSet;

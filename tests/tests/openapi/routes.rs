@@ -4,7 +4,7 @@
 
 use super::{HTTP_METHODS, SAMPLE_DLV, SAMPLE_KEY, SAMPLE_SUB, load_doc, resolve};
 use crate::common::*;
-use edgehook_component::router::Route;
+use edgehook_component::api::router::Route;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -125,7 +125,7 @@ impl Sender for Slow<'_> {
 
 #[test]
 fn a_long_tick_signs_leases_and_schedules_each_batch_when_it_is_sent() {
-    // Found by the soak (edgehook soak): a tick read the clock once, so a batch sent 20 s
+    // Found by the soak (edgehook-soak): a tick read the clock once, so a batch sent 20 s
     // into a tick was signed 20 s in the past, leased until 5 s before it was claimed
     // (another tick could claim and send it again) and retried 20 s early.
     let kv = MemoryKv::new();

@@ -5,8 +5,8 @@ use super::*;
 use crate::check::is_id;
 use crate::world::Reply;
 use edgehook_component::delivery::{Outgoing, SendResult};
-use edgehook_component::events::EVENT_TYPES;
-use edgehook_component::http::Request;
+use edgehook_component::model::events::EVENT_TYPES;
+use edgehook_component::model::http::Request;
 
 impl Model {
     pub(super) fn on_ingest(

@@ -4,8 +4,8 @@
 use super::*;
 use crate::check::is_id;
 use crate::world::Reply;
-use edgehook_component::events::EVENT_TYPES;
-use edgehook_component::http::Request;
+use edgehook_component::model::events::EVENT_TYPES;
+use edgehook_component::model::http::Request;
 use serde_json::Value;
 
 impl Model {
@@ -118,7 +118,10 @@ impl Model {
         let sent: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let url = data["url"].as_str().unwrap_or("");
         assert_eq!(sent["url"].as_str(), Some(url), "url echoed: {}", what());
-        crate::url::check_accepted(url, edgehook_component::validate::TargetPolicy::STRICT);
+        crate::url::check_accepted(
+            url,
+            edgehook_component::model::validate::TargetPolicy::STRICT,
+        );
         let types: Vec<String> = data["eventTypes"]
             .as_array()
             .map(|a| {

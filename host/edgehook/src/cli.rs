@@ -1,0 +1,191 @@
+//! Helpers of the operator commands: the admin token file, input, and a small HTTP client for
+//! talking to a running server.
+
+use anyhow::{Context as _, Result, anyhow};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rand::TryRng as _;
+use std::io::Read as _;
+use std::path::Path;
+
+/// The file in the data directory that holds the operator token.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+
+/// Reads the operator token from `<data_dir>/admin-token`.
+pub fn read_admin_token(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let token =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(token.trim().to_owned())
+}
+
+/// The operator token in `<data_dir>/admin-token`, created (random, mode 0600) if missing.
+/// An empty file (a first start cut short before the token was written) is written anew; an
+/// unreadable one is an error that says so.
+pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join(ADMIN_TOKEN_FILE);
+    let empty = match read_admin_token(data_dir) {
+        Ok(token) if !token.is_empty() => return Ok(token),
+        Ok(_) => true,
+        Err(_) if !path.exists() => false,
+        Err(e) => return Err(e),
+    };
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let mut bytes = [0u8; 32];
+    rand::rngs::SysRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| anyhow!("no randomness for the admin token: {e}"))?;
+    let token = format!("eha_{}", hex::encode(bytes));
+    let mut options = std::fs::OpenOptions::new();
+    // A new file only if there was none, so two first starts cannot write two tokens.
+    if empty {
+        options.write(true).truncate(true);
+    } else {
+        options.write(true).create_new(true);
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::io::Write::write_all(&mut file, token.as_bytes())?;
+    file.sync_all()?;
+    edgehook_runtime::log::log_line(
+        "info",
+        "admin token created",
+        &[("file", path.display().to_string())],
+    );
+    Ok(token)
+}
+
+/// Prints a server's answer: the whole (pretty-printed) body, or with `only` just the string
+/// `data.<only>` of it (e.g. `apiKey`, for `KEY=$(edgehook keys issue acme --quiet)`). An
+/// answer of 400 or more is an error; with `only` its body goes to stderr, so a command
+/// substitution never captures it.
+pub fn print_answer(status: u16, text: &str, only: Option<&str>) -> Result<()> {
+    if status >= 400 {
+        if only.is_some() {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+        return Err(anyhow!("the server answered {status}"));
+    }
+    match only {
+        None => println!("{text}"),
+        Some(field) => {
+            let answer: serde_json::Value = serde_json::from_str(text)
+                .with_context(|| format!("the server's answer is not JSON: {text}"))?;
+            let value = answer["data"][field]
+                .as_str()
+                .with_context(|| format!("the server's answer has no data.{field}: {text}"))?;
+            println!("{value}");
+        }
+    }
+    Ok(())
+}
+
+/// Percent-encodes a path segment (ids typed by a person may contain anything).
+pub fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The bytes of a file, or of standard input for `None` or `-`.
+pub fn read_input(file: Option<&Path>) -> Result<Vec<u8>> {
+    match file {
+        Some(p) if p != Path::new("-") => {
+            std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+        }
+        _ => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .context("reading standard input")?;
+            Ok(buf)
+        }
+    }
+}
+
+/// A running server, as the operator commands see it.
+pub struct Remote {
+    base: String,
+    token: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Remote {
+    /// A client for the server at `base` (e.g. `http://127.0.0.1:8080`) with an operator
+    /// token.
+    pub fn new(base: &str, token: &str) -> Result<Self> {
+        if !base.starts_with("http://") {
+            return Err(anyhow!("--server must be an http:// URL, got {base:?}"));
+        }
+        Ok(Remote {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        })
+    }
+
+    /// One call; returns the status and the body, pretty-printed when it is JSON.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        headers: &[(String, String)],
+    ) -> Result<(u16, String)> {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {}", self.token));
+        for (n, v) in headers {
+            req = req.header(n, v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let resp = self.client.request(req).await.with_context(|| {
+            format!("cannot reach {} (is `edgehook serve` running?)", self.base)
+        })?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        let text = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) => serde_json::to_string_pretty(&v)?,
+            Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+        };
+        Ok((status, text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgehook_testkit::temp_dir;
+
+    #[test]
+    fn an_empty_token_file_is_written_anew_and_an_unreadable_one_says_why() {
+        let dir = temp_dir("cli-token");
+        // A first start cut short after creating the file, before writing it.
+        std::fs::write(dir.join(ADMIN_TOKEN_FILE), b"").expect("empty file");
+        let token = admin_token_or_create(&dir).expect("a token");
+        assert!(token.starts_with("eha_") && token.len() == 68, "{token}");
+        assert_eq!(admin_token_or_create(&dir).expect("kept"), token);
+        // Unreadable (here: a directory where the file should be).
+        let other = temp_dir("cli-token-dir");
+        std::fs::create_dir_all(other.join(ADMIN_TOKEN_FILE)).expect("dir");
+        let err = format!("{:#}", admin_token_or_create(&other).expect_err("an error"));
+        assert!(err.contains("reading"), "the real cause: {err}");
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&other);
+    }
+}

@@ -1,0 +1,550 @@
+//! `edgehook`: run the webhook service, and talk to a running one.
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+use edgehook::cli::{self, Remote};
+use edgehook::listen;
+use edgehook::serve::{Server, bind};
+use edgehook_runtime::HostEnv;
+use edgehook_runtime::filestore::{FileStore, SyncPolicy};
+use edgehook_runtime::log::log_line;
+use edgehook_runtime::net::{self, NetOptions, NetOutbound};
+use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
+use edgehook_runtime::store::KvStore;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// mimalloc rather than the system allocator: the host allocates for every request,
+/// store operation and delivery, and glibc's malloc was an eighth of `serve`'s time under
+/// delivery load (BENCHMARKS.md). Built without transparent huge pages (`no_thp`): with
+/// them, an idle server held 113 MiB (every touched 2 MiB region resident whole); without,
+/// 51 MiB (glibc: 40 MiB), at the same speed.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// edgehook: outbound webhooks as one WebAssembly component.
+#[derive(Parser)]
+#[command(version, after_help = EXIT_STATUS)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// What `edgehook --help` says of exit codes; `main` makes it true.
+const EXIT_STATUS: &str = "Exit status:
+  0    success (serve: stopped by SIGINT or SIGTERM, after a clean shutdown)
+  1    failure: an error (printed on stderr), or a server answer of 400 or more
+  2    usage error: an unknown command or flag, a missing or invalid value
+  101  a bug (a panic); please report it";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service: the partner API, the operator API and deliveries.
+    Serve(ServeArgs),
+    /// Receive deliveries locally: verify each signature and timestamp, print it, answer 200.
+    Listen(ListenArgs),
+    /// Issue or revoke partner API keys (talks to a running server).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Create a subscription as a partner would (`POST /v1/webhooks` with an API key); prints
+    /// it with its signing secret, shown only this once.
+    Subscribe(SubscribeArgs),
+    /// Publish a load event (talks to a running server).
+    Publish(PublishArgs),
+    /// Show a subscription with its state and recent deliveries (talks to a running server).
+    Subscription(IdArgs),
+    /// Show a delivery with every attempt, or replay it (talks to a running server).
+    #[command(subcommand)]
+    Delivery(DeliveryCommand),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "EDGEHOOK_LISTEN")]
+    listen: SocketAddr,
+    /// Directory of the embedded store (created if missing).
+    #[arg(long, default_value = "edgehook-data", env = "EDGEHOOK_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Bearer token for the operator API. Default: the one in <data-dir>/admin-token,
+    /// generated on first start.
+    #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Allow subscription URLs and deliveries to loopback, private and other non-public
+    /// addresses and local names such as localhost; still https only, unless --allow-http
+    /// too (local development and tests only; as --set allow_private_targets=true).
+    #[arg(long)]
+    allow_private_targets: bool,
+    /// Allow plain http:// subscription URLs and deliveries; still to public hosts only,
+    /// unless --allow-private-targets too (local development and tests only; as --set
+    /// allow_http=true).
+    #[arg(long)]
+    allow_http: bool,
+    /// A PEM file of extra CA certificates to trust for deliveries.
+    #[arg(long)]
+    extra_ca: Option<PathBuf>,
+    /// Flush the store to disk after every write instead of every 100 ms.
+    #[arg(long)]
+    fsync_always: bool,
+    /// Keep the state in Redis instead of the embedded store, so several instances share it:
+    /// redis://[:password@]host:port[/db] (the admin token file stays in --data-dir).
+    #[arg(long, value_name = "URL", env = "EDGEHOOK_KV", hide_env_values = true)]
+    kv: Option<String>,
+    /// Prefix of every key in Redis (with --kv), so one Redis can hold several things.
+    #[arg(long, default_value = "edgehook:", env = "EDGEHOOK_KV_PREFIX")]
+    kv_prefix: String,
+    /// A component setting, as key=value (repeatable), e.g. --set attempt_timeout_ms=5000.
+    /// Each can also come from the environment as EDGEHOOK_<KEY>, e.g.
+    /// EDGEHOOK_ATTEMPT_TIMEOUT_MS=5000; --set wins.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct ListenArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// The subscription's signing secret (whsec_...).
+    #[arg(long, env = "EDGEHOOK_SIGNING_SECRET", hide_env_values = true)]
+    secret: String,
+    /// Oldest timestamp accepted, in seconds.
+    #[arg(long, default_value_t = 300)]
+    tolerance: u64,
+    /// Run in the background: return once the receiver accepts connections (it keeps
+    /// printing deliveries here); stop it with `kill <pid>` (the pid is printed).
+    #[arg(long)]
+    detach: bool,
+    /// The listening socket is standard input (how --detach starts the receiver).
+    #[arg(long, hide = true, conflicts_with = "detach")]
+    socket_on_stdin: bool,
+}
+
+#[derive(clap::Args)]
+struct SubscribeArgs {
+    /// The delivery URL: https:// (http:// and local addresses only where the server allows
+    /// them).
+    #[arg(long)]
+    url: String,
+    /// An event type to deliver, repeatable: load.created, load.updated,
+    /// load.status_changed.
+    #[arg(long = "event", value_name = "TYPE", required = true)]
+    events: Vec<String>,
+    /// The partner's API key (ehk_...).
+    #[arg(long, env = "EDGEHOOK_API_KEY", hide_env_values = true)]
+    key: String,
+    /// Print only the signing secret (e.g. SECRET=$(edgehook subscribe ... --quiet)).
+    #[arg(long, short)]
+    quiet: bool,
+    /// The server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "EDGEHOOK_SERVER")]
+    server: String,
+}
+
+#[derive(clap::Args)]
+struct RemoteArgs {
+    /// The server's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "EDGEHOOK_SERVER")]
+    server: String,
+    /// The operator token. Default: <data-dir>/admin-token.
+    #[arg(long, env = "EDGEHOOK_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// The server's data directory (to read the admin token from).
+    #[arg(long, default_value = "edgehook-data", env = "EDGEHOOK_DATA_DIR")]
+    data_dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Issue an API key for a client id; the key is printed once.
+    Issue {
+        /// The API client (partner) id.
+        client: String,
+        /// Print only the API key (e.g. KEY=$(edgehook keys issue acme --quiet)).
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Revoke an API key at once.
+    Revoke {
+        /// The API client id.
+        client: String,
+        /// The key id (key_...).
+        key_id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct PublishArgs {
+    /// Event type: load.created, load.updated or load.status_changed.
+    #[arg(long = "type")]
+    event_type: String,
+    /// File with the load JSON; '-' or nothing reads standard input.
+    file: Option<PathBuf>,
+    /// Idempotency key: publishing again with it does not deliver twice.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+#[derive(clap::Args)]
+struct IdArgs {
+    /// The id.
+    id: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+#[derive(Subcommand)]
+enum DeliveryCommand {
+    /// Show a delivery with every attempt.
+    Show(IdArgs),
+    /// Replay a finished delivery (same id and body, fresh signature).
+    Replay(IdArgs),
+}
+
+fn main() {
+    let outcome = run(Cli::parse());
+    // Log lines are written by a thread of their own: let it finish before the process ends.
+    edgehook_runtime::log::flush();
+    if let Err(e) = outcome {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Listen(args) => listen(args),
+        Command::Keys(KeysCommand::Issue {
+            client,
+            quiet,
+            remote,
+        }) => remote_call_showing(
+            &remote,
+            "POST",
+            &format!("/internal/v1/clients/{}/keys", cli::segment(&client)),
+            quiet.then_some("apiKey"),
+        ),
+        Command::Subscribe(args) => subscribe(args),
+        Command::Keys(KeysCommand::Revoke {
+            client,
+            key_id,
+            remote,
+        }) => remote_call(
+            &remote,
+            "DELETE",
+            &format!(
+                "/internal/v1/clients/{}/keys/{}",
+                cli::segment(&client),
+                cli::segment(&key_id)
+            ),
+            None,
+            &[],
+        ),
+        Command::Publish(args) => {
+            let body = cli::read_input(args.file.as_deref())?;
+            let mut headers = vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                ("x-service-event".to_owned(), args.event_type.clone()),
+            ];
+            if let Some(k) = args.idempotency_key {
+                headers.push(("idempotency-key".to_owned(), k));
+            }
+            remote_call(
+                &args.remote,
+                "POST",
+                "/internal/v1/events",
+                Some(body),
+                &headers,
+            )
+        }
+        Command::Subscription(args) => {
+            remote_call(
+                &args.remote,
+                "GET",
+                &format!("/internal/v1/subscriptions/{}", cli::segment(&args.id)),
+                None,
+                &[],
+            )?;
+            remote_call(
+                &args.remote,
+                "GET",
+                &format!(
+                    "/internal/v1/subscriptions/{}/deliveries?limit=20",
+                    cli::segment(&args.id)
+                ),
+                None,
+                &[],
+            )
+        }
+        Command::Delivery(DeliveryCommand::Show(args)) => remote_call(
+            &args.remote,
+            "GET",
+            &format!("/internal/v1/deliveries/{}", cli::segment(&args.id)),
+            None,
+            &[],
+        ),
+        Command::Delivery(DeliveryCommand::Replay(args)) => remote_call(
+            &args.remote,
+            "POST",
+            &format!("/internal/v1/deliveries/{}/replay", cli::segment(&args.id)),
+            None,
+            &[],
+        ),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn remote_call(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(String, String)],
+) -> Result<()> {
+    let (status, text) = remote_answer(remote, method, path, body, headers)?;
+    cli::print_answer(status, &text, None)
+}
+
+/// [`remote_call`] without a body, printing only the answer's `data.<only>` if given.
+fn remote_call_showing(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    only: Option<&str>,
+) -> Result<()> {
+    let (status, text) = remote_answer(remote, method, path, None, &[])?;
+    cli::print_answer(status, &text, only)
+}
+
+/// One operator call: the answer's status and its (pretty-printed) body.
+fn remote_answer(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+    headers: &[(String, String)],
+) -> Result<(u16, String)> {
+    let token = match &remote.admin_token {
+        Some(t) => t.clone(),
+        None => cli::read_admin_token(&remote.data_dir).with_context(|| {
+            format!(
+                "no admin token: pass --admin-token, set EDGEHOOK_ADMIN_TOKEN, or run this where \
+                 {}/admin-token exists (edgehook serve writes it on first start)",
+                remote.data_dir.display()
+            )
+        })?,
+    };
+    let remote = Remote::new(&remote.server, &token)?;
+    runtime()?.block_on(remote.call(method, path, body, headers))
+}
+
+fn subscribe(args: SubscribeArgs) -> Result<()> {
+    let partner = Remote::new(&args.server, &args.key)?;
+    let body = serde_json::json!({"url": args.url, "eventTypes": args.events}).to_string();
+    let headers = [("content-type".to_owned(), "application/json".to_owned())];
+    let (status, text) = runtime()?.block_on(partner.call(
+        "POST",
+        "/v1/webhooks",
+        Some(body.into_bytes()),
+        &headers,
+    ))?;
+    cli::print_answer(status, &text, args.quiet.then_some("signingSecret"))
+}
+
+fn listen(args: ListenArgs) -> Result<()> {
+    if args.detach {
+        let (addr, pid) = listen::detach(args.listen, &args.secret, args.tolerance)?;
+        eprintln!(
+            "edgehook listen: receiving on {addr} in the background, pid {pid} (stop it with: \
+             kill {pid})"
+        );
+        return Ok(());
+    }
+    let rt = runtime()?;
+    if args.socket_on_stdin {
+        return rt.block_on(listen::run_on_stdin(args.secret, args.tolerance));
+    }
+    rt.block_on(listen::run(args.listen, args.secret, args.tolerance))
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let mut config = BTreeMap::new();
+    // Every component setting can come from the environment as EDGEHOOK_<KEY> (e.g.
+    // EDGEHOOK_ATTEMPT_TIMEOUT_MS); --set overrides it.
+    for (key, _) in edgehook_component::model::config::KEYS {
+        if let Ok(value) = std::env::var(format!("EDGEHOOK_{}", key.to_ascii_uppercase())) {
+            config.insert((*key).to_owned(), value);
+        }
+    }
+    for pair in &args.settings {
+        let Some((k, v)) = pair.split_once('=') else {
+            bail!("--set takes KEY=VALUE, got {pair:?}");
+        };
+        let key = k.trim();
+        if !edgehook_component::model::config::KEYS
+            .iter()
+            .any(|(known, _)| *known == key)
+        {
+            let known: Vec<&str> = edgehook_component::model::config::KEYS
+                .iter()
+                .map(|(k, _)| *k)
+                .collect();
+            bail!(
+                "--set {key}: no such setting (the settings: {})",
+                known.join(", ")
+            );
+        }
+        config.insert(key.to_owned(), v.to_owned());
+    }
+    // --admin-token (or EDGEHOOK_ADMIN_TOKEN), then --set admin_token=..., then the file.
+    let given = |t: &String| !t.trim().is_empty();
+    let (token, token_from) = match args.admin_token.clone().filter(given) {
+        Some(t) => (t, "from --admin-token / EDGEHOOK_ADMIN_TOKEN".to_owned()),
+        None => match config.get("admin_token").filter(|t| given(t)) {
+            Some(t) => (t.clone(), "from --set admin_token".to_owned()),
+            None => (
+                cli::admin_token_or_create(&args.data_dir)?,
+                format!(
+                    "file {}",
+                    absolute(&args.data_dir.join(cli::ADMIN_TOKEN_FILE)).display()
+                ),
+            ),
+        },
+    };
+    config.insert("admin_token".into(), token);
+    // Checked now, as the component will read them: a bad value stops the start (naming the
+    // key, never the value) instead of failing every request.
+    let check = |config: &BTreeMap<String, String>| {
+        edgehook_component::model::config::Settings::from_pairs(config.iter())
+            .map_err(|e| anyhow::anyhow!("invalid setting: {e}"))
+    };
+    check(&config)?;
+    // The switches, as flags or as settings (--set, EDGEHOOK_ALLOW_HTTP, ...).
+    if args.allow_http {
+        config.insert("allow_http".into(), "true".into());
+    }
+    if args.allow_private_targets {
+        config.insert("allow_private_targets".into(), "true".into());
+    }
+    let settings = check(&config)?;
+    let net = NetOptions {
+        allow_http: settings.allow_http,
+        allow_private: settings.allow_private_targets,
+        extra_ca: args.extra_ca.clone(),
+    };
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let (kv, file_store, store_name): (KvStore, _, _) = match &args.kv {
+            Some(url) => {
+                if !url.starts_with("redis://") && !url.starts_with("redis+unix://") {
+                    bail!("--kv takes redis://host:port[/db] or redis+unix:///path");
+                }
+                let options = RedisOptions {
+                    prefix: args.kv_prefix.clone(),
+                    ..RedisOptions::default()
+                };
+                let store = RedisStore::open_with(url, options).await?;
+                let name = format!("{} (prefix {})", store.server(), store.prefix());
+                (KvStore::Remote(Arc::new(store)), None, name)
+            }
+            None => {
+                let sync = if args.fsync_always {
+                    SyncPolicy::Always
+                } else {
+                    SyncPolicy::Every(Duration::from_millis(100))
+                };
+                let store = FileStore::open(&args.data_dir.join("store"), sync)
+                    .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
+                let name = absolute(&args.data_dir.join("store")).display().to_string();
+                (KvStore::Local(Arc::new(store.clone())), Some(store), name)
+            }
+        };
+        let outbound = NetOutbound::new(&net)?;
+        let env = HostEnv {
+            kv,
+            config: Arc::new(config),
+            clock: None,
+            outbound: Arc::new(outbound),
+            seed: None,
+            guest_log: None,
+        };
+        let server = Server::new(env)?;
+        let listener = bind(args.listen).await?;
+        let addr = listener.local_addr()?;
+        // Where things are: the first lines a newcomer reads.
+        log_line(
+            "info",
+            "listening",
+            &[
+                ("url", format!("http://{addr}")),
+                ("addr", addr.to_string()),
+                ("dataDir", absolute(&args.data_dir).display().to_string()),
+                ("store", store_name),
+                ("adminToken", token_from),
+                ("outbound", net::describe(net.policy()).to_owned()),
+            ],
+        );
+        if net.allow_http || net.allow_private {
+            log_line(
+                "warn",
+                net::RELAXED,
+                &[
+                    ("allowHttp", net.allow_http.to_string()),
+                    ("allowPrivateTargets", net.allow_private.to_string()),
+                ],
+            );
+        }
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            log_line("info", "shutting down", &[]);
+            let _ = stop_tx.send(true);
+        });
+        server.run(listener, stop_rx).await?;
+        if let Some(store) = file_store {
+            store.flush()?;
+        }
+        log_line("info", "stopped", &[]);
+        Ok(())
+    })
+}
+
+/// `path` made absolute (against the working directory), for messages.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,657 @@
+//! `edgehook serve`: the component behind a real HTTP/1.1 server, with real clocks and
+//! randomness and a timer that calls `tick` when the component says work is due.
+
+use anyhow::{Context as _, Result};
+use bytes::{Bytes, BytesMut};
+use edgehook_component::model::error::ApiError;
+use edgehook_runtime::log::{log_line, now_ms};
+use edgehook_runtime::{HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore, watch};
+
+/// The most of a request body the server reads; the component answers 413 past its limits.
+const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
+/// The least time between two ticks that a request's wake-up (not a due time) starts.
+const WAKE_INTERVAL: Duration = Duration::from_millis(250);
+/// How long shutdown waits for in-flight requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+/// The longest the timer waits between two ticks, whatever the component said was due: work
+/// another instance sharing the store queued (retries of a stopped `serve`, events published
+/// through another instance) is picked up within this.
+const IDLE_TICK: Duration = Duration::from_secs(5);
+/// How long a connection may take to send a request's head, and how long a keep-alive
+/// connection may sit idle between requests (hyper's header read timeout).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request's body may take to arrive, once its head has.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections served at once; past it, new ones wait in the kernel's listen backlog.
+const MAX_CONNECTIONS: usize = 4096;
+/// How long accepting pauses after a failure (out of file descriptors, say): no busy loop.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a request waits for a free component instance before it is answered 503.
+const INSTANCE_WAIT: Duration = Duration::from_secs(2);
+
+/// The server's limits on slow and idle clients (defaults: the constants above).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// A request's head, and the idle wait between two requests of a connection.
+    pub header: Duration,
+    /// A request's body, from its head.
+    pub body: Duration,
+    /// A free component instance, before a 503.
+    pub instance: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header: HEADER_TIMEOUT,
+            body: BODY_TIMEOUT,
+            instance: INSTANCE_WAIT,
+        }
+    }
+}
+
+/// A running server's shared parts.
+#[derive(Clone)]
+pub struct Server {
+    runtime: &'static Runtime,
+    env: HostEnv,
+    /// Woken when a request may have created due work (publish, replay, ...).
+    wake: Arc<Notify>,
+    /// Every connection and every unfinished invocation holds a receiver; shutdown waits
+    /// until all are gone.
+    inflight: Arc<watch::Sender<()>>,
+    /// How long shutdown waits for work in flight.
+    grace: Duration,
+    /// Limits on slow and idle clients.
+    timeouts: Timeouts,
+    /// One permit per connection being served.
+    connections: Arc<Semaphore>,
+    /// One permit per component instance (the pool's slots): a request holds one until its
+    /// invocation ends, attempts after the response included, and a tick for its run. A
+    /// request that finds them all taken waits a little, then gets a 503, rather than
+    /// failing to instantiate; the timer waits its turn (the semaphore is first come, first
+    /// served).
+    instances: Arc<Semaphore>,
+}
+
+impl Server {
+    /// A server for the embedded component over `env`.
+    pub fn new(env: HostEnv) -> Result<Self> {
+        Ok(Server {
+            runtime: Runtime::embedded()?,
+            env,
+            wake: Arc::new(Notify::new()),
+            inflight: Arc::new(watch::channel(()).0),
+            grace: SHUTDOWN_GRACE,
+            timeouts: Timeouts::default(),
+            connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            instances: Arc::new(Semaphore::new(POOL_INSTANCES as usize)),
+        })
+    }
+
+    /// The same server with another shutdown grace period (default 15 s).
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// The same server with other limits on slow and idle clients.
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The same server with room for only `n` component instances at once (requests past
+    /// them wait, then get a 503); for tests.
+    pub fn with_instances(mut self, n: usize) -> Self {
+        self.instances = Arc::new(Semaphore::new(n));
+        self
+    }
+
+    /// Serves on `listener` until `shutdown` turns true, then stops accepting and waits (up to
+    /// a grace period) for requests in flight.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let mut timer = tokio::spawn(self.clone().timer(shutdown.clone()));
+        loop {
+            // At the connection limit, wait for one to close before accepting more.
+            let permit = tokio::select! {
+                permit = self.connections.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                _ = shutdown.changed() => break,
+            };
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            // Out of file descriptors, say: pause rather than spin, and let
+                            // connections close meanwhile.
+                            log_line("warn", "accept failed", &[("error", e.to_string())]);
+                            tokio::select! {
+                                _ = tokio::time::sleep(ACCEPT_BACKOFF) => {}
+                                _ = shutdown.changed() => break,
+                            }
+                            continue;
+                        }
+                    };
+                    // Responses are written whole; Nagle would only hold them back.
+                    let _ = stream.set_nodelay(true);
+                    let server = self.clone();
+                    let guard = self.inflight.subscribe();
+                    let mut stop = shutdown.clone();
+                    let stopping = async move { stop.wait_for(|stopping| *stopping).await.is_ok() };
+                    let header_timeout = self.timeouts.header;
+                    tokio::spawn(async move {
+                        let _permit = permit;
+                        let service = service_fn(move |req| {
+                            let server = server.clone();
+                            async move { Ok::<_, Infallible>(server.respond(req, peer).await) }
+                        });
+                        // hyper's header read timeout only runs with a timer; it also ends
+                        // a keep-alive connection idle for as long.
+                        let conn = hyper::server::conn::http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout)
+                            .serve_connection(TokioIo::new(stream), service);
+                        let mut conn = std::pin::pin!(conn);
+                        // At shutdown an idle keep-alive connection closes at once, and one
+                        // with a request in flight closes after its response: neither holds
+                        // the shutdown for the grace period.
+                        tokio::select! {
+                            _ = conn.as_mut() => {}
+                            true = stopping => {
+                                conn.as_mut().graceful_shutdown();
+                                let _ = conn.await;
+                            }
+                        }
+                        drop(guard);
+                    });
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        drop(listener);
+        // Connections and invocations hold receivers; closed() resolves when all are gone.
+        // A tick in progress gets the same grace period. Attempts cut off by it stay leased
+        // and run again after a restart.
+        let deadline = tokio::time::Instant::now() + self.grace;
+        let _ = tokio::time::timeout_at(deadline, self.inflight.closed()).await;
+        if tokio::time::timeout_at(deadline, &mut timer).await.is_err() {
+            timer.abort();
+            log_line("info", "shutdown cut a tick short", &[]);
+        }
+        Ok(())
+    }
+
+    async fn respond(
+        &self,
+        req: hyper::Request<Incoming>,
+        peer: SocketAddr,
+    ) -> hyper::Response<Full<Bytes>> {
+        let started = Instant::now();
+        let method = req.method().to_string();
+        let path = req.uri().path().to_owned();
+        let outcome = self.forward(req).await;
+        let response = match outcome {
+            Ok(resp) => resp,
+            Err(e) => {
+                let response = host_error(ApiError::internal(""));
+                log_line(
+                    "error",
+                    "request failed in the host",
+                    &[
+                        ("error", format!("{e:#}")),
+                        (
+                            "requestId",
+                            response.header("x-request-id").unwrap_or("").to_owned(),
+                        ),
+                    ],
+                );
+                response
+            }
+        };
+        log_line(
+            "info",
+            "request",
+            &[
+                ("method", method),
+                ("path", path),
+                ("status", response.status.to_string()),
+                (
+                    "requestId",
+                    response.header("x-request-id").unwrap_or("").to_owned(),
+                ),
+                (
+                    "ms",
+                    format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0),
+                ),
+                ("peer", peer.to_string()),
+            ],
+        );
+        if response.status == 202 {
+            // An event was accepted or a delivery replayed: work is due now.
+            self.wake.notify_one();
+        }
+        let mut builder = hyper::Response::builder().status(response.status);
+        for (n, v) in &response.headers {
+            builder = builder.header(n, v);
+        }
+        builder
+            .body(Full::new(response.body))
+            .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())))
+    }
+
+    async fn forward(&self, req: hyper::Request<Incoming>) -> Result<HttpResponse> {
+        let (parts, body) = req.into_parts();
+        let buf = match tokio::time::timeout(self.timeouts.body, read_body(body)).await {
+            Ok(Ok(buf)) => buf,
+            Ok(Err(e)) => {
+                return Ok(host_error(ApiError::bad_request(format!(
+                    "The request body could not be read: {e}."
+                ))));
+            }
+            Err(_) => {
+                return Ok(host_error(
+                    ApiError::new(
+                        408,
+                        "request_timeout",
+                        "The request body did not arrive in time.",
+                    )
+                    .with_header("connection", "close"),
+                ));
+            }
+        };
+        // A free slot at once (the common case) sets no timer.
+        let permit = match self.instances.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => tokio::time::timeout(
+                self.timeouts.instance,
+                self.instances.clone().acquire_owned(),
+            )
+            .await
+            .map_err(|_| ())
+            .and_then(|p| p.map_err(|_| ())),
+        };
+        let permit = match permit {
+            Ok(permit) => permit,
+            Err(()) => {
+                return Ok(host_error(
+                    ApiError::new(
+                        503,
+                        "overloaded",
+                        "The service is at capacity; nothing was changed. Retry later.",
+                    )
+                    .with_header("retry-after", "1"),
+                ));
+            }
+        };
+        let req = hyper::Request::from_parts(parts, Full::new(buf));
+        let (response, rest) = self.runtime.handle_detached(&self.env, req).await?;
+        // The client has its answer; work the component does after it (attempt 1 of an
+        // accepted event) finishes on its own, and keeps its instance until then.
+        match rest {
+            Rest::Ended(outcome) => report_rest(outcome.map_err(anyhow::Error::from)),
+            Rest::Running(task) => {
+                let guard = self.inflight.subscribe();
+                tokio::spawn(async move {
+                    let _guard = guard;
+                    let _permit = permit;
+                    report_rest(Rest::Running(task).finish().await);
+                });
+            }
+        }
+        Ok(response)
+    }
+
+    /// Calls `tick` when due, when woken by a request, once at start (work left by a
+    /// previous run), and at least every [`IDLE_TICK`] (work queued by another instance on
+    /// the same store).
+    ///
+    /// A wake comes with every accepted event, whose first attempts the component already
+    /// runs in the same invocation; the tick after it is the safety net (and learns when the
+    /// retries are due), so wakes are coalesced: at most one tick per [`WAKE_INTERVAL`].
+    async fn timer(self, mut shutdown: watch::Receiver<bool>) {
+        let mut next_due: Option<u64> = Some(0);
+        let mut last_tick = Instant::now() - WAKE_INTERVAL;
+        loop {
+            let wait = tick_wait(next_due, now_ms(), IDLE_TICK);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.wake.notified() => {
+                    let earliest = last_tick + WAKE_INTERVAL;
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(earliest.into()) => {}
+                        _ = shutdown.changed() => return,
+                    }
+                }
+                _ = shutdown.changed() => return,
+            }
+            let permit = tokio::select! {
+                permit = self.instances.clone().acquire_owned() => permit,
+                _ = shutdown.changed() => return,
+            };
+            last_tick = Instant::now();
+            let ticked = self.runtime.tick(&self.env).await;
+            drop(permit);
+            match ticked {
+                Ok(report) => {
+                    if report.attempted > 0 {
+                        log_line(
+                            "info",
+                            "tick",
+                            &[
+                                ("attempted", report.attempted.to_string()),
+                                ("succeeded", report.succeeded.to_string()),
+                                ("failed", report.failed.to_string()),
+                            ],
+                        );
+                    }
+                    next_due = report.next_due_ms;
+                }
+                Err(e) => {
+                    log_line("error", "tick failed", &[("error", format!("{e:#}"))]);
+                    next_due = Some(now_ms() + 1000);
+                }
+            }
+        }
+    }
+}
+
+/// Reads a request body, at most [`BODY_READ_LIMIT`] bytes of it (the component answers 413
+/// past its limits without the rest).
+async fn read_body(mut body: Incoming) -> Result<Bytes, hyper::Error> {
+    let mut buf = BytesMut::new();
+    while buf.len() < BODY_READ_LIMIT {
+        match body.frame().await {
+            Some(frame) => {
+                if let Ok(data) = frame?.into_data() {
+                    buf.extend_from_slice(&data);
+                }
+            }
+            None => break,
+        }
+    }
+    buf.truncate(BODY_READ_LIMIT);
+    Ok(buf.freeze())
+}
+
+/// An error the host answers itself (the component never saw the request, or failed): the
+/// component's error envelope, with a request id of the component's kind, in the body and
+/// in `X-Request-Id`.
+pub fn host_error(error: ApiError) -> HttpResponse {
+    struct OsEntropy;
+    impl edgehook_component::model::env::Entropy for OsEntropy {
+        fn fill(&self, buf: &mut [u8]) {
+            use rand::TryRng as _;
+            // Without the operating system's randomness the id is zeros: still an answer.
+            let _ = rand::rngs::SysRng.try_fill_bytes(buf);
+        }
+    }
+    let request_id = edgehook_component::model::ids::IdKind::Request.generate(&OsEntropy);
+    let response = error
+        .into_response(&request_id)
+        .with_header("x-request-id", &request_id);
+    HttpResponse {
+        status: response.status,
+        headers: response.headers,
+        body: Bytes::from(response.body),
+    }
+}
+
+/// How long the timer waits before its next tick: until the next due time, or the idle tick
+/// if that comes first (another instance on the same store may have queued work this one was
+/// never told of).
+fn tick_wait(next_due_ms: Option<u64>, now_ms: u64, idle: Duration) -> Duration {
+    next_due_ms
+        .map(|due| Duration::from_millis(due.saturating_sub(now_ms)))
+        .map_or(idle, |w| w.min(idle))
+}
+
+/// Binds `addr`.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (is another server running there?)"))
+}
+
+/// Logs an invocation that trapped (or whose task failed) after its response was sent.
+fn report_rest(outcome: Result<()>) {
+    if let Err(e) = outcome {
+        log_line(
+            "error",
+            "component failed after responding",
+            &[("error", format!("{e:#}"))],
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use edgehook_runtime::outbound::{Outbound, OutboundFuture};
+    use edgehook_runtime::store::{KvStore, MemoryStore};
+    use edgehook_testkit::http::request;
+    use std::collections::BTreeMap;
+    use wasmtime_wasi_http::{RequestOptions, WasiBody};
+
+    /// A request to the component with a bearer token and a JSON body.
+    fn req(method: &str, path: &str, bearer: &str, body: &str) -> http::Request<Full<Bytes>> {
+        request(method, &format!("http://serve{path}"), bearer, body)
+    }
+
+    /// A network where every request hangs (an endpoint that never answers).
+    struct Hang(Arc<Notify>);
+
+    impl Outbound for Hang {
+        fn send(&self, req: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
+            self.0.notify_one();
+            // The request is kept (its body too): dropping it would end the guest's body
+            // write at once, and the attempt with it, instead of hanging.
+            Box::pin(async move {
+                let _req = req;
+                std::future::pending().await
+            })
+        }
+    }
+
+    /// A store with one subscription to `load.created` at an endpoint that never answers
+    /// (attempts hang for two minutes); `sent` is notified at each attempt. Admin token `t`.
+    async fn hanging_subscription(sent: Arc<Notify>) -> HostEnv {
+        let config: BTreeMap<String, String> = [
+            ("admin_token", "t"),
+            ("allow_private_targets", "true"),
+            ("allow_http", "true"),
+            ("attempt_timeout_ms", "120000"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let env = HostEnv {
+            kv: KvStore::Local(Arc::new(MemoryStore::new())),
+            config: Arc::new(config),
+            clock: None,
+            outbound: Arc::new(Hang(sent)),
+            seed: None,
+            guest_log: None,
+        };
+        let rt = Runtime::embedded().expect("runtime");
+        let key = rt
+            .handle(&env, req("POST", "/internal/v1/clients/acme/keys", "t", ""))
+            .await
+            .expect("key")
+            .json()["data"]["apiKey"]
+            .as_str()
+            .expect("apiKey")
+            .to_owned();
+        let create = r#"{"url":"http://127.0.0.1:9/x","eventTypes":["load.created"]}"#;
+        let created = rt
+            .handle(&env, req("POST", "/v1/webhooks", &key, create))
+            .await
+            .expect("create");
+        assert_eq!(created.status, 201);
+        env
+    }
+
+    /// Serves `server` on a loopback port; returns its address and the shutdown switch.
+    async fn serving(server: Server) -> (SocketAddr, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stop_rx) = watch::channel(false);
+        tokio::spawn(server.run(listener, stop_rx));
+        (addr, stop)
+    }
+
+    /// Writes `request` on a new connection and reads what comes back until the server
+    /// closes it (or 10 s pass: a failure, not a wait the test relies on).
+    async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(request).await.expect("write");
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut got)).await;
+        assert!(
+            read.is_ok(),
+            "the server kept the connection open: {}",
+            String::from_utf8_lossy(&got)
+        );
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    /// A server over `env` whose limits on slow clients are 300 ms each.
+    fn impatient(env: HostEnv) -> Server {
+        let short = Duration::from_millis(300);
+        Server::new(env).expect("server").with_timeouts(Timeouts {
+            header: short,
+            body: short,
+            instance: short,
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_that_sends_no_head_or_sits_idle_is_closed() {
+        let env = hanging_subscription(Arc::new(Notify::new())).await;
+        let (addr, _stop) = serving(impatient(env)).await;
+        // Nothing at all, then half a head (slowloris).
+        let got = exchange(addr, b"").await;
+        assert!(!got.contains("200 OK"), "{got}");
+        let got = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await;
+        assert!(!got.contains("200 OK"), "{got}");
+        // A whole request on a keep-alive connection, then nothing: answered, then closed.
+        let got = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_that_does_not_arrive_in_time_is_a_408_with_a_request_id() {
+        let env = hanging_subscription(Arc::new(Notify::new())).await;
+        let (addr, _stop) = serving(impatient(env)).await;
+        let got = exchange(
+            addr,
+            b"POST /v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"url\"",
+        )
+        .await;
+        assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+        assert!(got.contains(r#""code":"request_timeout""#), "{got}");
+        assert!(got.contains(r#""requestId":"req_"#), "{got}");
+        assert!(got.to_lowercase().contains("x-request-id: req_"), "{got}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_that_finds_every_instance_taken_gets_a_503_with_a_request_id() {
+        let sent = Arc::new(Notify::new());
+        let env = hanging_subscription(sent.clone()).await;
+        let (addr, _stop) = serving(impatient(env).with_instances(1)).await;
+        // The event's attempt 1 hangs, and keeps the only instance after the 202.
+        let event = b"POST /internal/v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\
+            Content-Type: application/json\r\nX-Service-Event: load.created\r\n\
+            Content-Length: 10\r\nConnection: close\r\n\r\n{\"id\":\"L\"}";
+        let got = exchange(addr, event).await;
+        assert!(got.starts_with("HTTP/1.1 202"), "{got}");
+        tokio::time::timeout(Duration::from_secs(10), sent.notified())
+            .await
+            .expect("attempt 1 is under way");
+        let got = exchange(
+            addr,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+        assert!(got.contains(r#""code":"overloaded""#), "{got}");
+        assert!(got.contains(r#""requestId":"req_"#), "{got}");
+        assert!(got.to_lowercase().contains("retry-after: 1"), "{got}");
+    }
+
+    #[test]
+    fn a_host_error_is_the_components_envelope_with_a_fresh_request_id() {
+        let a = host_error(ApiError::internal("cause, for the log only"));
+        let b = host_error(ApiError::internal("cause, for the log only"));
+        assert_eq!(a.status, 500);
+        let id = a.header("x-request-id").expect("x-request-id").to_owned();
+        assert!(
+            edgehook_component::model::ids::IdKind::Request.matches(&id),
+            "{id}"
+        );
+        assert_ne!(b.header("x-request-id"), Some(id.as_str()));
+        let body: serde_json::Value = serde_json::from_slice(&a.body).expect("json");
+        assert_eq!(body["requestId"], id.as_str());
+        assert_eq!(body["error"]["code"], "internal");
+        assert!(!String::from_utf8_lossy(&a.body).contains("cause"));
+    }
+
+    #[test]
+    fn the_timer_ticks_when_due_and_at_least_every_idle_period() {
+        let idle = Duration::from_secs(5);
+        // Nothing due here: another instance on the same store may still queue work.
+        assert_eq!(tick_wait(None, 1_000, idle), idle);
+        assert_eq!(tick_wait(Some(1_000 + 60_000), 1_000, idle), idle);
+        assert_eq!(
+            tick_wait(Some(1_250), 1_000, idle),
+            Duration::from_millis(250)
+        );
+        assert_eq!(tick_wait(Some(500), 1_000, idle), Duration::ZERO);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_does_not_wait_for_a_tick_beyond_the_grace_period() {
+        let sent = Arc::new(Notify::new());
+        let env = hanging_subscription(sent.clone()).await;
+        let rt = Runtime::embedded().expect("runtime");
+        // Published through the export (no tick of its own): the server's timer sends it, and
+        // the attempt hangs for its 2-minute timeout.
+        rt.publish(&env, "load.created", br#"{"id":"L"}"#)
+            .await
+            .expect("publish")
+            .expect("accepted");
+        let server = Server::new(env)
+            .expect("server")
+            .with_shutdown_grace(Duration::from_millis(300));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (stop, stop_rx) = watch::channel(false);
+        let running = tokio::spawn(server.run(listener, stop_rx));
+        tokio::time::timeout(Duration::from_secs(60), sent.notified())
+            .await
+            .expect("the timer sends the attempt");
+        let _ = stop.send(true);
+        let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
+        assert!(
+            matches!(stopped, Ok(Ok(Ok(())))),
+            "shutdown waits for the grace period, not for the tick: {stopped:?}"
+        );
+    }
+}

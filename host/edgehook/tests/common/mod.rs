@@ -1,0 +1,234 @@
+//! The harness shared by the process-level tests: the real `edgehook` binary as a child
+//! process with its output lines, and a loopback receiver (temporary directories, a runtime
+//! and the deadline are [`edgehook_testkit`]'s).
+
+use bytes::Bytes;
+use http_body_util::Full;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub use edgehook_testkit::{DEADLINE, rt, temp_dir};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
+
+/// A running `edgehook` process with its output lines.
+pub struct Proc {
+    pub child: Child,
+    lines: Receiver<String>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+}
+
+impl Proc {
+    pub fn start(args: &[&str], dir: &Path) -> Proc {
+        Self::start_with_env(args, dir, &[])
+    }
+
+    /// Starts `edgehook` with extra environment variables.
+    pub fn start_with_env(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Proc {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(dir);
+        Self::spawn(command)
+    }
+
+    /// Starts `command` (which runs `edgehook` in the end, e.g. through `sh -c`), reading
+    /// its output lines.
+    pub fn spawn(mut command: Command) -> Proc {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start edgehook");
+        let (tx, lines) = channel();
+        for out in [
+            Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr")),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Proc {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (up to the deadline) for a line matching `pred`; returns it.
+    pub fn wait_for(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        if let Some(l) = self.seen.iter().find(|l| pred(l)) {
+            return l.clone();
+        }
+        let end = Instant::now() + DEADLINE;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Waits (up to the deadline) for a line matching `pred` among the lines after the first
+    /// `from` of `seen`; returns its index in `seen` and the line.
+    pub fn wait_for_after(
+        &mut self,
+        from: usize,
+        what: &str,
+        pred: impl Fn(&str) -> bool,
+    ) -> (usize, String) {
+        let end = Instant::now() + DEADLINE;
+        let mut next = from;
+        loop {
+            while next < self.seen.len() {
+                if pred(&self.seen[next]) {
+                    return (next, self.seen[next].clone());
+                }
+                next += 1;
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "timed out waiting for {what}; output so far:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    /// Takes every line printed so far into `seen`.
+    pub fn drain(&mut self) -> &[String] {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        &self.seen
+    }
+
+    /// The address from the `listening` log line.
+    pub fn address(&mut self) -> String {
+        let line = self.wait_for("the listening line", |l| l.contains("\"msg\":\"listening"));
+        let v: Value = serde_json::from_str(&line).expect("json log line");
+        v["addr"].as_str().expect("addr").to_owned()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback receiver that counts requests per delivery id and answers 200, except that
+/// while `hold` is set it keeps requests waiting (in flight) until released.
+pub struct TestReceiver {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Requests received per delivery id.
+    pub counts: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// While set, requests are held (in flight) until `release` is notified.
+    pub hold: Arc<std::sync::atomic::AtomicBool>,
+    /// Releases held requests.
+    pub release: Arc<tokio::sync::Notify>,
+    /// How many requests were held.
+    pub held: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Starts a receiver on `rt` (the receiver `edgehook listen` runs on).
+pub fn receiver(rt: &tokio::runtime::Runtime) -> TestReceiver {
+    use std::sync::atomic::Ordering;
+    let r = TestReceiver {
+        port: 0,
+        counts: Arc::default(),
+        hold: Arc::default(),
+        release: Arc::default(),
+        held: Arc::default(),
+    };
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (c, hold, release, held) = (
+        r.counts.clone(),
+        r.hold.clone(),
+        r.release.clone(),
+        r.held.clone(),
+    );
+    rt.spawn(edgehook::receiver::serve_on(
+        listener,
+        move |head: http::request::Parts, _| {
+            let (c, hold, release, held) = (c.clone(), hold.clone(), release.clone(), held.clone());
+            async move {
+                let id = head
+                    .headers
+                    .get("x-service-delivery-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                *c.lock().expect("lock").entry(id).or_default() += 1;
+                if hold.load(Ordering::SeqCst) {
+                    held.fetch_add(1, Ordering::SeqCst);
+                    let released = release.notified();
+                    if hold.load(Ordering::SeqCst) {
+                        released.await;
+                    }
+                }
+                hyper::Response::new(Full::new(Bytes::from_static(b"ok")))
+            }
+        },
+    ));
+    TestReceiver { port, ..r }
+}
+
+/// `POST /v1/webhooks` for `url` and `event` with API key `key` on the server at `base`: the
+/// status and the body.
+pub fn post_subscription(
+    rt: &tokio::runtime::Runtime,
+    base: &str,
+    key: &str,
+    url: &str,
+    event: &str,
+) -> (u16, String) {
+    let partner = edgehook::cli::Remote::new(base, key).expect("client");
+    let body = format!(r#"{{"url":"{url}","eventTypes":["{event}"]}}"#);
+    rt.block_on(partner.call(
+        "POST",
+        "/v1/webhooks",
+        Some(body.into_bytes()),
+        &[("content-type".into(), "application/json".into())],
+    ))
+    .expect("create")
+}

@@ -1,0 +1,14 @@
+//! The `edgehook` binary's integration tests: `edgehook serve` and the operator commands as
+//! processes (README's quickstart as written, command-line conventions, start-up, signals,
+//! hardening), and several servers on one Redis. One test binary with a module per area
+//! (`cargo test -p edgehook --test system <module>::`), so wasmtime is linked once rather
+//! than once per file.
+
+mod common;
+
+mod conventions;
+mod hardening;
+mod process;
+mod quickstart;
+mod redis;
+mod startup;

@@ -1,0 +1,117 @@
+//! What a call's component instance is connected to: [`HostEnv`] (store, config, clocks,
+//! randomness, outbound HTTP, where its log goes), and the pieces it is made of that are not
+//! stores or senders: [`Clocks`] and [`GuestLog`].
+
+use crate::outbound::Outbound;
+use crate::store::KvStore;
+use rand::{SeedableRng, rngs::StdRng};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
+
+/// What one call's component instance is connected to.
+#[derive(Clone)]
+pub struct HostEnv {
+    /// The key-value store behind `wasi:keyvalue`.
+    pub kv: KvStore,
+    /// Values behind `wasi:config/store` (snake_case keys).
+    pub config: Arc<BTreeMap<String, String>>,
+    /// Clocks in place of the real ones (the simulator's virtual time), or `None` for the
+    /// real ones.
+    pub clock: Option<Clocks>,
+    /// Where outgoing requests go.
+    pub outbound: Arc<dyn Outbound>,
+    /// Seeded randomness (simulation), or `None` for the operating system's.
+    pub seed: Option<Arc<Mutex<StdRng>>>,
+    /// Captures what the component writes to stderr (its log lines), or `None` to pass it
+    /// straight to the process's stderr.
+    pub guest_log: Option<GuestLog>,
+}
+
+/// The component's stderr (its log lines), kept in memory so tests can read them, and also
+/// copied to the process's stderr.
+#[derive(Clone, Default)]
+pub struct GuestLog(Arc<Mutex<Vec<u8>>>);
+
+impl GuestLog {
+    /// Everything the component has logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
+}
+
+impl tokio::io::AsyncWrite for GuestLog {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::io::Write as _;
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        let _ = std::io::stderr().write_all(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl HostEnv {
+    /// Seeded randomness from `seed`: every call draws its own generator from it in turn, so
+    /// the same sequence of calls sees the same bytes.
+    pub fn seeded(seed: u64) -> Arc<Mutex<StdRng>> {
+        Arc::new(Mutex::new(StdRng::seed_from_u64(seed)))
+    }
+}
+
+/// Clocks a call sees instead of the real ones, shared by every call of a host: the
+/// simulator's virtual time moves them, and each call's instance reads them through
+/// `wasi:clocks`.
+#[derive(Clone)]
+pub struct Clocks {
+    /// Wall time (`wasi:clocks/wall-clock`).
+    pub wall: Arc<dyn HostWallClock + Sync>,
+    /// Monotonic time (`wasi:clocks/monotonic-clock`).
+    pub monotonic: Arc<dyn HostMonotonicClock + Sync>,
+}
+
+/// One call's handle on the shared wall clock.
+pub(crate) struct SharedWall(pub(crate) Arc<dyn HostWallClock + Sync>);
+
+impl HostWallClock for SharedWall {
+    fn resolution(&self) -> Duration {
+        self.0.resolution()
+    }
+
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+}
+
+/// One call's handle on the shared monotonic clock.
+pub(crate) struct SharedMonotonic(pub(crate) Arc<dyn HostMonotonicClock + Sync>);
+
+impl HostMonotonicClock for SharedMonotonic {
+    fn resolution(&self) -> u64 {
+        self.0.resolution()
+    }
+
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+}

@@ -1,0 +1,452 @@
+//! Running the component: one compiled component per process, pre-instantiated on a pooling
+//! allocator, and a fresh `Store` for every call (the component is stateless between calls).
+//!
+//! A [`HostEnv`] says what the component sees: the key-value backend, config values, clocks,
+//! randomness and where outgoing HTTP goes. Simulation and `serve` differ only in their
+//! `HostEnv`.
+
+use crate::bindings::{self, ServicePre};
+use crate::env::HostEnv;
+use crate::state::{FUEL, State, new_store};
+use anyhow::{Result, anyhow};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use std::sync::OnceLock;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime_wasi_http::WasiHttpView;
+
+/// The component built from `component/` by this crate's build script.
+pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_COMPONENT_WASM"));
+
+/// The benchmark baseline: a component that answers every request 200 and does nothing else
+/// (`bench/empty`, world `edgehook:webhooks/baseline`).
+pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
+
+/// The key-value conformance probe (`tests/kvprobe`, world `edgehook:webhooks/kvprobe`): an
+/// incoming-handler that checks the host's `wasi:keyvalue` against the rules the component
+/// relies on (docs/embedding.md, "Key-value contract"). Run it with [`Baseline::with`].
+pub const KVPROBE_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_KVPROBE_WASM"));
+
+/// Instances the pooling allocator keeps slots for.
+pub const POOL_INSTANCES: u32 = 256;
+/// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
+/// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset.
+const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+/// Linear memory one instance may grow to.
+const MAX_MEMORY_BYTES: usize = 256 << 20;
+
+/// A response from the component, body collected.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers (lower-case names).
+    pub headers: Vec<(String, String)>,
+    /// Body bytes.
+    pub body: Bytes,
+}
+
+impl HttpResponse {
+    /// The first value of a header (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON (`Null` if it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+pub use edgehook_component::delivery::TickReport;
+pub use edgehook_component::model::events::{PublishError, PublishReceipt};
+
+/// An engine with the pooling allocator, the component compiled in it, and an
+/// `InstancePre` linked against every host import.
+/// `metered`: the engine counts the guest's work in fuel ([`Runtime::handle_metered`]).
+fn link(wasm: &[u8], metered: bool) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(POOL_INSTANCES)
+        .total_memories(POOL_INSTANCES)
+        .total_tables(POOL_INSTANCES)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        .pagemap_scan(wasmtime::Enabled::Auto)
+        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .table_keep_resident(KEEP_RESIDENT_BYTES);
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool))
+        .consume_fuel(metered);
+    // `EDGEHOOK_PERFMAP=1` writes /tmp/perf-<pid>.map so `perf report` names guest functions.
+    if std::env::var_os("EDGEHOOK_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    let engine = Engine::new(&config)?;
+    let component = Component::new(&engine, wasm)
+        .map_err(|e| anyhow::Error::from(e).context("compiling the component"))?;
+    let mut linker = Linker::<State>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    bindings::add_to_linker(&mut linker)?;
+    let pre = linker.instantiate_pre(&component)?;
+    Ok((engine, pre))
+}
+
+/// The response channel of one incoming request.
+type ResponseReceiver = tokio::sync::oneshot::Receiver<
+    Result<
+        hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+        wasmtime_wasi_http::p2::bindings::http::types::ErrorCode,
+    >,
+>;
+
+/// Puts an incoming request and its response outparam into the store's table.
+fn incoming(
+    store: &mut Store<State>,
+    req: http::Request<Full<Bytes>>,
+) -> Result<(
+    wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostIncomingRequest>,
+    wasmtime::component::Resource<wasmtime_wasi_http::p2::types::HostResponseOutparam>,
+    ResponseReceiver,
+)> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let req = store.data_mut().http().new_incoming_request(
+        wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
+        req,
+    )?;
+    let out = store.data_mut().http().new_response_outparam(sender)?;
+    Ok((req, out, receiver))
+}
+
+/// Reads a component's response whole.
+async fn collect(
+    response: hyper::Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+) -> Result<HttpResponse> {
+    let (parts, body) = response.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| anyhow!("reading the component's response body: {e:?}"))?
+        .to_bytes();
+    Ok(HttpResponse {
+        status: parts.status.as_u16(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body,
+    })
+}
+
+/// What an invocation still had to do when its response was complete.
+pub enum Rest {
+    /// It had ended: how.
+    Ended(wasmtime::Result<()>),
+    /// It is still running, in this task.
+    Running(tokio::task::JoinHandle<wasmtime::Result<()>>),
+}
+
+impl Rest {
+    /// Waits for the invocation to end; an error if it trapped or its task failed.
+    pub async fn finish(self) -> Result<()> {
+        match self {
+            Rest::Ended(outcome) => outcome.map_err(anyhow::Error::from),
+            Rest::Running(task) => task.await?.map_err(anyhow::Error::from),
+        }
+    }
+}
+
+/// The baseline component ([`EMPTY_WASM`]) run exactly the way [`Runtime`] runs ours: same
+/// engine configuration, same linker, a fresh store per call.
+pub struct Baseline {
+    engine: Engine,
+    pre: wasmtime_wasi_http::p2::bindings::ProxyPre<State>,
+}
+
+impl Baseline {
+    /// Compiles and links the baseline component.
+    pub fn new() -> Result<Self> {
+        Self::build(false)
+    }
+
+    /// The baseline in an engine that counts fuel ([`Runtime::metered`]).
+    pub fn metered() -> Result<Self> {
+        Self::build(true)
+    }
+
+    /// Another component run the baseline's way: one that exports only
+    /// `wasi:http/incoming-handler` and imports only what the host provides, e.g. the
+    /// key-value probe ([`KVPROBE_WASM`]).
+    pub fn with(wasm: &[u8]) -> Result<Self> {
+        let (engine, pre) = link(wasm, false)?;
+        let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
+        Ok(Baseline { engine, pre })
+    }
+
+    fn build(metered: bool) -> Result<Self> {
+        let (engine, pre) = link(EMPTY_WASM, metered)?;
+        let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
+        Ok(Baseline { engine, pre })
+    }
+
+    /// One request through the metered baseline: the response and the fuel it used.
+    pub async fn handle_metered(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, u64)> {
+        let mut store = new_store(&self.engine, env);
+        let (req, out, receiver) = incoming(&mut store, req)?;
+        let proxy = self.pre.instantiate_async(&mut store).await?;
+        let call = tokio::spawn(async move {
+            let outcome = proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await;
+            (outcome, store)
+        });
+        metered_end(receiver, call).await
+    }
+
+    /// One request through the baseline, response collected.
+    pub async fn handle(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<HttpResponse> {
+        let mut store = new_store(&self.engine, env);
+        let (req, out, receiver) = incoming(&mut store, req)?;
+        let proxy = self.pre.instantiate_async(&mut store).await?;
+        proxy
+            .wasi_http_incoming_handler()
+            .call_handle(&mut store, req, out)
+            .await?;
+        let response = receiver
+            .await?
+            .map_err(|code| anyhow!("the baseline answered with error {code:?}"))?;
+        collect(response).await
+    }
+
+    /// Instantiates the baseline and drops it at once.
+    pub async fn instantiate_only(&self, env: &HostEnv) -> Result<()> {
+        let mut store = new_store(&self.engine, env);
+        self.pre.instantiate_async(&mut store).await?;
+        Ok(())
+    }
+}
+
+/// The end of a metered call: the response, read whole while the invocation runs in `call`,
+/// and the fuel the invocation used once it has ended.
+async fn metered_end(
+    receiver: ResponseReceiver,
+    call: tokio::task::JoinHandle<(wasmtime::Result<()>, Store<State>)>,
+) -> Result<(HttpResponse, u64)> {
+    let response = match receiver.await {
+        Ok(Ok(response)) => collect(response).await?,
+        Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
+        Err(_) => return Err(anyhow!("the component never set a response")),
+    };
+    let (outcome, store) = call.await?;
+    outcome.map_err(|e| anyhow::Error::from(e).context("the component trapped"))?;
+    Ok((response, FUEL - store.get_fuel()?))
+}
+
+/// The compiled component, ready to instantiate.
+pub struct Runtime {
+    engine: Engine,
+    pre: ServicePre<State>,
+}
+
+impl Runtime {
+    /// Compiles `wasm` and links it against the host's imports.
+    pub fn new(wasm: &[u8]) -> Result<Self> {
+        Self::build(wasm, false)
+    }
+
+    /// Compiles `wasm` in an engine that counts the guest's work in fuel (wasmtime's count
+    /// of the WebAssembly operators it executes), for [`Runtime::handle_metered`]. Metering
+    /// makes the guest slower: this is for measuring, never for serving.
+    pub fn metered(wasm: &[u8]) -> Result<Self> {
+        Self::build(wasm, true)
+    }
+
+    fn build(wasm: &[u8], metered: bool) -> Result<Self> {
+        let (engine, pre) = link(wasm, metered)?;
+        Ok(Runtime {
+            engine,
+            pre: ServicePre::new(pre)?,
+        })
+    }
+
+    /// One HTTP request through a [`Runtime::metered`] runtime, run to the end of its
+    /// invocation (attempts run after the response included): the response, and the fuel
+    /// the guest used. Fuel does not depend on the machine's speed or load: the same build
+    /// doing the same work uses the same fuel, so builds compare exactly (host calls are
+    /// not counted, only the guest's own code).
+    pub async fn handle_metered(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, u64)> {
+        let mut store = self.store(env);
+        let (req, out, receiver) = incoming(&mut store, req)?;
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        // The body is read while the guest writes it, so the invocation runs in a task.
+        let call = tokio::spawn(async move {
+            let outcome = instance
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await;
+            (outcome, store)
+        });
+        metered_end(receiver, call).await
+    }
+
+    /// Instantiates the component and drops it at once: the fixed cost every call pays.
+    pub async fn instantiate_only(&self, env: &HostEnv) -> Result<()> {
+        let mut store = self.store(env);
+        self.pre.instantiate_async(&mut store).await?;
+        Ok(())
+    }
+
+    /// The embedded component, compiled once per process.
+    pub fn embedded() -> Result<&'static Runtime> {
+        static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+        RUNTIME
+            .get_or_init(|| Runtime::new(COMPONENT_WASM).map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
+    fn store(&self, env: &HostEnv) -> Store<State> {
+        new_store(&self.engine, env)
+    }
+
+    /// Sends one HTTP request to the component's `wasi:http/incoming-handler` and collects
+    /// the response, then waits for the invocation to end (the component may keep working
+    /// after its response is complete, e.g. running attempt 1 of an accepted event).
+    pub async fn handle(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<HttpResponse> {
+        let (response, rest) = self.handle_detached(env, req).await?;
+        rest.finish().await?;
+        Ok(response)
+    }
+
+    /// Like [`Runtime::handle`], but returns as soon as the response is complete; what the
+    /// invocation still has to do is the returned [`Rest`].
+    ///
+    /// The invocation runs in the caller's task: most calls have ended by the time their
+    /// response is complete, and only an invocation still working then (attempt 1 of an
+    /// accepted event) is moved to a task of its own. No thread hand-off on the common path.
+    pub async fn handle_detached(
+        &self,
+        env: &HostEnv,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, Rest)> {
+        let mut store = self.store(env);
+        let (req, out, mut receiver) = incoming(&mut store, req)?;
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let mut call = Box::pin(async move {
+            instance
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await
+        });
+        // Run the guest until it has set the response head (or ended).
+        let (head, mut ended) = tokio::select! {
+            biased;
+            head = &mut receiver => (head, None),
+            outcome = &mut call => (receiver.await, Some(outcome)),
+        };
+        let response = match head {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
+            Err(_) => {
+                let outcome = match ended {
+                    Some(outcome) => outcome,
+                    None => call.await,
+                };
+                return Err(match outcome {
+                    Ok(()) => anyhow!("the component never set a response"),
+                    Err(e) => anyhow::Error::from(e).context("the component trapped"),
+                });
+            }
+        };
+        // The guest streams the body after the head: keep running it while reading.
+        let body = collect(response);
+        tokio::pin!(body);
+        let response = match ended {
+            Some(_) => body.await?,
+            None => tokio::select! {
+                biased;
+                response = &mut body => response?,
+                outcome = &mut call => {
+                    ended = Some(outcome);
+                    body.await?
+                }
+            },
+        };
+        let rest = match ended {
+            Some(outcome) => Rest::Ended(outcome),
+            None => Rest::Running(tokio::spawn(call)),
+        };
+        Ok((response, rest))
+    }
+
+    /// Calls the `events.publish` export.
+    pub async fn publish(
+        &self,
+        env: &HostEnv,
+        event_type: &str,
+        load: &[u8],
+    ) -> Result<Result<PublishReceipt, PublishError>> {
+        use bindings::events::Error;
+        let mut store = self.store(env);
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let result = instance
+            .edgehook_webhooks_events()
+            .call_publish(&mut store, event_type, load)
+            .await?;
+        Ok(match result {
+            Ok(r) => Ok(PublishReceipt {
+                event_id: r.event_id,
+                deliveries: r.deliveries,
+                next_due_ms: r.next_due_ms,
+                replayed: false,
+            }),
+            Err(Error::UnknownEventType(t)) => Err(PublishError::UnknownEventType(t)),
+            Err(Error::InvalidLoad(m)) => Err(PublishError::InvalidLoad(m)),
+            Err(Error::StoreUnavailable(m)) => Err(PublishError::StoreUnavailable(m)),
+        })
+    }
+
+    /// Calls the `scheduler.tick` export.
+    pub async fn tick(&self, env: &HostEnv) -> Result<TickReport> {
+        let mut store = self.store(env);
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        let r = instance
+            .edgehook_webhooks_scheduler()
+            .call_tick(&mut store)
+            .await?;
+        Ok(TickReport {
+            attempted: r.attempted,
+            succeeded: r.succeeded,
+            failed: r.failed,
+            next_due_ms: r.next_due_ms,
+        })
+    }
+}

@@ -1,0 +1,10 @@
+//! The runtime's integration tests: the real outbound sender against loopback servers, a
+//! remote store awaited without holding a thread, the Redis store against a real
+//! `redis-server`, and the key-value conformance suite on every store (ours, and Spin's).
+//! One test binary with a module per area (`cargo test -p edgehook-runtime --test runtime
+//! <module>::`), so wasmtime is linked once rather than once per file.
+
+mod kv_conformance;
+mod net;
+mod redis;
+mod remote;

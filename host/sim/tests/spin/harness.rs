@@ -1,0 +1,448 @@
+//! The Spin suite's harness: the HTTPS receiver, and [`Walk`], which sends the steps to one
+//! Spin application and collects failures by step name. (Whether it can run, and what
+//! happens without Spin or Redis: [`edgehook_testkit::spin`], [`edgehook_testkit::skipped`].)
+
+use bytes::Bytes;
+use edgehook_sim::spin::{self, SpinApp, SpinOptions};
+use edgehook_testkit::http::HttpClient;
+use hmac::{Hmac, Mac as _};
+use http_body_util::{BodyExt as _, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use sha2::Sha256;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The admin token the walks give Spin.
+pub const ADMIN: &str = "spin-suite-admin-token";
+/// How long a delivery may take to arrive, or an operator view to show a change (well under
+/// a second when all is well).
+pub const WAIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------
+// The receiver: HTTPS on 127.0.0.1, answering by path, recording every request
+
+/// One request the receiver got.
+#[derive(Clone)]
+pub struct Received {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Requests received so far, and a signal for each new one.
+#[derive(Default)]
+struct Inbox {
+    got: Mutex<Vec<Received>>,
+    arrived: Condvar,
+}
+
+/// An HTTPS server on a free port of 127.0.0.1, certificate for `127.0.0.1` issued by a fresh
+/// CA. Paths `/ok/...` answer 200, `/fail/...` 500, `/gone/...` 410, `/flaky/...` 500 to
+/// its first request and 200 after, others 404.
+pub struct Receiver {
+    port: u16,
+    ca_pem: String,
+    inbox: Arc<Inbox>,
+}
+
+/// Records the request, then answers by its path.
+async fn receive(
+    inbox: Arc<Inbox>,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
+    let (head, body) = req.into_parts();
+    let body = body.collect().await?.to_bytes();
+    let path = head.uri.path().to_owned();
+    let seen = {
+        let got = inbox.got.lock().expect("inbox");
+        got.iter().filter(|r| r.path == path).count()
+    };
+    let status = match path.split('/').nth(1) {
+        Some("ok") => 200,
+        Some("fail") => 500,
+        Some("gone") => 410,
+        Some("flaky") if seen == 0 => 500,
+        Some("flaky") => 200,
+        _ => 404,
+    };
+    let headers = head.headers.iter().map(|(n, v)| {
+        let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        (n.as_str().to_owned(), v)
+    });
+    let received = Received {
+        method: head.method.to_string(),
+        path,
+        headers: headers.collect(),
+        body,
+    };
+    inbox.got.lock().expect("inbox").push(received);
+    inbox.arrived.notify_all();
+    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"receiver says hi")));
+    *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+    Ok(resp)
+}
+
+impl Receiver {
+    pub fn start(rt: &tokio::runtime::Runtime) -> Receiver {
+        let (acceptor, ca_pem) = edgehook_testkit::tls::acceptor(&["127.0.0.1"]);
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let inbox = Arc::new(Inbox::default());
+        let shared = inbox.clone();
+        rt.spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, inbox) = (acceptor.clone(), shared.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let svc = service_fn(move |req| receive(inbox.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        Receiver {
+            port,
+            ca_pem,
+            inbox,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The requests received on `path` so far.
+    pub fn on(&self, path: &str) -> Vec<Received> {
+        let got = self.inbox.got.lock().expect("inbox");
+        got.iter().filter(|r| r.path == path).cloned().collect()
+    }
+
+    /// Waits (up to [`WAIT`]) until `path` has received `n` requests; returns them all (fewer
+    /// if the wait ran out).
+    pub fn wait_for(&self, path: &str, n: usize) -> Vec<Received> {
+        let count = |got: &Vec<Received>| got.iter().filter(|r| r.path == path).count();
+        let got = self.inbox.got.lock().expect("inbox");
+        let (got, _) = self
+            .inbox
+            .arrived
+            .wait_timeout_while(got, WAIT, |got| count(got) < n)
+            .expect("inbox");
+        got.iter().filter(|r| r.path == path).cloned().collect()
+    }
+
+    /// The runtime-config table that makes Spin trust this receiver's CA for 127.0.0.1, and
+    /// the CA file (name, bytes) it names, to be written beside it.
+    fn client_tls(&self) -> (String, (String, Vec<u8>)) {
+        let table = format!(
+            "\n# The test receiver's CA, for HTTPS deliveries to 127.0.0.1.\n[[client_tls]]\n\
+             component_ids = [\"{}\"]\nhosts = [\"127.0.0.1\"]\nca_roots_file = \"receiver-ca.pem\"\n",
+            spin::COMPONENT_ID
+        );
+        let file = (
+            "receiver-ca.pem".to_owned(),
+            self.ca_pem.clone().into_bytes(),
+        );
+        (table, file)
+    }
+}
+
+/// Whether `r` carries a valid signature for `secret`: lowercase hex HMAC-SHA256 over
+/// `<X-Service-Timestamp>.<raw body>`, computed here with `hmac` and `sha2` directly.
+pub fn signed_by(secret: &str, r: &Received) -> bool {
+    let (Some(ts), Some(sig)) = (
+        r.header("x-service-timestamp"),
+        r.header("x-service-signature"),
+    ) else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(ts.as_bytes());
+    mac.update(b".");
+    mac.update(&r.body);
+    hex::encode(mac.finalize().into_bytes()) == sig
+}
+
+/// Starts the application with `runtime_config` (plus the receiver's `[[client_tls]]`) and
+/// `variables` besides the admin token.
+pub fn start_spin(
+    name: &str,
+    binary: PathBuf,
+    receiver: &Receiver,
+    runtime_config: &str,
+    variables: &[(&str, &str)],
+) -> SpinApp {
+    let (tls, ca_file) = receiver.client_tls();
+    let mut vars = vec![("admin_token".to_owned(), ADMIN.to_owned())];
+    vars.extend(
+        variables
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let options = SpinOptions {
+        binary,
+        runtime_config: Some(format!("{runtime_config}{tls}")),
+        files: vec![ca_file],
+        variables: vars,
+        start_timeout: Duration::from_secs(120),
+    };
+    spin::start(name, &[], &options).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests and a walk
+
+/// Who a request is from.
+#[derive(Clone, Copy)]
+pub enum Who<'a> {
+    Nobody,
+    Operator,
+    Bearer(&'a str),
+}
+
+/// A request to send.
+pub struct Req<'a> {
+    method: &'static str,
+    path: String,
+    who: Who<'a>,
+    headers: Vec<(&'a str, &'a str)>,
+    body: Vec<u8>,
+}
+
+fn req<'a>(method: &'static str, path: impl Into<String>, who: Who<'a>) -> Req<'a> {
+    Req {
+        method,
+        path: path.into(),
+        who,
+        headers: Vec::new(),
+        body: Vec::new(),
+    }
+}
+
+pub fn get<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
+    req("GET", path, who)
+}
+
+pub fn post<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
+    req("POST", path, who)
+}
+
+pub fn delete<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
+    req("DELETE", path, who)
+}
+
+impl<'a> Req<'a> {
+    /// `body` as `application/json`.
+    pub fn json(self, body: &Value) -> Self {
+        self.raw_json(body.to_string().as_bytes())
+    }
+
+    /// Raw bytes as `application/json`.
+    pub fn raw_json(mut self, body: &[u8]) -> Self {
+        self.body = body.to_vec();
+        self.header("content-type", "application/json")
+    }
+
+    pub fn header(mut self, name: &'a str, value: &'a str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+/// One response from Spin.
+pub struct Resp {
+    pub status: u16,
+    headers: http::HeaderMap,
+    pub text: String,
+    pub json: Value,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn data(&self) -> &Value {
+        &self.json["data"]
+    }
+}
+
+/// Steps against one running Spin application. A failed step is recorded (named with the
+/// store) and the walk goes on; [`Walk::report`] fails with all of them.
+pub struct Walk {
+    /// `spin-sqlite`, `spin-redis`, ...: named in every failure.
+    store: &'static str,
+    app: SpinApp,
+    rt: tokio::runtime::Runtime,
+    client: HttpClient,
+    failures: Vec<String>,
+    /// Steps not run because an earlier one failed.
+    skipped: Vec<String>,
+}
+
+impl Walk {
+    pub fn new(store: &'static str, app: SpinApp, rt: tokio::runtime::Runtime) -> Walk {
+        Walk {
+            store,
+            app,
+            rt,
+            client: HttpClient::new(),
+            failures: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    /// Records a failed step.
+    pub fn fail(&mut self, step: &str, what: impl std::fmt::Display) {
+        let line = format!("{step} on {}: {what}", self.store);
+        eprintln!("FAILED {line}");
+        self.failures.push(line);
+    }
+
+    /// Checks a field of a step's result; `ok` back.
+    pub fn check(&mut self, step: &str, ok: bool, what: impl std::fmt::Display) -> bool {
+        if !ok {
+            self.fail(step, what);
+        }
+        ok
+    }
+
+    /// Notes a step not run because `needs` failed.
+    pub fn skip(&mut self, step: &str, needs: &str) {
+        eprintln!("skip   {step} on {} (needs {needs})", self.store);
+        self.skipped.push(format!("{step} (needs {needs})"));
+    }
+
+    /// Sends one request; a transport error comes back as status 0.
+    fn send(&self, r: &Req<'_>) -> Resp {
+        let mut builder =
+            http::Request::builder()
+                .method(r.method)
+                .uri(format!("{}{}", self.app.base(), r.path));
+        match r.who {
+            Who::Nobody => {}
+            Who::Operator => builder = builder.header("authorization", format!("Bearer {ADMIN}")),
+            Who::Bearer(t) => builder = builder.header("authorization", format!("Bearer {t}")),
+        }
+        for (n, v) in &r.headers {
+            builder = builder.header(*n, *v);
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(r.body.clone())))
+            .expect("request");
+        let sent = self.rt.block_on(self.client.send(request));
+        match sent {
+            Ok((head, body)) => {
+                let text = String::from_utf8_lossy(&body).into_owned();
+                Resp {
+                    status: head.status.as_u16(),
+                    headers: head.headers,
+                    json: serde_json::from_str(&text).unwrap_or(Value::Null),
+                    text,
+                }
+            }
+            Err(e) => Resp {
+                status: 0,
+                headers: http::HeaderMap::new(),
+                text: format!("no response: {e:#}"),
+                json: Value::Null,
+            },
+        }
+    }
+
+    /// A request that must answer `want`; `None` (and a recorded failure) otherwise. Every
+    /// answer must carry its request id in the JSON body and in `X-Request-Id`.
+    pub fn call(&mut self, step: &str, want: u16, r: Req<'_>) -> Option<Resp> {
+        let resp = self.send(&r);
+        if resp.status != want {
+            let got = format!("expected {want}, got {} {}", resp.status, resp.text);
+            self.fail(step, got);
+            return None;
+        }
+        let rid = resp.json["requestId"].as_str();
+        let header = resp.header("x-request-id");
+        self.check(
+            step,
+            rid.is_some_and(|r| r.starts_with("req_")) && rid == header,
+            format!("requestId {rid:?} in the body, X-Request-Id {header:?}"),
+        );
+        eprintln!("ok     {step} on {} ({want})", self.store);
+        Some(resp)
+    }
+
+    /// A request answered with the error envelope: its status and `error.code`.
+    pub fn refused(&mut self, step: &str, (status, code): (u16, &str), r: Req<'_>) -> Option<Resp> {
+        let resp = self.call(step, status, r)?;
+        let got = resp.json["error"]["code"].as_str().unwrap_or_default();
+        let what = format!("expected error code {code}, got {}", resp.text);
+        self.check(step, got == code, what).then_some(resp)
+    }
+
+    /// `GET path` as the operator until `done` holds of its `data` (up to [`WAIT`]).
+    pub fn poll(&mut self, step: &str, path: &str, done: impl Fn(&Value) -> bool) -> Option<Resp> {
+        let end = Instant::now() + WAIT;
+        loop {
+            let resp = self.send(&get(path, Who::Operator));
+            if resp.status == 200 && done(resp.data()) {
+                eprintln!("ok     {step} on {}", self.store);
+                return Some(resp);
+            }
+            if Instant::now() > end {
+                let last = format!("not within {WAIT:?}; last: {} {}", resp.status, resp.text);
+                self.fail(step, last);
+                return None;
+            }
+            std::thread::park_timeout(Duration::from_millis(25));
+        }
+    }
+
+    /// Ends the walk now (a later step needs what this one did not give): fails with every
+    /// failure so far.
+    pub fn stop(&self, needed: &str) -> ! {
+        self.fail_with(Some(needed));
+        unreachable!("fail_with panics when stopped");
+    }
+
+    /// Fails with every failure so far, if any.
+    pub fn report(&self) {
+        self.fail_with(None);
+    }
+
+    fn fail_with(&self, stopped: Option<&str>) {
+        if self.failures.is_empty() && stopped.is_none() {
+            return;
+        }
+        let stopped = stopped.map_or(String::new(), |what| {
+            format!(" (walk stopped: {what} is needed further on)")
+        });
+        let skipped = match self.skipped.len() {
+            0 => String::new(),
+            n => format!("\n{n} step(s) not run:\n  {}", self.skipped.join("\n  ")),
+        };
+        panic!(
+            "{} step(s) failed on {}{stopped}:\n  {}{skipped}\n\
+             --- the last lines of Spin's output ---\n{}",
+            self.failures.len(),
+            self.store,
+            self.failures.join("\n  "),
+            self.app.log_tail(30)
+        );
+    }
+}

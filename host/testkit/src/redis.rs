@@ -1,0 +1,137 @@
+//! `redis-server` as a child process for tests: on a free loopback port, without
+//! persistence, in a temporary working directory of its own, killed on drop.
+
+use crate::{DEADLINE, free_port, skipped, temp_dir};
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child on a loopback port; killed on drop.
+pub struct RedisServer {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl RedisServer {
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Whether a Redis answers `PING` on the port.
+pub fn pong(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+/// Starts `redis-server` on a free loopback port, without persistence, in a temporary working
+/// directory of its own; waits until it answers `PING`. Panics if it is not installed (see
+/// [`redis_installed`]) or does not start.
+pub fn start_redis() -> RedisServer {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = temp_dir(&format!("redis-server-{n}"));
+    // The free port may be taken between our probe and redis' bind: then it exits, try again.
+    for _ in 0..5 {
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("redis.log")).expect("redis log file");
+        let spawned = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                "redis-server is not installed (not on PATH): these tests need it. On Debian: \
+                 apt-get install redis-server (.ci/run installs it)"
+            ),
+            Err(e) => panic!("cannot start redis-server: {e}"),
+        };
+        let mut server = RedisServer {
+            child,
+            port,
+            dir: dir.clone(),
+        };
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if pong(port) {
+                return server;
+            }
+            if server
+                .child
+                .try_wait()
+                .expect("redis-server status")
+                .is_some()
+            {
+                break; // exited: most likely the port was taken
+            }
+            assert!(
+                Instant::now() < end,
+                "redis-server did not answer on port {port}; its log:\n{}",
+                std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+            );
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+        // Keep the directory for the next try.
+        server.dir = PathBuf::new();
+    }
+    panic!(
+        "redis-server exited at start five times; its last log:\n{}",
+        std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
+    );
+}
+
+/// Whether `redis-server` can be run (is on `PATH`).
+pub fn redis_installed() -> bool {
+    Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether the Redis tests can run: `redis-server` is on `PATH`. When it is not, the test is
+/// [`skipped`] (it passes with a loud line, except under CI).
+pub fn redis_or_skip() -> bool {
+    if redis_installed() {
+        return true;
+    }
+    skipped("no redis-server on PATH");
+    false
+}
+
+/// One redis-server for the tests of this process that run at the same time; it stops when
+/// the last of them drops its handle.
+pub fn shared_redis() -> Arc<RedisServer> {
+    static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
+    let mut slot = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(server) = slot.upgrade() {
+        return server;
+    }
+    let server = Arc::new(start_redis());
+    *slot = Arc::downgrade(&server);
+    server
+}

@@ -1,0 +1,32 @@
+//! HTTPS on loopback for tests: a certificate authority made for one test, and a server
+//! certificate it issued.
+
+use std::sync::Arc;
+use tokio_rustls::TlsAcceptor;
+
+/// A fresh CA, and a leaf certificate it issued for `names` (e.g. `127.0.0.1`, a host name):
+/// the TLS acceptor of a server presenting that leaf, and the CA certificate as PEM (what a
+/// client must be told to trust: `--extra-ca`, Spin's `[[client_tls]]`).
+pub fn acceptor(names: &[&str]) -> (TlsAcceptor, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("ca key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca_params.self_signed(&ca_key).expect("ca cert").pem();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let leaf = CertificateParams::new(names)
+        .expect("leaf params")
+        .signed_by(&leaf_key, &issuer)
+        .expect("leaf cert");
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocols")
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], key)
+        .expect("server config");
+    (TlsAcceptor::from(Arc::new(config)), ca_pem)
+}

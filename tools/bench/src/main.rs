@@ -1,0 +1,164 @@
+//! `edgehook-bench`: runs the benchmark suite and prints one table, every figure beside a
+//! baseline measured in the same run, on the same machine, the same way, as a ratio:
+//!
+//! - API latency (in process) against the empty component ([`edgehook_runtime::Baseline`]);
+//! - instantiate time against the empty component;
+//! - `edgehook serve` throughput over loopback against a plain hyper server;
+//! - delivery rate against the loopback receiver's own capacity;
+//! - CPU time per `serve` request and per delivery (steal and waiting excluded, so builds
+//!   compare on a shared machine) against the same figure for those baselines;
+//! - simulation speed, component size and cost growth against their targets or smallest size.
+//!
+//! Build it in release: `cargo run --release -p edgehook-bench`.
+//! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
+//! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`,
+//! `redis`, `spin`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
+//! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
+//! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
+
+mod api;
+mod load;
+mod measure;
+mod redis;
+mod scale;
+mod serve;
+mod setup;
+mod spin;
+mod table;
+
+use anyhow::Result;
+use clap::{Parser, ValueEnum};
+use edgehook_testkit::progress::Progress;
+use std::time::Duration;
+
+/// The same allocator as the `edgehook` binary, so `serve` is measured as it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// edgehook-bench: the benchmark suite. Prints one table, every figure beside a baseline
+/// measured in the same run (BENCHMARKS.md has the method and the latest results). Build it
+/// in release: `cargo run --release -p edgehook-bench`.
+#[derive(Parser)]
+#[command(
+    version,
+    after_help = "Progress goes to stderr (a line redrawn in place on a terminal, plain lines \
+                  otherwise); the servers' log lines, then the table, go to stdout.\n\n\
+                  Exit status:\n  0  the suite ran and printed its table\n  \
+                  1  a measurement failed (the error is printed)\n  \
+                  2  usage error: an unknown flag or section"
+)]
+struct Args {
+    /// Shorten every measurement (a smoke run; the figures are then noisy).
+    #[arg(long)]
+    quick: bool,
+    /// Sections to run (default: all). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
+    /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
+    /// ../shared/tools/spin).
+    #[arg(value_enum)]
+    sections: Vec<Section>,
+}
+
+/// A part of the suite.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    /// Component and baseline sizes.
+    Size,
+    /// API latency and instantiation.
+    Api,
+    /// The guest's work per request, in fuel.
+    Fuel,
+    /// `serve` throughput over real sockets.
+    Serve,
+    /// Delivery rate to loopback receivers.
+    Delivery,
+    /// Simulation speed.
+    Simulation,
+    /// How costs grow with the data.
+    Growth,
+    /// Latency over Redis.
+    Redis,
+    /// The same component under `spin up` against `serve`.
+    Spin,
+}
+
+/// Every section, in the order they run, with what the progress line says.
+const ALL: [(Section, &str); 9] = [
+    (Section::Size, "sizes"),
+    (Section::Api, "api latency and instantiate"),
+    (Section::Fuel, "guest fuel"),
+    (Section::Serve, "serve throughput"),
+    (Section::Delivery, "delivery rate"),
+    (Section::Simulation, "simulation speed"),
+    (Section::Growth, "cost growth"),
+    (Section::Redis, "redis latency"),
+    (Section::Spin, "spin against serve"),
+];
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let chosen: Vec<(Section, &str)> = ALL
+        .into_iter()
+        .filter(|(s, _)| args.sections.is_empty() || args.sections.contains(s))
+        .collect();
+    let (n, secs, deliveries) = if args.quick {
+        (200, 1, 1000)
+    } else {
+        (2000, 5, 10_000)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut progress = Progress::stderr();
+    let mut rows = Vec::new();
+    for (i, (section, what)) in chosen.iter().enumerate() {
+        let step = format!("[{}/{}] {what} ...", i + 1, chosen.len());
+        if progress.is_shown() {
+            progress.phase(&step, 0);
+        } else {
+            eprintln!("{step}");
+        }
+        match section {
+            Section::Size => rows.extend(scale::size()),
+            Section::Api => rows.extend(rt.block_on(api::api_latency(n))?),
+            Section::Fuel => rows.extend(rt.block_on(api::guest_fuel())?),
+            Section::Serve => {
+                rows.extend(rt.block_on(serve::serve_throughput(Duration::from_secs(secs), 32))?)
+            }
+            Section::Delivery => rows.extend(rt.block_on(serve::delivery_rate(deliveries))?),
+            Section::Simulation => rows.extend(scale::simulation_speed()?),
+            Section::Growth => rows.extend(rt.block_on(scale::cost_growth())?),
+            Section::Redis => match std::env::var("EDGEHOOK_BENCH_REDIS") {
+                Ok(url) => rows.extend(rt.block_on(redis::redis_latency(
+                    &url,
+                    n / 2,
+                    Duration::from_secs(secs),
+                    32,
+                ))?),
+                Err(_) => {
+                    progress.clear();
+                    eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)");
+                }
+            },
+            Section::Spin => match edgehook_sim::spin::find_binary() {
+                Some(binary) => rows.extend(rt.block_on(spin::spin_vs_serve(
+                    &binary,
+                    n / 4,
+                    Duration::from_secs(secs),
+                    32,
+                ))?),
+                None => {
+                    progress.clear();
+                    eprintln!(
+                        "spin: skipped (no Spin CLI: set SPIN_BIN, or put it at ../shared/tools/spin)"
+                    );
+                }
+            },
+        }
+    }
+    progress.clear();
+    // The servers' log lines first, then the table.
+    edgehook_runtime::log::flush();
+    table::print(&rows);
+    Ok(())
+}
