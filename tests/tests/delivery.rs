@@ -6,26 +6,20 @@ use crate::common;
 use common::*;
 use edgehook_sim::sim::Simulation;
 use edgehook_sim::simnet::{Received, Reply};
-use hmac::{Hmac, Mac};
 use serde_json::Value;
-use sha2::Sha256;
 use std::time::Duration;
 
 const URL: &str = "https://hooks.example.com/loads";
 
 /// Verifies a delivery's signature with our own HMAC code (not the component's).
 fn verify(secret: &str, r: &Received) -> bool {
-    let (Some(ts), Some(sig)) = (
-        r.header("x-service-timestamp"),
-        r.header("x-service-signature"),
-    ) else {
-        return false;
-    };
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-    mac.update(ts.as_bytes());
-    mac.update(b".");
-    mac.update(&r.body);
-    hex::decode(sig).is_ok_and(|sig| mac.verify_slice(&sig).is_ok())
+    let header = |name| r.header(name);
+    edgehook_testkit::signature::verifies(
+        secret,
+        header("x-service-timestamp"),
+        header("x-service-signature"),
+        &r.body,
+    )
 }
 
 struct World {

@@ -54,14 +54,7 @@ fn assert_clean(what: &str, r: &HttpResponse) {
 
 #[test]
 fn request_data_never_reaches_a_response_header() {
-    let mut sim = sim(41);
-    let key = issue_key(&mut sim, "acme");
-    let sub = create_id(
-        &mut sim,
-        &key,
-        "https://hooks.example.com/x",
-        &["load.created"],
-    );
+    let (mut sim, key, sub) = acme_subscribed(41);
     // Header values a client can send (HTTP itself forbids raw CR and LF in them): tabs,
     // obs-text bytes, Unicode line separators, an injected-looking tail.
     let evil_values = [

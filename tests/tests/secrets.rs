@@ -352,14 +352,7 @@ fn every_secret_comparison_is_constant_time() {
 fn every_route_that_takes_a_body_answers_413_past_its_limit() {
     const API: usize = 64 * 1024;
     const INGEST: usize = 256 * 1024;
-    let mut sim = sim(22);
-    let key = issue_key(&mut sim, "acme");
-    let sub = create_id(
-        &mut sim,
-        &key,
-        "https://hooks.example.com/x",
-        &["load.created"],
-    );
+    let (mut sim, key, sub) = acme_subscribed(22);
     let routes: Vec<(&str, String, &str, usize)> = vec![
         ("POST", "/v1/webhooks".into(), key.as_str(), API),
         ("GET", "/v1/webhooks".into(), &key, API),

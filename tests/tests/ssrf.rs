@@ -9,50 +9,10 @@ use crate::common;
 use common::*;
 use edgehook_runtime::net::{NetOptions, NetOutbound, StaticResolver};
 use edgehook_sim::simnet::Reply;
-use serde_json::{Value, json};
-use std::net::IpAddr;
+use edgehook_testkit::ssrf::{corpus, expected_lookups, host_of};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One entry of the corpus.
-struct Entry {
-    url: String,
-    trick: String,
-    create: String,
-    resolves_to: Vec<IpAddr>,
-}
-
-fn corpus() -> Vec<Entry> {
-    let doc: Value =
-        serde_json::from_str(include_str!("../ssrf-corpus.json")).expect("corpus is JSON");
-    doc["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| Entry {
-            url: e["url"].as_str().expect("url").to_owned(),
-            trick: e["trick"].as_str().expect("trick").to_owned(),
-            create: e["create"].as_str().expect("create").to_owned(),
-            resolves_to: e["resolvesTo"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|ip| ip.as_str().expect("ip").parse().expect("an IP address"))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
-        .collect()
-}
-
-/// The host of a name entry, the way the sender asks its resolver: lower case, no trailing
-/// dot.
-fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.split(':').next().unwrap_or("");
-    host.trim_end_matches('.').to_ascii_lowercase()
-}
 
 fn url_detail(resp: &edgehook_runtime::HttpResponse) -> (String, String) {
     let details = resp.json()["error"]["details"].clone();
@@ -239,13 +199,7 @@ fn the_production_sender_refuses_every_corpus_url_the_component_lets_through() {
     let mut asked = dns.asked();
     asked.sort();
     asked.dedup();
-    let mut expected: Vec<String> = entries
-        .iter()
-        .filter(|e| e.create == "accepted")
-        .map(|e| host_of(&e.url))
-        .collect();
-    expected.sort();
-    assert_eq!(asked, expected);
+    assert_eq!(asked, expected_lookups(&entries));
 }
 
 #[test]

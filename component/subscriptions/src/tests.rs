@@ -165,10 +165,9 @@ fn paging_skips_creates_cut_short_without_shortening_a_page() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
     let env = Env::new(1_000, &kv, &settings, &entropy);
-    let mut ids: Vec<String> = Vec::new();
-    for n in 0..5 {
-        ids.push(create_one(&env, n).expect("create"));
-    }
+    let mut ids: Vec<String> = (0..5)
+        .map(|n| create_one(&env, n).expect("create"))
+        .collect();
     // Creates cut short after appending their entry: entries with no active record.
     let index = client_index("acme");
     for n in 0..3 {

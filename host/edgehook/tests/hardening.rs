@@ -20,18 +20,7 @@ fn json(text: &str) -> Value {
 #[test]
 fn serve_logs_carry_no_secret_key_or_admin_token() {
     let dir = temp_dir("hardening-logs");
-    let mut server = Proc::start(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--allow-http",
-            "--allow-private-targets",
-            "--set",
-            "attempt_timeout_ms=1000",
-        ],
-        &dir,
-    );
+    let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=1000"), &dir);
     let base = format!("http://{}", server.address());
     let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
     let (key, revoked, secrets) = busy_session(&mut server, &base, &token);

@@ -41,19 +41,6 @@ fn run_cli(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// `serve` on a free port, delivering to loopback receivers, with one `--set`.
-fn serve_to_loopback(setting: &'static str) -> [&'static str; 7] {
-    [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--allow-http",
-        "--allow-private-targets",
-        "--set",
-        setting,
-    ]
-}
-
 /// `edgehook keys issue acme` against the server at `base`: the `data` it prints.
 fn issued(dir: &Path, base: &str) -> Value {
     let (ok, out) = run_cli(dir, &["keys", "issue", "acme", "--server", base], None);

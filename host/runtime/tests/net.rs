@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use edgehook_runtime::net::{NetOptions, NetOutbound, Resolve, ResolveFuture, StaticResolver};
 use edgehook_runtime::outbound::Outbound;
+use edgehook_testkit::ssrf::{corpus, expected_lookups, host_of};
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -277,46 +278,6 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
     );
 }
 
-/// One entry of `tests/ssrf-corpus.json`.
-struct Entry {
-    url: String,
-    trick: String,
-    create: String,
-    resolves_to: Vec<IpAddr>,
-}
-
-fn corpus() -> Vec<Entry> {
-    let text = include_str!("../../../tests/ssrf-corpus.json");
-    let doc: serde_json::Value = serde_json::from_str(text).expect("corpus is JSON");
-    doc["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| Entry {
-            url: e["url"].as_str().expect("url").to_owned(),
-            trick: e["trick"].as_str().expect("trick").to_owned(),
-            create: e["create"].as_str().expect("create").to_owned(),
-            resolves_to: e["resolvesTo"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|ip| ip.as_str().expect("ip").parse().expect("an IP address"))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
-        .collect()
-}
-
-/// The host of a corpus URL the way the sender reads it: lower case, no trailing dot.
-fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = host.split(':').next().unwrap_or("");
-    host.trim_end_matches('.').to_ascii_lowercase()
-}
-
 /// The corpus URL with its port replaced by `port` (so anything that did connect would reach
 /// this test's loopback listeners), or as it is when it has no recognisable authority.
 fn with_port(url: &str, port: u16) -> String {
@@ -424,13 +385,7 @@ async fn every_corpus_url_is_refused_by_the_sender_without_resolving_or_connecti
     let mut asked = dns.asked();
     asked.sort();
     asked.dedup();
-    let mut expected: Vec<String> = entries
-        .iter()
-        .filter(|e| e.create == "accepted")
-        .map(|e| host_of(&e.url))
-        .collect();
-    expected.sort();
-    assert_eq!(asked, expected);
+    assert_eq!(asked, expected_lookups(&entries));
 }
 
 #[tokio::test]

@@ -5,7 +5,8 @@
 //! deadline, the rule for tests that need software a machine may lack ([`skipped`]),
 //! `redis-server` and Spin as child processes ([`redis`], [`spin`]), a certificate authority
 //! for loopback HTTPS ([`tls`]), a plain HTTP client ([`http`]), how a command is run for its
-//! conventions ([`command`]), progress lines ([`progress`]) and percentiles.
+//! conventions ([`command`]), progress lines ([`progress`]), the SSRF corpus ([`ssrf`]), an
+//! independent signature check ([`signature`]) and percentiles.
 //!
 //! It depends on none of the project's crates, so any of them can use it (as a
 //! dev-dependency, or, for the tools, a dependency) without a cycle.
@@ -14,7 +15,9 @@ pub mod command;
 pub mod http;
 pub mod progress;
 pub mod redis;
+pub mod signature;
 pub mod spin;
+pub mod ssrf;
 pub mod tls;
 
 use std::io::Write as _;

@@ -148,6 +148,20 @@ pub fn create_url(sim: &mut Simulation, key: &str, url: impl Into<Value>) -> Htt
     )
 }
 
+/// A simulation (seed `seed`) where client `acme` has an API key and one subscription to
+/// `https://hooks.example.com/x` for `load.created`: the simulation, the key, the id.
+pub fn acme_subscribed(seed: u64) -> (Simulation, String, String) {
+    let mut sim = sim(seed);
+    let key = issue_key(&mut sim, "acme");
+    let id = create_id(
+        &mut sim,
+        &key,
+        "https://hooks.example.com/x",
+        &["load.created"],
+    );
+    (sim, key, id)
+}
+
 /// An authenticated request with no body.
 pub fn call(sim: &mut Simulation, method: &str, path: &str, key: &str) -> HttpResponse {
     let auth = bearer(key);

@@ -232,3 +232,16 @@ pub fn post_subscription(
     ))
     .expect("create")
 }
+
+/// `serve` on a free port, delivering to loopback receivers, with one `--set`.
+pub fn serve_to_loopback(setting: &'static str) -> [&'static str; 7] {
+    [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--allow-http",
+        "--allow-private-targets",
+        "--set",
+        setting,
+    ]
+}

@@ -5,12 +5,10 @@
 use bytes::Bytes;
 use edgehook_sim::spin::{self, SpinApp, SpinOptions};
 use edgehook_testkit::http::HttpClient;
-use hmac::{Hmac, Mac as _};
 use http_body_util::{BodyExt as _, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use sha2::Sha256;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -164,20 +162,15 @@ impl Receiver {
     }
 }
 
-/// Whether `r` carries a valid signature for `secret`: lowercase hex HMAC-SHA256 over
-/// `<X-Service-Timestamp>.<raw body>`, computed here with `hmac` and `sha2` directly.
+/// Whether `r` carries a valid signature for `secret` (checked by the testkit, not the
+/// component).
 pub fn signed_by(secret: &str, r: &Received) -> bool {
-    let (Some(ts), Some(sig)) = (
+    edgehook_testkit::signature::verifies(
+        secret,
         r.header("x-service-timestamp"),
         r.header("x-service-signature"),
-    ) else {
-        return false;
-    };
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-    mac.update(ts.as_bytes());
-    mac.update(b".");
-    mac.update(&r.body);
-    hex::encode(mac.finalize().into_bytes()) == sig
+        &r.body,
+    )
 }
 
 /// Starts the application with `runtime_config` (plus the receiver's `[[client_tls]]`) and
