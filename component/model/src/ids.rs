@@ -56,6 +56,7 @@ impl IdKind {
 /// Appends `bytes` to `out` as lower-case hex. Every id, digest and signature is written
 /// with this: `hex::encode` goes through a char iterator, several times slower in the guest,
 /// and ids are made on every request.
+#[inline]
 pub fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     out.reserve(2 * bytes.len());
@@ -66,6 +67,7 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
 }
 
 /// `bytes` as lower-case hex.
+#[inline]
 pub fn hex(bytes: &[u8]) -> String {
     let mut out = String::new();
     push_hex(&mut out, bytes);

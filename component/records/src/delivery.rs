@@ -102,6 +102,7 @@ impl Delivery {
     /// The stored record: `DELIVERY_V1` (0xD1), then every field in declaration order (see
     /// [`edgehook_storage::codec`]), each attempt's fields in theirs. A delivery is written three times
     /// in its life at least (fan-out, claim, outcome), so it is copied rather than escaped.
+    #[inline]
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new(DELIVERY_V1, 160 + 48 * self.attempts.len());
         w.str(&self.id)
@@ -213,6 +214,7 @@ pub const EVENT_V1: u8 = 0xE5;
 impl EventRecord {
     /// The stored record: `EVENT_V1`, then every field in declaration order (see
     /// [`edgehook_storage::codec`]). Every publish writes one.
+    #[inline]
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new(EVENT_V1, 128 + 32 * self.subscriptions.len());
         w.str(&self.id)
@@ -247,6 +249,7 @@ impl EventRecord {
 }
 
 /// The delivery id of (event, subscription).
+#[inline]
 pub fn delivery_id(event_id: &str, subscription_id: &str) -> String {
     let digest = Sha256::new()
         .chain_update(event_id)
