@@ -153,6 +153,16 @@ fn bearer_token(req: &Request) -> Option<String> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_owned())
 }
 
+/// A failed request never says `Idempotent-Replayed`.
+fn never_replayed(replayed: bool, reply: &Reply, what: &dyn Fn() -> String) {
+    assert!(
+        !replayed,
+        "Idempotent-Replayed on a {}: {}",
+        reply.status,
+        what()
+    );
+}
+
 fn hmac_hex(secret: &str, timestamp: &str, body: &[u8]) -> String {
     let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
         Ok(m) => m,

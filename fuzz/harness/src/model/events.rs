@@ -21,12 +21,7 @@ impl Model {
         let key = first_header(req, "idempotency-key").map(<[u8]>::to_vec);
         let replayed = reply.header("idempotent-replayed") == Some("true");
         if !reply.ok() {
-            assert!(
-                !replayed,
-                "Idempotent-Replayed on a {}: {}",
-                reply.status,
-                what()
-            );
+            never_replayed(replayed, reply, what);
             let Some(key) = key else { return };
             if reply.code() == Some("idempotency_conflict") {
                 let other = self

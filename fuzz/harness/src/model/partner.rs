@@ -60,12 +60,7 @@ impl Model {
             }
         }
         if reply.status != 201 {
-            assert!(
-                !replayed,
-                "Idempotent-Replayed on a {}: {}",
-                reply.status,
-                what()
-            );
+            never_replayed(replayed, reply, what);
             let Some(key) = key else { return };
             if let Some(c) = &earlier
                 && c.body == req.body
