@@ -11,6 +11,7 @@ mod faults;
 mod host_quirks;
 mod injection;
 mod invariants;
+mod lifecycle;
 mod openapi;
 mod partner_api;
 mod scenario;

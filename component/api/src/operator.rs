@@ -200,17 +200,92 @@ pub fn subscription<K: Kv>(
     Ok(Response::data(200, sub.operator_json(), request_id))
 }
 
-/// `POST /internal/v1/subscriptions/{id}/disable`: disables it (reason `operator`) and
-/// cancels its pending deliveries.
+/// `POST /internal/v1/subscriptions/{id}/disable`: disables it and cancels its pending
+/// deliveries. The body is empty (reason `operator`) or `{"reason": "..."}`: a reason code
+/// of 1 to 64 characters `a-z`, `0-9`, `_`, other than `deleted` (a partner's own, which no
+/// enable undoes). An already disabled one is a 409.
 pub fn disable_subscription<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let reason = disable_reason(req)?;
+    subscription_any(env, id)?;
+    match delivery::disable(env, id, &reason)? {
+        Some(sub) => Ok(Response::data(200, sub.operator_json(), request_id)),
+        None => Err(ApiError::conflict("The subscription is already disabled.")),
+    }
+}
+
+/// The reason of an operator's disable (see [`disable_subscription`]).
+fn disable_reason(req: &Request) -> Result<String, ApiError> {
+    if req.body.is_empty() {
+        return Ok("operator".to_owned());
+    }
+    let content_type = req.header_str("content-type").unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    let body: Value = serde_json::from_slice(&req.body).map_err(ApiError::invalid_json)?;
+    let invalid = |field: &str, code: &'static str, message: &str| {
+        ApiError::validation(vec![FieldError::new(
+            field.to_owned(),
+            code,
+            message.to_owned(),
+        )])
+    };
+    let Some(obj) = body.as_object() else {
+        return Err(invalid(
+            "body",
+            "invalid_type",
+            "the body must be a JSON object with reason",
+        ));
+    };
+    if let Some(other) = obj.keys().find(|k| *k != "reason") {
+        return Err(invalid(
+            other,
+            "unknown_field",
+            "a disable takes reason only",
+        ));
+    }
+    match obj.get("reason") {
+        None => Ok("operator".to_owned()),
+        Some(Value::String(r))
+            if (1..=64).contains(&r.len())
+                && r.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                && r != subscriptions::DELETED =>
+        {
+            Ok(r.clone())
+        }
+        Some(_) => Err(invalid(
+            "reason",
+            "invalid_reason",
+            "reason must be 1 to 64 characters of a-z, 0-9 and '_', and not \"deleted\"",
+        )),
+    }
+}
+
+/// `POST /internal/v1/subscriptions/{id}/enable`: makes a disabled subscription active
+/// again (failure streak reset; under its client's cap); an active one is answered as it
+/// is. One its owner deleted is a 409 `subscription_deleted`.
+pub fn enable_subscription<K: Kv>(
     env: &Env<'_, K>,
     id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    subscription_any(env, id)?;
-    match delivery::disable(env, id, "operator")? {
-        Some(sub) => Ok(Response::data(200, sub.operator_json(), request_id)),
-        None => Err(ApiError::conflict("The subscription is already disabled.")),
+    match subscriptions::enable(env, id, None)? {
+        Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
+            Ok(Response::data(200, sub.operator_json(), request_id))
+        }
+        Some(subscriptions::Enabled::Deleted(_)) => Err(ApiError::new(
+            409,
+            "subscription_deleted",
+            "Its owner deleted this subscription; it cannot be enabled again.",
+        )),
+        None => Err(ApiError::not_found("Subscription")),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The partner API, `/v1/webhooks`: create (with `Idempotency-Key`), list, read, delete.
+//! The partner API, `/v1/webhooks`: create (with `Idempotency-Key`), list, read, delete,
+//! enable.
 //! Requests are validated and answered here; the storage is `edgehook-subscriptions`'s.
 //!
 //! A create takes the idempotency claim first, then the subscription's pending record,
@@ -192,14 +193,28 @@ fn create_fresh<K: Kv>(
     Ok((data, id))
 }
 
-/// The `data` of the 201 that created `sub`, written (its status as it was then: active).
+/// 409 `subscription_deleted`: an idempotent create replayed after its subscription was
+/// deleted. Its secret is not shown again, and the key cannot make another one.
+fn subscription_deleted() -> ApiError {
+    ApiError::new(
+        409,
+        "subscription_deleted",
+        "The subscription this Idempotency-Key created has been deleted; use a new key to create another.",
+    )
+}
+
+/// The `data` of the 201 that created `sub`, written: its status as it is now (`active`,
+/// or `disabled` for a replay after a disable other than a delete).
 fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(&Created {
         created_at: sub.created_at,
         event_types: &sub.event_types,
         id: &sub.id,
         signing_secret: &sub.signing_secret.0,
-        status: "active",
+        status: match sub.status {
+            subscriptions::Status::Disabled => "disabled",
+            _ => "active",
+        },
         url: &sub.url,
     })
     .map_err(ApiError::internal)
@@ -218,6 +233,10 @@ fn replay<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = subscriptions::activate(env, &stored.subscription_id, None)?;
+    // Never the secret of a deleted subscription, nor "active" for a disabled one.
+    if sub.disabled_reason.as_deref() == Some(subscriptions::DELETED) {
+        return Err(subscription_deleted());
+    }
     let data = created_data(&sub)?;
     // The stored response as it was, its `Location` included.
     Ok(created_response(
@@ -313,12 +332,29 @@ pub fn get<K: Kv>(
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned_active(env, id, client_id)?;
+    let sub = subscriptions::owned(env, id, client_id)?;
     Ok(Response::data(
         200,
-        subscriptions::partner_view(&sub),
+        subscriptions::partner_detail(&sub),
         request_id,
     ))
+}
+
+/// `POST /v1/webhooks/{id}/enable`: makes the caller's disabled subscription active again
+/// (its failure streak reset), under the cap; an active one is answered as it is (200, no
+/// change). A deleted one is a 404, as for read.
+pub fn enable<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    match subscriptions::enable(env, id, Some(client_id))? {
+        Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => Ok(
+            Response::data(200, subscriptions::partner_detail(&sub), request_id),
+        ),
+        Some(subscriptions::Enabled::Deleted(_)) | None => Err(ApiError::not_found("Subscription")),
+    }
 }
 
 /// `DELETE /v1/webhooks/{id}`: disables the subscription (reason `deleted`); the record and
@@ -329,7 +365,7 @@ pub fn delete<K: Kv>(
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    match subscriptions::disable(env, id, Some(client_id), "deleted")? {
+    match subscriptions::disable(env, id, Some(client_id), subscriptions::DELETED)? {
         Some(sub) => {
             // Committed; deliveries this misses are cancelled when they come due.
             let _ = delivery::cancel_pending(env, &sub.id);

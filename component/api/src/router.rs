@@ -26,6 +26,8 @@ pub enum Route {
     Webhooks,
     /// `/v1/webhooks/{id}`: read (GET) and delete (DELETE).
     Webhook(String),
+    /// `/v1/webhooks/{id}/enable`: enable a disabled subscription again (POST).
+    WebhookEnable(String),
     /// `/internal/v1/settings`: the effective settings (operator).
     OperatorSettings,
     /// `/internal/v1/clients/{clientId}/keys`: issue an API key (operator).
@@ -40,6 +42,8 @@ pub enum Route {
     OperatorSubscription(String),
     /// `/internal/v1/subscriptions/{id}/disable` (operator).
     DisableSubscription(String),
+    /// `/internal/v1/subscriptions/{id}/enable` (operator).
+    EnableSubscription(String),
     /// `/internal/v1/subscriptions/{id}/deliveries`: delivery history (operator).
     SubscriptionDeliveries(String),
     /// `/internal/v1/deliveries/{id}`: one delivery with its attempts (operator).
@@ -56,6 +60,7 @@ impl Route {
             ["healthz"] => Route::Health,
             ["v1", "webhooks"] => Route::Webhooks,
             ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
+            ["v1", "webhooks", id, "enable"] => Route::WebhookEnable((*id).to_owned()),
             ["internal", "v1", "settings"] => Route::OperatorSettings,
             ["internal", "v1", "clients", client, "keys"] => {
                 Route::ClientKeys((*client).to_owned())
@@ -70,6 +75,9 @@ impl Route {
             }
             ["internal", "v1", "subscriptions", id, "disable"] => {
                 Route::DisableSubscription((*id).to_owned())
+            }
+            ["internal", "v1", "subscriptions", id, "enable"] => {
+                Route::EnableSubscription((*id).to_owned())
             }
             ["internal", "v1", "subscriptions", id, "deliveries"] => {
                 Route::SubscriptionDeliveries((*id).to_owned())
@@ -95,6 +103,8 @@ impl Route {
             | Route::Events
             | Route::Tick
             | Route::DisableSubscription(_)
+            | Route::EnableSubscription(_)
+            | Route::WebhookEnable(_)
             | Route::Replay(_) => &["POST"],
             Route::ClientKey(..) => &["DELETE"],
         }
@@ -102,7 +112,10 @@ impl Route {
 
     /// Whether the route belongs to the operator API (admin token, not API keys).
     pub fn is_operator(&self) -> bool {
-        !matches!(self, Route::Health | Route::Webhooks | Route::Webhook(_))
+        !matches!(
+            self,
+            Route::Health | Route::Webhooks | Route::Webhook(_) | Route::WebhookEnable(_)
+        )
     }
 
     /// The body size limit of this route.
@@ -197,7 +210,10 @@ fn dispatch<K: Kv>(
             Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
             Route::Tick => Ok(operator::tick(env, sender, request_id)),
             Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
-            Route::DisableSubscription(id) => operator::disable_subscription(env, &id, request_id),
+            Route::DisableSubscription(id) => {
+                operator::disable_subscription(env, req, &id, request_id)
+            }
+            Route::EnableSubscription(id) => operator::enable_subscription(env, &id, request_id),
             Route::SubscriptionDeliveries(id) => {
                 operator::subscription_deliveries(env, req, &id, request_id)
             }
@@ -205,6 +221,7 @@ fn dispatch<K: Kv>(
             Route::Health
             | Route::Webhooks
             | Route::Webhook(_)
+            | Route::WebhookEnable(_)
             | Route::Events
             | Route::Replay(_) => Err(ApiError::not_found("Route")),
         };
@@ -217,6 +234,7 @@ fn dispatch<K: Kv>(
         (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),
         (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
         (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
+        (Route::WebhookEnable(id), _) => partner::enable(env, &id, &client_id, request_id),
         _ => Err(ApiError::not_found("Route")),
     };
     Ok((resp?, None))

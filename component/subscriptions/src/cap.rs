@@ -45,12 +45,15 @@ pub(crate) fn take_slot<K: Kv>(
     for _ in 0..4 {
         let (cas, _) = env.kv.cas_begin(&key)?;
         let entries = client_index(client_id).read_bytes(env.kv, 0, usize::MAX)?;
-        let ids: Vec<String> = entries
+        // Each id once: an enable cut short may leave a second entry (see `crate::enable`).
+        let mut ids: Vec<String> = entries
             .iter()
             .filter_map(|e| decode_index_item(&e.item))
             .map(|(_, i, _)| i.to_owned())
             .filter(|i| i != id)
             .collect();
+        ids.sort_unstable();
+        ids.dedup();
         let now = env.now_ms;
         let live = load_many(env, &ids)?
             .into_iter()

@@ -51,7 +51,10 @@ pub fn disable<K: Kv>(
 
 /// Removes a disabled (or refused) subscription's index entries. Callers treat it as best
 /// effort: an entry left behind is skipped by readers.
-fn remove_from_indexes<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<(), ApiError> {
+pub(crate) fn remove_from_indexes<K: Kv>(
+    env: &Env<'_, K>,
+    sub: &Subscription,
+) -> Result<(), ApiError> {
     for (event_type, seq) in sub.event_types.iter().zip(&sub.fanout_seqs) {
         fanout_index(event_type).remove(env.kv, *seq)?;
     }

@@ -136,3 +136,33 @@ pub struct PartnerView<'a> {
     pub(crate) status: &'static str,
     pub(crate) created_at: u64,
 }
+
+/// The body of a partner's read (and of its enable): the list item's fields, and the state
+/// an owner needs after an outage (never the secret). Keys in sorted order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartnerDetail<'a> {
+    pub(crate) consecutive_failures: u32,
+    pub(crate) created_at: u64,
+    pub(crate) disabled_at: Option<u64>,
+    pub(crate) disabled_reason: Option<&'a str>,
+    pub(crate) event_types: &'a [String],
+    pub(crate) id: &'a str,
+    pub(crate) status: &'static str,
+    pub(crate) url: &'a str,
+}
+
+/// The partner's read of `sub` (active or disabled, see [`crate::owned`]).
+pub fn partner_detail(sub: &Subscription) -> PartnerDetail<'_> {
+    let active = sub.status == crate::Status::Active;
+    PartnerDetail {
+        consecutive_failures: sub.consecutive_failures,
+        created_at: sub.created_at,
+        disabled_at: sub.disabled_at.filter(|_| !active),
+        disabled_reason: sub.disabled_reason.as_deref().filter(|_| !active),
+        event_types: &sub.event_types,
+        id: &sub.id,
+        status: if active { "active" } else { "disabled" },
+        url: &sub.url,
+    }
+}

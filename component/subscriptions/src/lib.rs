@@ -14,7 +14,9 @@
 //! its slot, best effort: entries it fails to remove are skipped by readers. The live count
 //! only ever errs high (a failed create or an interrupted delete leaves it one too many);
 //! when it says the cap is reached, the create recounts the client's live subscriptions and
-//! corrects it by compare-and-swap.
+//! corrects it by compare-and-swap. An enable ([`enable()`]) is a create's order again for a
+//! disabled record: a slot, new index entries, and the flip back to `active` by
+//! compare-and-swap (its commit point).
 //!
 //! May use: `edgehook-records` (the record), `edgehook-model`, `edgehook-storage`. Knows no
 //! HTTP request and no delivery: the API (above) turns requests into these calls, and
@@ -23,6 +25,7 @@
 pub mod cap;
 pub mod create;
 pub mod disable;
+pub mod enable;
 pub mod index;
 pub mod list;
 pub mod load;
@@ -30,11 +33,16 @@ pub mod load;
 pub use create::{NewSubscription, activate, create_pending};
 pub use disable::disable;
 pub use edgehook_records::subscription::{Secret, Status, Subscription};
-pub use index::{PartnerView, partner_view};
+pub use enable::{Enabled, enable};
+pub use index::{PartnerDetail, PartnerView, partner_detail, partner_view};
 pub use list::{Listed, list_page};
-pub use load::{fanout_ids, load, load_many, owned_active};
+pub use load::{fanout_ids, load, load_many, owned, owned_active};
 
 use edgehook_model::env::Env;
+
+/// The disable reason of a subscription its owner deleted (`DELETE /v1/webhooks/{id}`): it
+/// is never enabled again, and its owner no longer reads it.
+pub const DELETED: &str = "deleted";
 use edgehook_model::error::ApiError;
 use edgehook_storage::kv::Kv;
 

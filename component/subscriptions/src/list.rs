@@ -77,7 +77,11 @@ pub fn list_page<K: Kv>(
                     .next()
                     .flatten()
                     .and_then(|b| Subscription::decode(&b).ok())
-                    .filter(|s| s.status == Status::Active && s.client_id == client_id)
+                    .filter(|s| {
+                        // The record's `seq` names its one entry: an enable cut short
+                        // leaves others (see `crate::enable`).
+                        s.status == Status::Active && s.client_id == client_id && s.seq == entry.seq
+                    })
                     .and_then(|s| serde_json::to_vec(&partner_view(&s)).ok())
                     .map(|view| (view, 0)),
             };

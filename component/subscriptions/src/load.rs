@@ -30,10 +30,17 @@ pub fn load_many<K: Kv>(
         .collect())
 }
 
-/// Ids of the subscriptions listening to `event_type` (may include ones no longer active).
+/// Ids of the subscriptions listening to `event_type` (may include ones no longer active),
+/// each once: an enable cut short before its commit point may leave a second entry for an
+/// id (see [`crate::enable`]).
 pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
     let entries: Vec<Entry<String>> = fanout_index(event_type).read(env.kv, 0, usize::MAX)?;
-    Ok(entries.into_iter().map(|e| e.item).collect())
+    let mut seen = std::collections::HashSet::with_capacity(entries.len());
+    Ok(entries
+        .into_iter()
+        .map(|e| e.item)
+        .filter(|id| seen.insert(id.clone()))
+        .collect())
 }
 
 /// The caller's active subscription `id`, or 404 (also for other clients' ids).
@@ -48,6 +55,27 @@ pub fn owned_active<K: Kv>(
     }
     match load(env, id)? {
         Some(sub) if sub.client_id == client_id && sub.status == Status::Active => Ok(sub),
+        _ => Err(not_found()),
+    }
+}
+
+/// The caller's subscription `id` as its owner may see it: active or disabled, but not
+/// pending (a create in flight) and not deleted (gone for its owner, as Stripe and Svix
+/// treat deleted endpoints). Otherwise, and for other clients' ids, 404.
+pub fn owned<K: Kv>(env: &Env<'_, K>, id: &str, client_id: &str) -> Result<Subscription, ApiError> {
+    let not_found = || ApiError::not_found("Subscription");
+    if !IdKind::Subscription.matches(id) {
+        return Err(not_found());
+    }
+    match load(env, id)? {
+        Some(sub)
+            if sub.client_id == client_id
+                && (sub.status == Status::Active
+                    || (sub.status == Status::Disabled
+                        && sub.disabled_reason.as_deref() != Some(crate::DELETED))) =>
+        {
+            Ok(sub)
+        }
         _ => Err(not_found()),
     }
 }

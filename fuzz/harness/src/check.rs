@@ -22,7 +22,7 @@ pub fn codes_for(status: u16) -> &'static [&'static str] {
         401 => &["unauthorized"],
         404 => &["not_found"],
         405 => &["method_not_allowed"],
-        409 => &["idempotency_conflict", "conflict"],
+        409 => &["idempotency_conflict", "conflict", "subscription_deleted"],
         413 => &["payload_too_large"],
         415 => &["unsupported_media_type"],
         422 => &["validation_failed", "subscription_limit_reached"],

@@ -6,8 +6,10 @@
 //! - **Ownership.** A partner only ever sees, reads or deletes its own subscriptions; lists
 //!   are in creation order and never carry `signingSecret`; an own active subscription can be
 //!   read and deleted (unless a tick may have disabled it).
-//! - **Disabled stays disabled** (SPEC §3.1): a deleted or operator-disabled subscription is
-//!   never listed, read, deleted again, replayed, or delivered to.
+//! - **Disabled until enabled** (SPEC §3.1, issue #24): a deleted or operator-disabled
+//!   subscription is never listed, deleted again, replayed, or delivered to until an enable
+//!   answers 200; its owner reads it as `disabled` (a deleted one is 404 to its owner and
+//!   never enabled again), and an enabled one lists after those created before the enable.
 //! - **Secrets.** A signing secret appears only in its own create response (and its
 //!   replays); an API key only in its issue response; the admin token nowhere.
 //! - **Idempotency** (DESIGN.md §3). Create: the same client, key and body within 24 h gets
@@ -58,6 +60,8 @@ pub struct SubInfo {
     pub event_types: Vec<String>,
     /// Known to be disabled (deleted, or disabled by the operator).
     pub disabled: bool,
+    /// Deleted by its owner: never enabled again.
+    pub deleted: bool,
 }
 
 /// A create that answered 201 under an idempotency key.
@@ -103,6 +107,9 @@ pub struct Model {
     /// A tick got a failure from an endpoint, so a subscription may have been disabled
     /// automatically (410 at once, or a failure streak) without the model knowing which.
     pub maybe_auto_disabled: bool,
+    /// Subscriptions whose place in list order the model cannot know: enabled while they
+    /// may have been disabled automatically (the enable then moved them to the end, or not).
+    pub unordered: BTreeSet<String>,
     /// The latest subscription created (`$LASTSUB`).
     pub last_sub: Option<String>,
     /// The latest event accepted (`$EVT`).
@@ -276,7 +283,7 @@ impl Model {
             }
             ("GET", ["v1", "webhooks", id]) => {
                 if let Some(client) = &client {
-                    self.on_own(reply, client, id, faulted, &what);
+                    self.on_read(reply, client, id, faulted, &what);
                 }
             }
             ("DELETE", ["v1", "webhooks", id]) => {
@@ -285,7 +292,23 @@ impl Model {
                     if reply.status == 200 {
                         assert_eq!(reply.body["data"]["status"], "disabled", "{}", what());
                         self.disable(id);
+                        if let Some(s) = self.subs.get_mut(*id) {
+                            s.deleted = true;
+                        }
                     }
+                }
+            }
+            ("POST", ["v1", "webhooks", id, "enable"]) => {
+                if let Some(client) = &client
+                    && reply.status == 200
+                {
+                    let known = self.subs.get(*id);
+                    assert!(
+                        known.is_some_and(|s| s.client == *client && !s.deleted),
+                        "enabled a subscription not its own or deleted: {}",
+                        what()
+                    );
+                    self.on_enabled(id, &what);
                 }
             }
             ("POST", ["internal", "v1", "events"]) if admin => {
@@ -339,6 +362,14 @@ impl Model {
                 );
                 self.disable(id);
             }
+            ("POST", ["internal", "v1", "subscriptions", id, "enable"]) => {
+                assert!(
+                    self.subs.get(*id).is_some_and(|s| !s.deleted),
+                    "enabled a deleted or unknown subscription: {}",
+                    what()
+                );
+                self.on_enabled(id, &what);
+            }
             ("GET", ["internal", "v1", "subscriptions", id]) => {
                 assert_eq!(reply.body["data"]["id"].as_str(), Some(*id), "{}", what());
                 assert!(
@@ -362,6 +393,22 @@ impl Model {
         }
         if let Some(cursor) = reply.body["nextCursor"].as_str() {
             self.last_cursor = Some(cursor.to_owned());
+        }
+    }
+
+    /// An enable answered 200: active again, and (if it was disabled) last in list order.
+    fn on_enabled(&mut self, id: &str, what: &dyn Fn() -> String) {
+        let Some(s) = self.subs.get_mut(id) else {
+            panic!("enabled an unknown subscription: {}", what());
+        };
+        let was_disabled = std::mem::replace(&mut s.disabled, false);
+        if was_disabled {
+            self.order.retain(|o| o != id);
+            self.order.push(id.to_owned());
+            self.creates_seen += 1;
+            self.ranks.insert(id.to_owned(), self.creates_seen);
+        } else if self.maybe_auto_disabled {
+            self.unordered.insert(id.to_owned());
         }
     }
 

@@ -54,8 +54,9 @@ enum Command {
     Subscribe(SubscribeArgs),
     /// Publish a load event (talks to a running server).
     Publish(PublishArgs),
-    /// Show a subscription with its state and recent deliveries (talks to a running server).
-    Subscription(IdArgs),
+    /// Show a subscription with its state and recent deliveries, or enable or disable it
+    /// (talks to a running server).
+    Subscription(SubscriptionArgs),
     /// Show a delivery with every attempt, or replay it (talks to a running server).
     #[command(subcommand)]
     Delivery(DeliveryCommand),
@@ -202,6 +203,39 @@ struct IdArgs {
     remote: RemoteArgs,
 }
 
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct SubscriptionArgs {
+    #[command(subcommand)]
+    action: Option<SubscriptionCommand>,
+    /// The subscription id (sub_...) to show.
+    #[arg(required = true)]
+    id: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+#[derive(Subcommand)]
+enum SubscriptionCommand {
+    /// Enable a disabled subscription again (its failure count starts from 0; a deleted
+    /// one cannot be).
+    Enable(IdArgs),
+    /// Disable a subscription and cancel its pending deliveries.
+    Disable(DisableArgs),
+}
+
+#[derive(clap::Args)]
+struct DisableArgs {
+    /// The subscription id (sub_...).
+    id: String,
+    /// The reason its owner will see: 1 to 64 characters of a-z, 0-9 and '_' (default
+    /// operator).
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
 #[derive(Subcommand)]
 enum DeliveryCommand {
     /// Show a delivery with every attempt.
@@ -267,20 +301,62 @@ fn run(cli: Cli) -> Result<()> {
                 &headers,
             )
         }
-        Command::Subscription(args) => {
+        Command::Subscription(SubscriptionArgs {
+            action: Some(SubscriptionCommand::Enable(args)),
+            ..
+        }) => remote_call(
+            &args.remote,
+            "POST",
+            &format!(
+                "/internal/v1/subscriptions/{}/enable",
+                cli::segment(&args.id)
+            ),
+            None,
+            &[],
+        ),
+        Command::Subscription(SubscriptionArgs {
+            action: Some(SubscriptionCommand::Disable(args)),
+            ..
+        }) => {
+            let (body, headers) = match &args.reason {
+                None => (None, Vec::new()),
+                Some(reason) => (
+                    Some(serde_json::to_vec(
+                        &serde_json::json!({ "reason": reason }),
+                    )?),
+                    vec![("content-type".to_owned(), "application/json".to_owned())],
+                ),
+            };
             remote_call(
                 &args.remote,
+                "POST",
+                &format!(
+                    "/internal/v1/subscriptions/{}/disable",
+                    cli::segment(&args.id)
+                ),
+                body,
+                &headers,
+            )
+        }
+        Command::Subscription(SubscriptionArgs {
+            action: None,
+            id,
+            remote,
+        }) => {
+            let id = id.context("a subscription id")?;
+            remote_call(
+                &remote,
                 "GET",
-                &format!("/internal/v1/subscriptions/{}", cli::segment(&args.id)),
+                &format!("/internal/v1/subscriptions/{}", cli::segment(&id)),
                 None,
                 &[],
             )?;
             remote_call(
-                &args.remote,
+                &remote,
                 "GET",
                 &format!(
                     "/internal/v1/subscriptions/{}/deliveries?limit=20",
-                    cli::segment(&args.id)
+                    cli::segment(&id)
                 ),
                 None,
                 &[],

@@ -51,6 +51,8 @@ fn every_command_prints_help_for_help_and_h_and_does_nothing_else() {
         "subscribe",
         "publish",
         "subscription",
+        "subscription enable",
+        "subscription disable",
         "delivery show",
         "delivery replay",
     ] {

@@ -316,3 +316,53 @@ fn keys_are_revoked_at_once_and_errors_say_why() {
     );
     drop(server);
 }
+
+/// #24 point 2 from the command line: `subscription disable ID --reason R` (its owner sees
+/// the reason), `subscription enable ID`, and a bad reason refused with the server's 422.
+#[test]
+fn a_subscription_is_disabled_with_a_reason_and_enabled_again_from_the_cli() {
+    let dir = temp_dir("quickstart-enable");
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let base = format!("http://{}", server.address());
+    let (ok, key) = run_cli(&dir, &base, &["keys", "issue", "acme", "--quiet"]);
+    assert!(ok, "{key}");
+    let key = key.trim().to_owned();
+    let args = [
+        "subscribe",
+        "--key",
+        &key,
+        "--event",
+        "load.created",
+        "--url",
+        "https://hooks.example.com/in",
+    ];
+    let (ok, text) = run_cli(&dir, &base, &args);
+    assert!(ok, "{text}");
+    let created: Value = serde_json::from_str(&text).expect("json");
+    let id = created["data"]["id"].as_str().expect("id").to_owned();
+
+    let disable = ["subscription", "disable", &id, "--reason", "maintenance"];
+    let (ok, text) = run_cli(&dir, &base, &disable);
+    assert!(ok, "{text}");
+    let shown: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(shown["data"]["status"], "disabled", "{text}");
+    assert_eq!(shown["data"]["disabledReason"], "maintenance", "{text}");
+    let (ok, text) = run_cli(&dir, &base, &["subscription", &id]);
+    assert!(ok && text.contains("\"maintenance\""), "{text}");
+
+    let (ok, text) = run_cli(&dir, &base, &["subscription", "enable", &id]);
+    assert!(ok, "{text}");
+    let shown: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(shown["data"]["status"], "active", "{text}");
+    assert_eq!(shown["data"]["consecutiveFailures"], 0, "{text}");
+
+    let bad = ["subscription", "disable", &id, "--reason", "Not a code"];
+    let (ok, text) = run_cli(&dir, &base, &bad);
+    assert!(
+        !ok && text.contains("422") && text.contains("invalid_reason"),
+        "{text}"
+    );
+    let (ok, text) = run_cli(&dir, &base, &["subscription", "disable", &id]);
+    assert!(ok && text.contains("\"operator\""), "{text}");
+    drop(server);
+}

@@ -270,3 +270,19 @@ pub fn sources(dir: &str) -> Vec<(String, Vec<String>)> {
     assert!(!out.is_empty(), "no sources under {dir}");
     out
 }
+
+/// An operator `POST` with a JSON body (e.g. a disable with its reason).
+pub fn operator_post_json(sim: &mut Simulation, path: &str, body: &Value) -> HttpResponse {
+    let auth = bearer(ADMIN);
+    let body = serde_json::to_vec(body).expect("serializes");
+    sim.request(
+        "POST",
+        path,
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        &body,
+    )
+    .expect("request runs")
+}

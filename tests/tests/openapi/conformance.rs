@@ -157,6 +157,92 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             let id = created["data"]["id"].as_str().expect("id").to_owned();
             w.partner("GET", &format!("/v1/webhooks/{id}"))
         }
+        "GET /v1/webhooks/{id} 200 disabled" => {
+            let mut w = World::new(30);
+            let id = w.subscribe(&["load.created", "load.status_changed"]);
+            let path = format!("/internal/v1/subscriptions/{id}/disable");
+            assert_eq!(w.operator("POST", &path).status, 200);
+            w.partner("GET", &format!("/v1/webhooks/{id}"))
+        }
+        "POST /v1/webhooks/{id}/enable 200 enabled" => {
+            let mut w = World::new(31);
+            let id = w.subscribe(&["load.created", "load.status_changed"]);
+            let path = format!("/internal/v1/subscriptions/{id}/disable");
+            assert_eq!(w.operator("POST", &path).status, 200);
+            w.partner("POST", &format!("/v1/webhooks/{id}/enable"))
+        }
+        "POST /v1/webhooks/{id}/enable 404 notFound" => {
+            World::new(32).partner("POST", &format!("/v1/webhooks/{SAMPLE_SUB}/enable"))
+        }
+        "POST /v1/webhooks/{id}/enable 422 limitReached"
+        | "POST /internal/v1/subscriptions/{id}/enable 422 limitReached" => {
+            let mut w = World::at_cap_of_one(33);
+            let id = w.subscribe(&["load.created"]);
+            let path = format!("/internal/v1/subscriptions/{id}/disable");
+            assert_eq!(w.operator("POST", &path).status, 200);
+            w.subscribe(&["load.created"]);
+            if key.starts_with("POST /v1/") {
+                w.partner("POST", &format!("/v1/webhooks/{id}/enable"))
+            } else {
+                w.operator("POST", &format!("/internal/v1/subscriptions/{id}/enable"))
+            }
+        }
+        "POST /v1/webhooks 409 subscriptionDeleted" => {
+            let mut w = World::new(34);
+            let key = [("idempotency-key", "create-1")];
+            let created = w.create(&subscription(), &key).json();
+            let id = created["data"]["id"].as_str().expect("id").to_owned();
+            assert_eq!(
+                w.partner("DELETE", &format!("/v1/webhooks/{id}")).status,
+                200
+            );
+            w.create(&subscription(), &key)
+        }
+        "POST /internal/v1/subscriptions/{id}/enable 200 enabled" => {
+            let mut w = World::new(35);
+            let id = w.subscribe(&["load.created"]);
+            let reason =
+                doc.request_example("POST", "/internal/v1/subscriptions/{id}/disable", "reason");
+            let path = format!("/internal/v1/subscriptions/{id}/disable");
+            assert_eq!(w.operator_json(&path, &reason).status, 200);
+            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/enable"))
+        }
+        "POST /internal/v1/subscriptions/{id}/enable 404 notFound" => World::new(36).operator(
+            "POST",
+            &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
+        ),
+        "POST /internal/v1/subscriptions/{id}/enable 409 subscriptionDeleted" => {
+            let mut w = World::new(37);
+            let id = w.subscribe(&["load.created"]);
+            assert_eq!(
+                w.partner("DELETE", &format!("/v1/webhooks/{id}")).status,
+                200
+            );
+            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/enable"))
+        }
+        "POST /internal/v1/subscriptions/{id}/disable 415 unsupportedMediaType" => {
+            let mut w = World::new(39);
+            let id = w.subscribe(&["load.created"]);
+            let auth = bearer(ADMIN);
+            w.sim
+                .request(
+                    "POST",
+                    &format!("/internal/v1/subscriptions/{id}/disable"),
+                    &[("authorization", &auth), ("content-type", "text/plain")],
+                    b"reason=maintenance",
+                )
+                .expect("runs")
+        }
+        "POST /internal/v1/subscriptions/{id}/disable 422 invalidReason" => {
+            let mut w = World::new(38);
+            let id = w.subscribe(&["load.created"]);
+            let invalid =
+                doc.request_example("POST", "/internal/v1/subscriptions/{id}/disable", "invalid");
+            w.operator_json(
+                &format!("/internal/v1/subscriptions/{id}/disable"),
+                &invalid,
+            )
+        }
         "GET /v1/webhooks/{id} 404 notFound" => {
             World::new(10).partner("GET", &format!("/v1/webhooks/{SAMPLE_SUB}"))
         }
@@ -243,7 +329,9 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             let mut w = World::new(23);
             let id = w.subscribe(&["load.created"]);
             let path = format!("/internal/v1/subscriptions/{id}/disable");
-            let first = w.operator("POST", &path);
+            let reason =
+                doc.request_example("POST", "/internal/v1/subscriptions/{id}/disable", "reason");
+            let first = w.operator_json(&path, &reason);
             if key.contains(" 200 ") {
                 first
             } else {

@@ -178,6 +178,18 @@ impl World {
         World { sim, key }
     }
 
+    /// As [`World::new`], with a cap of one subscription per client.
+    fn at_cap_of_one(seed: u64) -> World {
+        let mut sim = sim_with(seed, &[("subscription_limit", "1")]);
+        let key = issue_key(&mut sim, "acme");
+        World { sim, key }
+    }
+
+    /// An operator `POST` with a JSON body.
+    fn operator_json(&mut self, path: &str, body: &Value) -> HttpResponse {
+        operator_post_json(&mut self.sim, path, body)
+    }
+
     fn create(&mut self, body: &Value, extra: &[(&str, &str)]) -> HttpResponse {
         create_with(&mut self.sim, &self.key, body, extra)
     }

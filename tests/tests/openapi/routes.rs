@@ -14,6 +14,7 @@ fn served_paths() -> Vec<String> {
         "/healthz".to_owned(),
         "/v1/webhooks".to_owned(),
         format!("/v1/webhooks/{SAMPLE_SUB}"),
+        format!("/v1/webhooks/{SAMPLE_SUB}/enable"),
         "/internal/v1/settings".to_owned(),
         "/internal/v1/clients/acme/keys".to_owned(),
         format!("/internal/v1/clients/acme/keys/{SAMPLE_KEY}"),
@@ -21,6 +22,7 @@ fn served_paths() -> Vec<String> {
         "/internal/v1/tick".to_owned(),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/disable"),
+        format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/deliveries"),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}"),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}/replay"),
@@ -28,7 +30,7 @@ fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-const VARIANTS: usize = 13;
+const VARIANTS: usize = 15;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -48,6 +50,8 @@ fn variant(route: &Route) -> usize {
         Route::SubscriptionDeliveries(_) => 10,
         Route::Delivery(_) => 11,
         Route::Replay(_) => 12,
+        Route::WebhookEnable(_) => 13,
+        Route::EnableSubscription(_) => 14,
     }
 }
 

@@ -73,7 +73,7 @@ fn anchored(schema: &Value) -> Value {
 }
 
 /// A response of the document that names its schema by `$ref` and nests others (`data` is a
-/// `Subscription`-like object with `additionalProperties: false`, a patterned id, a `const`,
+/// `Subscription`-like object with `additionalProperties: false`, a patterned id, an enum,
 /// an integer time with a minimum): its example conforms, and each kind of violation is
 /// reported, at its place.
 #[test]
@@ -133,9 +133,9 @@ fn the_schema_check_reports_each_kind_of_violation() {
         &|v| v["requestId"] = json!("req_0123456789abcdef012345670"),
         &["$/requestId", "does not match"],
     );
-    // A const, an enum (the event types), a minimum.
+    // Enums (the status, the event types), a minimum.
     violates(
-        &|v| v["data"]["status"] = json!("disabled"),
+        &|v| v["data"]["status"] = json!("paused"),
         &["$/data/status"],
     );
     violates(

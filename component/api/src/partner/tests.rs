@@ -314,3 +314,93 @@ fn paging_walks_every_active_subscription_once_in_creation_order() {
         [ids[..2].to_vec(), ids[2..4].to_vec(), ids[4..].to_vec()]
     );
 }
+
+/// #24 point 11: an idempotent create replayed after its subscription was deleted is a 409
+/// `subscription_deleted`, without the secret; replayed after another disable it says
+/// `disabled` (the owner may enable it again), never `active`.
+#[test]
+fn a_create_replayed_after_a_delete_is_409_and_after_a_disable_says_disabled() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(9));
+    let env = Env::new(1_000, &kv, &settings, &entropy);
+    let req = |key: &str| {
+        Request::new("POST", "/v1/webhooks")
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(r#"{"url":"https://h.example.com/x","eventTypes":["load.created"]}"#)
+    };
+    let id_of = |resp: &Response| -> String {
+        let v: Value = serde_json::from_slice(&resp.body).expect("json");
+        v["data"]["id"].as_str().expect("id").to_owned()
+    };
+    let first = create(&env, &req("gone"), "acme", "req_1").expect("create");
+    let deleted = id_of(&first);
+    delete(&env, &deleted, "acme", "req_2").expect("delete");
+    let err = create(&env, &req("gone"), "acme", "req_3").expect_err("deleted");
+    assert_eq!((err.status, err.code), (409, "subscription_deleted"));
+    assert!(!err.message.contains("whsec_"));
+    let second = create(&env, &req("off"), "acme", "req_4").expect("create");
+    let off = id_of(&second);
+    edgehook_delivery::disable(&env, &off, "gone")
+        .expect("disable")
+        .expect("active");
+    let replay = create(&env, &req("off"), "acme", "req_5").expect("replay");
+    let v: Value = serde_json::from_slice(&replay.body).expect("json");
+    assert_eq!(replay.status, 201);
+    assert_eq!(
+        (v["data"]["id"].as_str(), v["data"]["status"].as_str()),
+        (Some(off.as_str()), Some("disabled"))
+    );
+}
+
+/// #24 point 1: the owner reads its subscription active or disabled (state, reason, since
+/// when, failure streak; never the secret); a deleted one, another client's and an unknown
+/// id are the same 404. Point 2: the owner enables a disabled one again.
+#[test]
+fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(10));
+    let env = Env::new(1_000, &kv, &settings, &entropy);
+    let id = create_one(&env, 0).expect("create");
+    let read = |env: &Env<'_, MemoryKv>, client: &str| -> Result<Value, ApiError> {
+        let resp = get(env, &id, client, "req_r")?;
+        Ok(serde_json::from_slice(&resp.body).expect("json"))
+    };
+    let v = read(&env, "acme").expect("active");
+    assert_eq!(v["data"]["status"], "active");
+    assert_eq!(v["data"]["disabledReason"], Value::Null);
+    assert_eq!(v["data"]["consecutiveFailures"], 0);
+    let later = Env::new(7_000, &kv, &settings, &entropy);
+    edgehook_delivery::disable(&later, &id, "repeated_failures")
+        .expect("disable")
+        .expect("active");
+    let v = read(&env, "acme").expect("disabled");
+    assert_eq!(v["data"]["status"], "disabled");
+    assert_eq!(v["data"]["disabledReason"], "repeated_failures");
+    assert_eq!(v["data"]["disabledAt"], 7_000);
+    assert!(v["data"].get("signingSecret").is_none());
+    assert_eq!(read(&env, "globex").expect_err("other").status, 404);
+    assert!(list_ids(&env).is_empty(), "list shows active ones");
+    let enabled = enable(&env, &id, "acme", "req_e").expect("enable");
+    let v: Value = serde_json::from_slice(&enabled.body).expect("json");
+    assert_eq!(v["data"]["status"], "active");
+    assert_eq!(list_ids(&env), vec![id.clone()]);
+    assert_eq!(
+        enable(&env, &id, "acme", "req_e").expect("again").status,
+        200
+    );
+    assert_eq!(
+        enable(&env, &id, "globex", "req_e")
+            .expect_err("other")
+            .status,
+        404
+    );
+    delete(&env, &id, "acme", "req_d").expect("delete");
+    assert_eq!(read(&env, "acme").expect_err("deleted").status, 404);
+    assert_eq!(
+        enable(&env, &id, "acme", "req_e")
+            .expect_err("deleted")
+            .status,
+        404
+    );
+}

@@ -67,8 +67,21 @@ impl Model {
             {
                 // 413: the shell cut the body (`@truncated`); 415: not declared JSON.
                 assert!(
-                    matches!(reply.status, 413 | 415) || (reply.status == 503 && faulted),
+                    matches!(reply.status, 413 | 415)
+                        || (reply.status == 503 && faulted)
+                        || (reply.code() == Some("subscription_deleted") && self.deleted(&c.data)),
                     "a retry of a completed create was not replayed: {}",
+                    what()
+                );
+            }
+            if reply.code() == Some("subscription_deleted") {
+                // Only a create whose subscription was deleted (or a faulted one the model
+                // cannot follow) answers this.
+                assert!(
+                    earlier.as_ref().is_some_and(|c| self.deleted(&c.data))
+                        || self.unfinished.contains_key(&key)
+                        || self.maybe_created.contains_key(&key),
+                    "409 subscription_deleted for a key whose subscription is not deleted: {}",
                     what()
                 );
             }
@@ -142,7 +155,18 @@ impl Model {
                     "a 201 for another body under a used Idempotency-Key: {}",
                     what()
                 );
-                assert_eq!(&c.data, data, "a replay answered other data: {}", what());
+                // The stored response, with the subscription's status as it is now.
+                assert_eq!(
+                    without_status(&c.data),
+                    without_status(data),
+                    "a replay answered other data: {}",
+                    what()
+                );
+                let disabled = self.subs.get(id).is_some_and(|s| s.disabled);
+                if disabled || !self.maybe_auto_disabled {
+                    let expected = if disabled { "disabled" } else { "active" };
+                    assert_eq!(data["status"], expected, "{}", what());
+                }
             }
             (Some(k), None) if replayed && !self.subs.contains_key(id) => {
                 // The response a faulted create stored before its fault (its subscription's
@@ -171,8 +195,10 @@ impl Model {
                 // Only a record a faulted request may have left in place can be replayed.
                 let old = self.maybe_created.remove(k);
                 assert!(
-                    old.as_ref()
-                        .is_some_and(|c| now < c.at + IDEMPOTENCY_TTL_MS && &c.data == data),
+                    old.as_ref().is_some_and(|c| {
+                        now < c.at + IDEMPOTENCY_TTL_MS
+                            && without_status(&c.data) == without_status(data)
+                    }),
                     "a replay of nothing: {}",
                     what()
                 );
@@ -232,6 +258,7 @@ impl Model {
                 url: url.to_owned(),
                 event_types,
                 disabled: false,
+                deleted: false,
             },
         );
         let at = self
@@ -270,6 +297,9 @@ impl Model {
                 what()
             );
             assert_eq!(item["status"], "active", "{}", what());
+            if self.unordered.contains(id) {
+                continue;
+            }
             let position = self.order.iter().position(|o| o == id);
             assert!(
                 position > last_position,
@@ -295,7 +325,47 @@ impl Model {
         }
     }
 
-    /// `GET` / `DELETE /v1/webhooks/{id}`.
+    /// Whether the subscription a create's `data` names is known to be deleted.
+    fn deleted(&self, data: &Value) -> bool {
+        data["id"]
+            .as_str()
+            .and_then(|id| self.subs.get(id))
+            .is_some_and(|s| s.deleted)
+    }
+
+    /// `GET /v1/webhooks/{id}`: the owner reads its subscription, active or disabled, but
+    /// not once deleted.
+    pub(super) fn on_read(
+        &self,
+        reply: &Reply,
+        client: &str,
+        id: &str,
+        faulted: bool,
+        what: &dyn Fn() -> String,
+    ) {
+        let known = self.subs.get(id);
+        let readable = known.is_some_and(|s| s.client == client && !s.deleted);
+        if reply.status == 200 {
+            assert!(
+                readable,
+                "read a subscription not its own or deleted: {}",
+                what()
+            );
+            assert_eq!(reply.body["data"]["id"].as_str(), Some(id), "{}", what());
+            assert!(
+                reply.body["data"].get("signingSecret").is_none(),
+                "{}",
+                what()
+            );
+            if known.is_some_and(|s| s.disabled) {
+                assert_eq!(reply.body["data"]["status"], "disabled", "{}", what());
+            }
+        } else if readable && !faulted {
+            panic!("an own subscription could not be read: {}", what());
+        }
+    }
+
+    /// `DELETE /v1/webhooks/{id}`.
     pub(super) fn on_own(
         &self,
         reply: &Reply,
@@ -325,4 +395,13 @@ impl Model {
             );
         }
     }
+}
+
+/// A create's `data` without its `status` (a replay shows the status as it is now).
+fn without_status(data: &Value) -> Value {
+    let mut data = data.clone();
+    if let Some(o) = data.as_object_mut() {
+        o.remove("status");
+    }
+    data
 }
