@@ -341,3 +341,69 @@ fn an_enable_cut_short_at_any_store_operation_is_retried_to_one_active_subscript
     }
     assert!(cut_short > 5, "cut short at each step: {cut_short}");
 }
+
+/// #24 points 1 and 6: `GET /v1/webhooks?status=disabled` lists the owner's disabled
+/// subscriptions (with reason and since when; not the deleted ones, not other clients'),
+/// and the operator's `GET /internal/v1/subscriptions?status=disabled` every client's,
+/// deleted ones included, cursor-paged, in the order they were disabled.
+#[test]
+fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_operator() {
+    let mut sim = sim(46);
+    let acme = issue_key(&mut sim, "acme");
+    let globex = issue_key(&mut sim, "globex");
+    let a = create_id(&mut sim, &acme, URL, &["load.created"]);
+    let b = create_id(&mut sim, &acme, URL, &["load.created"]);
+    let c = create_id(&mut sim, &acme, URL, &["load.created"]);
+    let g = create_id(&mut sim, &globex, URL, &["load.created"]);
+    for id in [&c, &g, &a] {
+        let path = format!("/internal/v1/subscriptions/{id}/disable");
+        assert_eq!(call(&mut sim, "POST", &path, ADMIN).status, 200);
+    }
+    assert_eq!(
+        call(&mut sim, "DELETE", &format!("/v1/webhooks/{b}"), &acme).status,
+        200
+    );
+    let mine = "/v1/webhooks?status=disabled&limit=1";
+    assert_eq!(paged_ids(&mut sim, mine, &acme), [c.clone(), a.clone()]);
+    assert_eq!(paged_ids(&mut sim, mine, &globex), vec![g.clone()]);
+    assert!(
+        list_ids(&mut sim, &acme).is_empty(),
+        "the default is active ones"
+    );
+    let page = call(&mut sim, "GET", "/v1/webhooks?status=disabled", &acme).json();
+    assert_eq!(page["data"][0]["disabledReason"], "operator");
+    assert!(page["data"][0]["disabledAt"].as_u64().is_some());
+    assert!(!page.to_string().contains("whsec_"));
+    let all = "/internal/v1/subscriptions?status=disabled&limit=2";
+    assert_eq!(
+        paged_ids(&mut sim, all, ADMIN),
+        [c.clone(), g, a.clone(), b]
+    );
+    // Enabled: out of both lists.
+    assert_eq!(
+        call(&mut sim, "POST", &format!("/v1/webhooks/{a}/enable"), &acme).status,
+        200
+    );
+    assert_eq!(paged_ids(&mut sim, mine, &acme), [c]);
+    assert!(!paged_ids(&mut sim, all, ADMIN).contains(&a));
+    assert_error(
+        &call(&mut sim, "GET", "/v1/webhooks?status=paused", &acme),
+        422,
+        "validation_failed",
+    );
+    assert_error(
+        &call(
+            &mut sim,
+            "GET",
+            "/internal/v1/subscriptions?status=active",
+            ADMIN,
+        ),
+        422,
+        "validation_failed",
+    );
+    assert_error(
+        &call(&mut sim, "GET", "/internal/v1/subscriptions", &acme),
+        401,
+        "unauthorized",
+    );
+}

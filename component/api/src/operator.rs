@@ -189,6 +189,33 @@ fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, A
     subscriptions::load(env, id)?.ok_or_else(|| ApiError::not_found("Subscription"))
 }
 
+/// `GET /internal/v1/subscriptions?status=disabled`: every client's disabled subscriptions
+/// (deleted ones included), in the order they were disabled, with their reason and since
+/// when; paged like the partner list (`limit`, `cursor`). Only `status=disabled` (the
+/// default) is listed: there is no index of every active subscription across clients.
+pub fn subscriptions_list<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let (limit, after) = partner::list_params(req)?;
+    match req.query_param("status") {
+        Ok(None) => {}
+        Ok(Some(s)) if s == "disabled" => {}
+        _ => {
+            return Err(ApiError::validation(vec![FieldError::new(
+                "status",
+                "invalid_status",
+                "status must be disabled (the operator lists disabled subscriptions)",
+            )]));
+        }
+    }
+    let (found, has_more) = subscriptions::disabled_page(env, None, limit, after)?;
+    let data: Vec<Value> = found.iter().map(|(_, s)| s.operator_json()).collect();
+    let last = found.last().map(|(seq, _)| *seq);
+    Ok(partner::page_json(&data, has_more, last, request_id))
+}
+
 /// `GET /internal/v1/subscriptions/{id}`: any client's subscription, with its state and
 /// disable reason (never its secret).
 pub fn subscription<K: Kv>(

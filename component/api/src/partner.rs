@@ -384,8 +384,55 @@ pub fn delete<K: Kv>(
     }
 }
 
+/// Whether a list asks for `status=disabled` (`status=active`, the default, or nothing:
+/// `false`); anything else is a 422 naming `status`.
+pub fn wants_disabled(req: &Request) -> Result<bool, ApiError> {
+    match req.query_param("status") {
+        Ok(None) => Ok(false),
+        Ok(Some(s)) if s == "active" => Ok(false),
+        Ok(Some(s)) if s == "disabled" => Ok(true),
+        _ => Err(ApiError::validation(vec![FieldError::new(
+            "status",
+            "invalid_status",
+            "status must be active or disabled",
+        )])),
+    }
+}
+
+/// A list page's JSON: `{"data": [...], "hasMore", "nextCursor", "requestId"}`.
+pub fn page_json<T: Serialize>(
+    data: &[T],
+    has_more: bool,
+    last_seq: Option<u64>,
+    request_id: &str,
+) -> Response {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Page<'a, T> {
+        data: &'a [T],
+        has_more: bool,
+        next_cursor: Option<String>,
+        request_id: &'a str,
+    }
+    let next_cursor = match last_seq {
+        Some(seq) if has_more => Some(format!("cur_{seq:x}")),
+        _ => None,
+    };
+    Response::json(
+        200,
+        &Page {
+            data,
+            has_more,
+            next_cursor,
+            request_id,
+        },
+    )
+}
+
 /// `GET /v1/webhooks`: the caller's active subscriptions in creation order, paged (the
-/// items as the client index stores them; see [`subscriptions::list`]).
+/// items as the client index stores them; see [`subscriptions::list`]); with
+/// `status=disabled`, its disabled ones (not the deleted) in the order they were disabled,
+/// each as a read shows it.
 pub fn list<K: Kv>(
     env: &Env<'_, K>,
     req: &Request,
@@ -393,6 +440,15 @@ pub fn list<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let (limit, after) = list_params(req)?;
+    if wants_disabled(req)? {
+        let (found, has_more) = subscriptions::disabled_page(env, Some(client_id), limit, after)?;
+        let data: Vec<_> = found
+            .iter()
+            .map(|(_, s)| subscriptions::partner_detail(s))
+            .collect();
+        let last = found.last().map(|(seq, _)| *seq);
+        return Ok(page_json(&data, has_more, last, request_id));
+    }
     let (found, has_more) = subscriptions::list_page(env, client_id, limit, after)?;
     // `{"data": [...], "hasMore", "nextCursor", "requestId"}`, the items as stored.
     let items = found.iter().map(Listed::view);

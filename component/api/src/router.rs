@@ -38,6 +38,8 @@ pub enum Route {
     Events,
     /// `/internal/v1/tick`: run due attempts (operator; for cron-driven hosts).
     Tick,
+    /// `/internal/v1/subscriptions`: every client's disabled subscriptions (operator).
+    OperatorSubscriptions,
     /// `/internal/v1/subscriptions/{id}`: read any subscription (operator).
     OperatorSubscription(String),
     /// `/internal/v1/subscriptions/{id}/disable` (operator).
@@ -70,6 +72,7 @@ impl Route {
             }
             ["internal", "v1", "events"] => Route::Events,
             ["internal", "v1", "tick"] => Route::Tick,
+            ["internal", "v1", "subscriptions"] => Route::OperatorSubscriptions,
             ["internal", "v1", "subscriptions", id] => {
                 Route::OperatorSubscription((*id).to_owned())
             }
@@ -94,6 +97,7 @@ impl Route {
         match self {
             Route::Health
             | Route::OperatorSettings
+            | Route::OperatorSubscriptions
             | Route::OperatorSubscription(_)
             | Route::SubscriptionDeliveries(_)
             | Route::Delivery(_) => &["GET"],
@@ -209,6 +213,7 @@ fn dispatch<K: Kv>(
             Route::ClientKeys(client) => operator::issue_key(env, &client, request_id),
             Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
             Route::Tick => Ok(operator::tick(env, sender, request_id)),
+            Route::OperatorSubscriptions => operator::subscriptions_list(env, req, request_id),
             Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
             Route::DisableSubscription(id) => {
                 operator::disable_subscription(env, req, &id, request_id)

@@ -68,6 +68,12 @@ pub struct Subscription {
     /// The number of its entry in each event type's fan-out index, in the order of
     /// `event_types` (so a delete removes exactly those entries).
     pub fanout_seqs: Vec<u64>,
+    /// While disabled (since format 0xB2): the number of its entry in the client's list of
+    /// disabled subscriptions (`None` for a deleted one, which its owner no longer sees),
+    /// and in the operator's list of every disabled subscription. Readers of those lists
+    /// show an entry only if the record names it, so entries left by an earlier disable
+    /// (the subscription was enabled since) are skipped.
+    pub disabled_entries: (Option<u64>, Option<u64>),
 }
 
 impl Subscription {
@@ -86,12 +92,13 @@ impl Subscription {
         })
     }
 
-    /// The stored record: `SUBSCRIPTION_V1` (0xB1), then every field in declaration order
+    /// The stored record: `SUBSCRIPTION_V2` (0xB2), then every field in declaration order
     /// (see [`edgehook_storage::codec`]; a list is its length, then its items). A record is written
     /// twice by a create and read by every fan-out, so it is copied rather than escaped.
+    /// `SUBSCRIPTION_V1` (0xB1), still read, is the same without `disabled_entries`.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new(
-            SUBSCRIPTION_V1,
+            SUBSCRIPTION_V2,
             128 + self.url.len() + 24 * self.event_types.len(),
         );
         w.str(&self.id)
@@ -105,7 +112,9 @@ impl Subscription {
             .opt(self.disabled_at, Writer::u64)
             .u64(self.seq)
             .u32(self.consecutive_failures)
-            .list(&self.fanout_seqs, |w, n| w.u64(*n));
+            .list(&self.fanout_seqs, |w, n| w.u64(*n))
+            .opt(self.disabled_entries.0, Writer::u64)
+            .opt(self.disabled_entries.1, Writer::u64);
         w.finish()
     }
 
@@ -115,7 +124,10 @@ impl Subscription {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
-        let mut r = Reader::new(bytes, SUBSCRIPTION_V1)?;
+        let (mut r, v2) = match Reader::new(bytes, SUBSCRIPTION_V2) {
+            Some(r) => (r, true),
+            None => (Reader::new(bytes, SUBSCRIPTION_V1)?, false),
+        };
         let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
         let event_types = r.list(4, Reader::str)?;
         let signing_secret = Secret(r.str()?);
@@ -126,6 +138,10 @@ impl Subscription {
         let seq = r.u64()?;
         let consecutive_failures = r.u32()?;
         let fanout_seqs = r.list(8, Reader::u64)?;
+        let disabled_entries = match v2 {
+            true => (r.opt(Reader::u64)?, r.opt(Reader::u64)?),
+            false => (None, None),
+        };
         r.end()?;
         Some(Subscription {
             id,
@@ -140,11 +156,14 @@ impl Subscription {
             seq,
             consecutive_failures,
             fanout_seqs,
+            disabled_entries,
         })
     }
 }
 
 /// The first byte of a subscription record ([`Subscription::encode`]): its format's version.
+const SUBSCRIPTION_V2: u8 = 0xB2;
+/// The format before `disabled_entries` (read, no longer written).
 const SUBSCRIPTION_V1: u8 = 0xB1;
 
 impl Status {
@@ -181,6 +200,7 @@ mod tests {
             seq: 42,
             consecutive_failures: 5,
             fanout_seqs: vec![3, 9],
+            disabled_entries: (Some(4), Some(11)),
         }
     }
 
@@ -202,7 +222,7 @@ mod tests {
         };
         for sub in [full, empty, active] {
             let bytes = sub.encode();
-            assert_eq!(bytes[0], SUBSCRIPTION_V1);
+            assert_eq!(bytes[0], SUBSCRIPTION_V2);
             assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
         }
     }
@@ -253,6 +273,27 @@ mod tests {
             "an absurd list length"
         );
         assert!(Subscription::decode(b"not json").is_err());
+    }
+
+    /// A record of format 0xB1 (before `disabled_entries`) still reads, as not listed in
+    /// the lists of disabled subscriptions.
+    #[test]
+    fn a_subscription_record_of_the_format_before_reads_back() {
+        let sub = Subscription {
+            disabled_entries: (None, None),
+            ..sample()
+        };
+        let v2 = sub.encode();
+        // 0xB1 is 0xB2 without its last two fields (two `None`s: one tag byte each).
+        let mut v1 = v2[..v2.len() - 2].to_vec();
+        v1[0] = SUBSCRIPTION_V1;
+        assert_eq!(Subscription::decode(&v1).expect("decode"), sub);
+        let mut damaged = v2.clone();
+        damaged[0] = SUBSCRIPTION_V1;
+        assert!(
+            Subscription::decode(&damaged).is_err(),
+            "0xB1 has no trailing fields"
+        );
     }
 
     /// Only the binary format is read: a record in the JSON no release wrote is damage.

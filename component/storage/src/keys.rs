@@ -14,6 +14,12 @@
 //!   cursors.
 //! - `client:{client id}:live` — a counter of the client's live subscriptions, checked
 //!   against the subscription cap.
+//! - `client:{client id}:disabled:...` — an append log of the client's disabled
+//!   subscriptions (ids, in the order they were disabled; deleted ones are not in it), for
+//!   `GET /v1/webhooks?status=disabled`; `disabled:...` — an append log of every disabled
+//!   subscription (ids), for the operator's `GET /internal/v1/subscriptions?status=disabled`.
+//!   Written by a disable before its commit point; an entry counts only while the
+//!   subscription record names it (see `subscriptions`).
 //! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record: the request's
 //!   fingerprint and the response to replay, without the signing secret (a replay reads it
@@ -144,6 +150,14 @@ pub fn client_subscriptions(client_id: &str) -> Key {
 pub fn client_live(client_id: &str) -> Key {
     owned(format!("client:{client_id}:live"))
 }
+
+/// Prefix of a client's list of disabled subscriptions (an append log).
+pub fn client_disabled(client_id: &str) -> Key {
+    owned(format!("client:{client_id}:disabled"))
+}
+
+/// Prefix of the append log of every disabled subscription (operator).
+pub const DISABLED_LOG: Key = Key::fixed("disabled");
 
 /// Prefix of the fan-out index of one event type (an append log).
 pub fn fanout(event_type: &str) -> Key {

@@ -62,6 +62,7 @@ pub fn create_pending<K: Kv>(
         seq,
         consecutive_failures: 0,
         fanout_seqs,
+        disabled_entries: (None, None),
     };
     let pending = sub.encode();
     env.kv.set(&keys::subscription(&id), &pending)?;

@@ -1,10 +1,12 @@
 //! Disabling a subscription (a delete, a `410 Gone`, a failure streak, an operator): the
-//! client-index entry is marked `Leaving`, the record flips to `disabled` (the commit
-//! point), then its index entries go and its slot is given back, best effort.
+//! client-index entry is marked `Leaving`, the lists of disabled subscriptions get an entry
+//! (the client's, unless it is a delete, and the operator's), the record flips to
+//! `disabled` naming those entries (the commit point), then its index entries go and its
+//! slot is given back, best effort.
 
 use crate::cap::give_back_slot;
-use crate::index::{Listing, client_index, fanout_index, set_listing};
-use crate::{ApiError, Env, Kv, Status, Subscription};
+use crate::index::{Listing, append_one, client_index, disabled_log, fanout_index, set_listing};
+use crate::{ApiError, DELETED, Env, Kv, Status, Subscription};
 use edgehook_model::ids::IdKind;
 use edgehook_storage::keys;
 use edgehook_storage::kv::CAS_ATTEMPTS;
@@ -32,6 +34,18 @@ pub fn disable<K: Kv>(
         }
         // The client-index entry is marked before the record flips (see [`Listing`]).
         set_listing(env, &sub, |_| true, Listing::Leaving)?;
+        // The lists of disabled subscriptions get their entries before the record names
+        // them: an entry the record does not name (this swap failed) is skipped by readers.
+        let client_entry = match reason == DELETED {
+            true => None,
+            false => Some(append_one(
+                env,
+                &disabled_log(Some(&sub.client_id)),
+                sub.id.as_bytes(),
+            )?),
+        };
+        let log_entry = append_one(env, &disabled_log(None), sub.id.as_bytes())?;
+        sub.disabled_entries = (client_entry, Some(log_entry));
         sub.status = Status::Disabled;
         sub.disabled_reason = Some(reason.to_owned());
         sub.disabled_at = Some(env.now_ms);

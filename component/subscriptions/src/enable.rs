@@ -15,7 +15,7 @@ use crate::cap::{give_back_slot, take_slot};
 use crate::create::make_live;
 use crate::disable::remove_from_indexes;
 use crate::index::{
-    Listing, PartnerView, append_one, client_index, encode_index_item, fanout_index,
+    Listing, PartnerView, append_one, client_index, disabled_log, encode_index_item, fanout_index,
 };
 use crate::{ApiError, DELETED, Env, Kv, Status, Subscription};
 use edgehook_model::ids::IdKind;
@@ -72,8 +72,11 @@ pub fn enable<K: Kv>(
         // The commit point: only if the record is still the one read above.
         let swapped = env.kv.cas_swap(cas, &enabled.encode());
         if let Ok(true) = swapped {
-            // Committed; best effort, as after a create (list checks a `Joining` entry).
+            // Committed; best effort, as after a create (list checks a `Joining` entry), and
+            // the entries in the lists of disabled subscriptions (readers skip entries the
+            // record does not name).
             let _ = make_live(env, &enabled);
+            let _ = leave_disabled_lists(env, &sub);
             return Ok(Some(Enabled::Now(enabled)));
         }
         // Not committed (or not known to be: a swap that reported an error may have
@@ -82,6 +85,7 @@ pub fn enable<K: Kv>(
         match crate::load::load(env, id) {
             Ok(Some(now)) if now.seq == enabled.seq && now.status == Status::Active => {
                 let _ = make_live(env, &now);
+                let _ = leave_disabled_lists(env, &sub);
                 return Ok(Some(Enabled::Now(now)));
             }
             _ => {
@@ -94,6 +98,18 @@ pub fn enable<K: Kv>(
     Err(ApiError::store_unavailable(
         "the subscription kept changing",
     ))
+}
+
+/// Removes the entries of `sub` (as it was disabled) from the lists of disabled
+/// subscriptions.
+fn leave_disabled_lists<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<(), ApiError> {
+    if let Some(seq) = sub.disabled_entries.0 {
+        disabled_log(Some(&sub.client_id)).remove(env.kv, seq)?;
+    }
+    if let Some(seq) = sub.disabled_entries.1 {
+        disabled_log(None).remove(env.kv, seq)?;
+    }
+    Ok(())
 }
 
 /// Appends the entries of `sub` (disabled) to the fan-out and client indexes; returns the
@@ -125,6 +141,7 @@ fn add_entries<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<Subscripti
         consecutive_failures: 0,
         seq,
         fanout_seqs,
+        disabled_entries: (None, None),
         ..sub.clone()
     })
 }

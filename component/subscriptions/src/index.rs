@@ -97,6 +97,16 @@ pub(crate) fn set_listing<K: Kv>(
     Ok(())
 }
 
+/// A client's disabled subscriptions (ids, in the order they were disabled; not the
+/// deleted ones), and every client's (`client_id` `None`, for the operator).
+pub(crate) fn disabled_log(client_id: Option<&str>) -> AppendLog {
+    let prefix = match client_id {
+        Some(c) => keys::client_disabled(c),
+        None => keys::DISABLED_LOG,
+    };
+    AppendLog::with_page_size(prefix, INDEX_PAGE)
+}
+
 /// The ids of subscriptions listening to one event type.
 pub(crate) fn fanout_index(event_type: &str) -> AppendLog {
     AppendLog::with_page_size(keys::fanout(event_type), INDEX_PAGE)

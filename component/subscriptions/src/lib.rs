@@ -25,6 +25,7 @@
 pub mod cap;
 pub mod create;
 pub mod disable;
+pub mod disabled;
 pub mod enable;
 pub mod index;
 pub mod list;
@@ -32,6 +33,7 @@ pub mod load;
 
 pub use create::{NewSubscription, activate, create_pending};
 pub use disable::disable;
+pub use disabled::disabled_page;
 pub use edgehook_records::subscription::{Secret, Status, Subscription};
 pub use enable::{Enabled, enable};
 pub use index::{PartnerDetail, PartnerView, partner_detail, partner_view};

@@ -190,3 +190,91 @@ fn paging_skips_creates_cut_short_without_shortening_a_page() {
     assert_eq!(page(&env, 8, 0).0, ids);
     assert!(!page(&env, 8, 0).1);
 }
+
+fn disabled_ids(env: &Env<'_, MemoryKv>, client: Option<&str>, limit: usize) -> Vec<String> {
+    let (mut ids, mut after) = (Vec::new(), 0);
+    loop {
+        let (found, more) = disabled_page(env, client, limit, after).expect("page");
+        assert!(found.len() <= limit);
+        ids.extend(found.iter().map(|(_, s)| s.id.clone()));
+        match found.last() {
+            Some((seq, _)) if more => after = *seq,
+            _ => return ids,
+        }
+    }
+}
+
+/// #24 points 1 and 6: the owner's list of disabled subscriptions (not the deleted ones)
+/// and the operator's (every client's), in the order they were disabled, each subscription
+/// once; an enable takes it out, a disable again puts it last.
+#[test]
+fn the_lists_of_disabled_subscriptions_show_each_once_in_the_order_disabled() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(11));
+    let env = Env::new(1_000, &kv, &settings, &entropy);
+    let [a, b, c] = [0, 1, 2].map(|n| create_one(&env, n).expect("create"));
+    disable(&env, &a, None, "gone")
+        .expect("disable")
+        .expect("active");
+    disable(&env, &b, Some("acme"), DELETED)
+        .expect("delete")
+        .expect("active");
+    disable(&env, &c, None, "operator")
+        .expect("disable")
+        .expect("active");
+    for limit in [1, 2, 50] {
+        assert_eq!(
+            disabled_ids(&env, Some("acme"), limit),
+            [a.clone(), c.clone()]
+        );
+        assert_eq!(
+            disabled_ids(&env, None, limit),
+            [a.clone(), b.clone(), c.clone()]
+        );
+    }
+    assert!(disabled_ids(&env, Some("globex"), 50).is_empty());
+    enable(&env, &a, None).expect("enable").expect("found");
+    assert_eq!(disabled_ids(&env, Some("acme"), 50), vec![c.clone()]);
+    assert_eq!(disabled_ids(&env, None, 50), [b.clone(), c.clone()]);
+    disable(&env, &a, None, "gone")
+        .expect("disable")
+        .expect("active");
+    assert_eq!(disabled_ids(&env, Some("acme"), 1), [c.clone(), a.clone()]);
+    assert_eq!(disabled_ids(&env, None, 1), [b, c, a]);
+    // A page reads the list's counter, its pages and their records: three operations.
+    let ops = kv.ops();
+    disabled_page(&env, None, 2, 0).expect("page");
+    assert_eq!(kv.ops() - ops, 3, "O(page), one batch of records");
+}
+
+/// #24 "for every point": a disable cut short at any store operation leaves the lists of
+/// disabled subscriptions agreeing with the records (a subscription listed exactly when
+/// it is disabled, once).
+#[test]
+fn a_disable_cut_short_anywhere_lists_exactly_the_disabled_ones() {
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(12));
+    let env = Env::new(1_000, &kv, &settings, &entropy);
+    let mut cut_short = 0;
+    for n in 1.. {
+        let id = create_one(&env, n).expect("create");
+        kv.fail_at(Some(n as u64));
+        let done = disable(&env, &id, None, "operator");
+        kv.fail_at(None);
+        let disabled = load(&env, &id).expect("load").expect("record").status == Status::Disabled;
+        for client in [Some("acme"), None] {
+            let listed = disabled_ids(&env, client, 50);
+            let count = listed.iter().filter(|i| **i == id).count();
+            assert_eq!(
+                count,
+                usize::from(disabled),
+                "op {n}, {client:?}: {listed:?}"
+            );
+        }
+        match done {
+            Ok(_) => break,
+            Err(_) => cut_short += 1,
+        }
+    }
+    assert!(cut_short >= 5, "cut short at each step: {cut_short}");
+}

@@ -278,7 +278,12 @@ impl Model {
             }
             ("GET", ["v1", "webhooks"]) => {
                 if let Some(client) = &client {
-                    self.on_list(reply, client, &what);
+                    match req.query_param("status") {
+                        Ok(Some(s)) if s == "disabled" => {
+                            self.on_list_disabled(reply, client, &what)
+                        }
+                        _ => self.on_list(reply, client, &what),
+                    }
                 }
             }
             ("GET", ["v1", "webhooks", id]) => {

@@ -286,3 +286,22 @@ pub fn operator_post_json(sim: &mut Simulation, path: &str, body: &Value) -> Htt
     )
     .expect("request runs")
 }
+
+/// The ids of every page of a cursor-paged list, from `path` (which carries its query,
+/// e.g. `?status=disabled&limit=1`), with `key` (an API key or the admin token).
+pub fn paged_ids(sim: &mut Simulation, path: &str, key: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut next = path.to_owned();
+    loop {
+        let resp = call(sim, "GET", &next, key);
+        assert_eq!(resp.status, 200, "{next}: {}", resp.json());
+        let body = resp.json();
+        for item in body["data"].as_array().expect("data array") {
+            ids.push(item["id"].as_str().expect("id").to_owned());
+        }
+        match body["nextCursor"].as_str() {
+            Some(c) => next = format!("{path}&cursor={c}"),
+            None => return ids,
+        }
+    }
+}

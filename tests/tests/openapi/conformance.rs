@@ -109,6 +109,34 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             }
             w.partner("GET", "/v1/webhooks?limit=1")
         }
+        "GET /v1/webhooks 200 disabledPage" => {
+            let mut w = World::new(40);
+            let id = w.subscribe(&["load.created", "load.status_changed"]);
+            w.subscribe(&["load.created"]);
+            let path = format!("/internal/v1/subscriptions/{id}/disable");
+            assert_eq!(w.operator("POST", &path).status, 200);
+            w.partner("GET", "/v1/webhooks?status=disabled")
+        }
+        "GET /v1/webhooks 422 badStatus" => {
+            World::new(41).partner("GET", "/v1/webhooks?status=paused")
+        }
+        "GET /internal/v1/subscriptions 200 firstPage" => {
+            let mut w = World::new(42);
+            let (a, b) = (
+                w.subscribe(&["load.created"]),
+                w.subscribe(&["load.created"]),
+            );
+            assert_eq!(
+                w.partner("DELETE", &format!("/v1/webhooks/{a}")).status,
+                200
+            );
+            let path = format!("/internal/v1/subscriptions/{b}/disable");
+            assert_eq!(w.operator("POST", &path).status, 200);
+            w.operator("GET", "/internal/v1/subscriptions?status=disabled&limit=1")
+        }
+        "GET /internal/v1/subscriptions 422 badStatus" => {
+            World::new(43).operator("GET", "/internal/v1/subscriptions?status=active")
+        }
         "GET /v1/webhooks 422 badLimit" => World::new(3).partner("GET", "/v1/webhooks?limit=0"),
         "POST /v1/webhooks 201 created" => World::new(4).create(&subscription(), &[]),
         "POST /v1/webhooks 400 invalidJson" => {

@@ -20,6 +20,7 @@ fn served_paths() -> Vec<String> {
         format!("/internal/v1/clients/acme/keys/{SAMPLE_KEY}"),
         "/internal/v1/events".to_owned(),
         "/internal/v1/tick".to_owned(),
+        "/internal/v1/subscriptions".to_owned(),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/disable"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
@@ -30,7 +31,7 @@ fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-const VARIANTS: usize = 15;
+const VARIANTS: usize = 16;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -52,6 +53,7 @@ fn variant(route: &Route) -> usize {
         Route::Replay(_) => 12,
         Route::WebhookEnable(_) => 13,
         Route::EnableSubscription(_) => 14,
+        Route::OperatorSubscriptions => 15,
     }
 }
 

@@ -139,6 +139,7 @@ pub(super) fn active_subscription(kv: &MemoryKv) -> String {
         seq: 1,
         consecutive_failures: 0,
         fanout_seqs: vec![1],
+        disabled_entries: (None, None),
     };
     kv.set(&keys::subscription(&sub.id), &sub.encode())
         .expect("set");

@@ -48,6 +48,15 @@ fn assert_consistent(env: &Env<'_, MemoryKv>, id: &str, context: &str) {
         usize::from(active),
         "{context}: listed"
     );
+    for client in [Some("acme"), None] {
+        let (found, _) = disabled_page(env, client, 100, 0).expect("disabled");
+        let n = found.iter().filter(|(_, s)| s.id == id).count();
+        assert_eq!(
+            n,
+            usize::from(!active),
+            "{context}: in the disabled list {client:?}"
+        );
+    }
     for t in ["load.created", "load.updated"] {
         let listeners = fanout_ids(env, t).expect("fan-out");
         let n = count(listeners.clone());

@@ -325,6 +325,30 @@ impl Model {
         }
     }
 
+    /// `GET /v1/webhooks?status=disabled`: only the caller's, never a deleted one, each
+    /// `disabled` (the model may not know of an automatic disable, so an item it believes
+    /// active is allowed only if a tick may have disabled it), never a secret.
+    pub(super) fn on_list_disabled(&self, reply: &Reply, client: &str, what: &dyn Fn() -> String) {
+        if reply.status != 200 {
+            return;
+        }
+        for item in reply.body["data"].as_array().into_iter().flatten() {
+            let known = item["id"].as_str().and_then(|id| self.subs.get(id));
+            assert!(
+                known.is_some_and(|s| s.client == client && !s.deleted),
+                "listed as disabled a subscription not its own or deleted: {}",
+                what()
+            );
+            assert!(
+                known.is_some_and(|s| s.disabled) || self.maybe_auto_disabled,
+                "listed as disabled an active subscription: {}",
+                what()
+            );
+            assert_eq!(item["status"], "disabled", "{}", what());
+            assert!(item.get("signingSecret").is_none(), "{}", what());
+        }
+    }
+
     /// Whether the subscription a create's `data` names is known to be deleted.
     fn deleted(&self, data: &Value) -> bool {
         data["id"]
