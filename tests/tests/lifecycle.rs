@@ -407,3 +407,51 @@ fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_
         "unauthorized",
     );
 }
+
+/// #24 "for every point": an operator's disable through the component with the store
+/// failing at each operation in turn: 200 or 503, and the owner's read, list and disabled
+/// list and the operator's disabled list always agree with each other; a retry finishes.
+#[test]
+fn a_disable_cut_short_at_any_store_operation_leaves_every_list_agreeing() {
+    let mut cut_short = 0;
+    for n in 1.. {
+        let (mut sim, key, id) = acme_subscribed(47);
+        let path = format!("/internal/v1/subscriptions/{id}/disable");
+        let ops = sim.store().ops();
+        sim.store().set_faults(Faults {
+            fail_nth: Some(ops + n),
+            ..Faults::default()
+        });
+        let resp = operator_post_json(&mut sim, &path, &json!({"reason": "maintenance"}));
+        sim.store().set_faults(Faults::default());
+        let disabled = get(&mut sim, &key, &id)["status"] == "disabled";
+        let listed = list_ids(&mut sim, &key).contains(&id);
+        let mine = paged_ids(&mut sim, "/v1/webhooks?status=disabled&limit=10", &key);
+        let all = paged_ids(&mut sim, "/internal/v1/subscriptions?limit=10", ADMIN);
+        assert_eq!(listed, !disabled, "op {n}");
+        assert_eq!(
+            mine,
+            if disabled { vec![id.clone()] } else { vec![] },
+            "op {n}"
+        );
+        assert_eq!(all, mine, "op {n}");
+        match resp.status {
+            200 => {
+                assert!(disabled, "op {n}");
+                break;
+            }
+            503 => {
+                cut_short += 1;
+                if !disabled {
+                    let retry =
+                        operator_post_json(&mut sim, &path, &json!({"reason": "maintenance"}));
+                    assert_eq!(retry.status, 200, "op {n}: retried");
+                }
+                let mine = paged_ids(&mut sim, "/v1/webhooks?status=disabled&limit=10", &key);
+                assert_eq!(mine, vec![id.clone()], "op {n}: after the retry");
+            }
+            other => panic!("op {n}: {other} {}", resp.json()),
+        }
+    }
+    assert!(cut_short > 5, "cut short at each step: {cut_short}");
+}
