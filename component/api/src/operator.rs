@@ -350,3 +350,52 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Res
     let d = delivery::replay(env, id)?;
     Ok(Response::data(202, d.to_json(), request_id))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(content_type: Option<&str>, body: &str) -> Result<String, (u16, &'static str)> {
+        let mut req = Request::new("POST", "/internal/v1/subscriptions/x/disable").body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        disable_reason(&req).map_err(|e| {
+            let code = e.details.first().map_or(e.code, |d| d.code);
+            (e.status, code)
+        })
+    }
+
+    /// #24 point 2: an operator's disable takes an optional reason code; a bad one is a
+    /// 422 naming `reason` (and nothing is disabled: it is read before anything else).
+    #[test]
+    fn a_disable_reason_is_a_short_code_and_never_deleted() {
+        let json = Some("application/json");
+        assert_eq!(reason(None, ""), Ok("operator".to_owned()));
+        assert_eq!(reason(json, "{}"), Ok("operator".to_owned()));
+        assert_eq!(
+            reason(json, r#"{"reason":"abuse_report_2"}"#),
+            Ok("abuse_report_2".to_owned())
+        );
+        let long = format!(r#"{{"reason":"{}"}}"#, "a".repeat(64));
+        assert!(reason(json, &long).is_ok(), "64 characters");
+        let too_long = format!(r#"{{"reason":"{}"}}"#, "a".repeat(65));
+        for bad in [
+            r#"{"reason":"deleted"}"#,
+            r#"{"reason":""}"#,
+            r#"{"reason":"Maintenance"}"#,
+            r#"{"reason":"two words"}"#,
+            r#"{"reason":7}"#,
+            too_long.as_str(),
+        ] {
+            assert_eq!(reason(json, bad), Err((422, "invalid_reason")), "{bad}");
+        }
+        assert_eq!(reason(json, r#"{"why":"x"}"#), Err((422, "unknown_field")));
+        assert_eq!(reason(json, "[]"), Err((422, "invalid_type")));
+        assert_eq!(reason(json, "{"), Err((400, "invalid_json")));
+        assert_eq!(
+            reason(Some("text/plain"), "reason=x"),
+            Err((415, "unsupported_media_type"))
+        );
+    }
+}

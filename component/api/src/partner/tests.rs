@@ -404,3 +404,45 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
         404
     );
 }
+
+/// #24 point 1: list's `status` is `active` (the default) or `disabled`; anything else is a
+/// 422 naming `status`. With `disabled`, the page holds the caller's disabled ones (not the
+/// deleted), each as a read shows it.
+#[test]
+fn list_status_is_active_or_disabled() {
+    let wants = |q: &str| wants_disabled(&Request::new("GET", &format!("/v1/webhooks?{q}")));
+    assert_eq!(wants("").ok(), Some(false));
+    assert_eq!(wants("status=active").ok(), Some(false));
+    assert_eq!(wants("status=disabled").ok(), Some(true));
+    assert_eq!(
+        wants("status=disable%64").ok(),
+        Some(true),
+        "percent-decoded"
+    );
+    for bad in ["status=", "status=Disabled", "status=paused", "status=%zz"] {
+        let err = wants(bad).expect_err(bad);
+        assert_eq!((err.status, err.details[0].field.as_str()), (422, "status"));
+    }
+    let kv = MemoryKv::new();
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(12));
+    let env = Env::new(1_000, &kv, &settings, &entropy);
+    let [a, b] = [0, 1].map(|n| create_one(&env, n).expect("create"));
+    edgehook_delivery::disable(&env, &a, "gone").expect("disable");
+    delete(&env, &b, "acme", "req_d").expect("delete");
+    let resp = list(
+        &env,
+        &Request::new("GET", "/v1/webhooks?status=disabled"),
+        "acme",
+        "req_l",
+    )
+    .expect("list");
+    let v: Value = serde_json::from_slice(&resp.body).expect("json");
+    assert_eq!(v["data"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["data"][0]["id"].as_str(), Some(a.as_str()));
+    assert_eq!(v["data"][0]["disabledReason"], "gone");
+    assert_eq!(
+        (v["hasMore"].clone(), v["nextCursor"].clone()),
+        (Value::Bool(false), Value::Null)
+    );
+    assert_eq!(v["requestId"], "req_l");
+}
