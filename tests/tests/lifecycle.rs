@@ -259,19 +259,28 @@ fn a_create_replayed_after_its_subscription_was_deleted_is_409_without_the_secre
         "disabled",
         "never claims active"
     );
-    assert_eq!(
-        call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key).status,
+    // Its owner sees it disabled, so it may delete it as it is (then it is gone: 404).
+    let deleted = call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key);
+    assert_eq!(deleted.status, 200, "{}", deleted.json());
+    assert_eq!(deleted.json()["data"]["status"], "disabled");
+    assert_error(
+        &call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key),
         404,
-        "a disabled one is not deleted again"
+        "not_found",
     );
-    assert_eq!(
-        call(&mut sim, "POST", &format!("/v1/webhooks/{id}/enable"), &key).status,
-        200
+    assert_error(
+        &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key),
+        404,
+        "not_found",
     );
-    assert_eq!(
-        call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key).status,
-        200
+    assert!(paged_ids(&mut sim, "/v1/webhooks?status=disabled&limit=5", &key).is_empty());
+    let record = call(
+        &mut sim,
+        "GET",
+        &format!("/internal/v1/subscriptions/{id}"),
+        ADMIN,
     );
+    assert_eq!(record.json()["data"]["disabledReason"], "deleted");
     let after = create_with(&mut sim, &key, &body, &idem);
     assert_error(&after, 409, "subscription_deleted");
     assert!(!String::from_utf8_lossy(&after.body).contains(&secret));

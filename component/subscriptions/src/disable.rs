@@ -12,7 +12,9 @@ use edgehook_storage::keys;
 use edgehook_storage::kv::CAS_ATTEMPTS;
 
 /// Disables subscription `id` (the caller's own, if `client_id` is given) with `reason`.
-/// Returns the record as disabled, or `None` if it was not active (or not the caller's).
+/// Returns the record as disabled, or `None` if it was not active (or not the caller's). A
+/// delete (reason `deleted`) also applies to a subscription disabled for another reason,
+/// which keeps its `disabledAt` and becomes deleted.
 pub fn disable<K: Kv>(
     env: &Env<'_, K>,
     id: &str,
@@ -29,7 +31,27 @@ pub fn disable<K: Kv>(
             return Ok(None);
         };
         let mut sub = Subscription::decode(&bytes)?;
-        if sub.status != Status::Active || client_id.is_some_and(|c| c != sub.client_id) {
+        if client_id.is_some_and(|c| c != sub.client_id) {
+            return Ok(None);
+        }
+        if sub.status == Status::Disabled
+            && reason == DELETED
+            && sub.disabled_reason.as_deref() != Some(DELETED)
+        {
+            // The owner deletes a subscription disabled otherwise (it reads it, so it may
+            // delete it): the reason becomes `deleted` and it leaves the owner's list of
+            // disabled ones (readers skip an entry the record no longer names).
+            let entry = sub.disabled_entries.0.take();
+            sub.disabled_reason = Some(DELETED.to_owned());
+            if env.kv.cas_swap(cas, &sub.encode())? {
+                if let Some(seq) = entry {
+                    let _ = disabled_log(Some(&sub.client_id)).remove(env.kv, seq);
+                }
+                return Ok(Some(sub));
+            }
+            continue;
+        }
+        if sub.status != Status::Active {
             return Ok(None);
         }
         // The client-index entry is marked before the record flips (see [`Listing`]).

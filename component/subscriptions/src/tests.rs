@@ -240,7 +240,30 @@ fn the_lists_of_disabled_subscriptions_show_each_once_in_the_order_disabled() {
         .expect("disable")
         .expect("active");
     assert_eq!(disabled_ids(&env, Some("acme"), 1), [c.clone(), a.clone()]);
-    assert_eq!(disabled_ids(&env, None, 1), [b, c, a]);
+    assert_eq!(
+        disabled_ids(&env, None, 1),
+        [b.clone(), c.clone(), a.clone()]
+    );
+    // Its owner deletes a disabled one: out of the owner's list, `deleted` in the
+    // operator's, where it stays in its place; deleted again, nothing changes.
+    let deleted = disable(&env, &a, Some("acme"), DELETED)
+        .expect("delete")
+        .expect("a disabled one is deleted");
+    assert_eq!(deleted.disabled_reason.as_deref(), Some(DELETED));
+    assert_eq!(disabled_ids(&env, Some("acme"), 50), vec![c.clone()]);
+    assert_eq!(
+        disabled_ids(&env, None, 50),
+        [b.clone(), c.clone(), a.clone()]
+    );
+    assert_eq!(
+        disable(&env, &a, Some("acme"), DELETED).expect("again"),
+        None
+    );
+    assert_eq!(
+        disable(&env, &c, Some("globex"), DELETED).expect("other"),
+        None
+    );
+    assert_eq!(disable(&env, &c, None, "operator").expect("disabled"), None);
     // A page reads the list's counter, its pages and their records: three operations.
     let ops = kv.ops();
     disabled_page(&env, None, 2, 0).expect("page");

@@ -293,7 +293,7 @@ impl Model {
             }
             ("DELETE", ["v1", "webhooks", id]) => {
                 if let Some(client) = &client {
-                    self.on_own(reply, client, id, faulted, &what);
+                    self.on_delete(reply, client, id, faulted, &what);
                     if reply.status == 200 {
                         assert_eq!(reply.body["data"]["status"], "disabled", "{}", what());
                         self.disable(id);

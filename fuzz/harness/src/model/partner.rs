@@ -389,8 +389,9 @@ impl Model {
         }
     }
 
-    /// `DELETE /v1/webhooks/{id}`.
-    pub(super) fn on_own(
+    /// `DELETE /v1/webhooks/{id}`: the owner deletes its subscription, active or disabled,
+    /// once.
+    pub(super) fn on_delete(
         &self,
         reply: &Reply,
         client: &str,
@@ -402,8 +403,8 @@ impl Model {
         let own_active = known.is_some_and(|s| s.client == client && !s.disabled);
         if reply.status == 200 {
             assert!(
-                own_active,
-                "touched a subscription not its own or disabled: {}",
+                known.is_some_and(|s| s.client == client && !s.deleted),
+                "deleted a subscription not its own or deleted: {}",
                 what()
             );
             assert_eq!(reply.body["data"]["id"].as_str(), Some(id), "{}", what());
