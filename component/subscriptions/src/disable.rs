@@ -1,13 +1,18 @@
 //! Disabling a subscription (a delete, a `410 Gone`, a failure streak, an operator): the
 //! client-index entry is marked `Leaving`, the record flips to `disabled` (the commit
-//! point), then its index entries go and its slot is given back, best effort.
+//! point), then its index entries go and its slot is given back, best effort. A delete
+//! ([`DELETED`]) also erases the signing secret in that same write; the other reasons keep
+//! it, so a disabled subscription can be enabled again and sign as before.
 
 use crate::cap::give_back_slot;
 use crate::index::{Listing, client_index, fanout_index, set_listing};
-use crate::{ApiError, Env, Kv, Status, Subscription};
+use crate::{ApiError, Env, Kv, Secret, Status, Subscription};
 use edgehook_model::ids::IdKind;
 use edgehook_storage::keys;
 use edgehook_storage::kv::CAS_ATTEMPTS;
+
+/// The reason of a partner's delete: the only disable that erases the signing secret.
+pub const DELETED: &str = "deleted";
 
 /// Disables subscription `id` (the caller's own, if `client_id` is given) with `reason`.
 /// Returns the record as disabled, or `None` if it was not active (or not the caller's).
@@ -35,6 +40,11 @@ pub fn disable<K: Kv>(
         sub.status = Status::Disabled;
         sub.disabled_reason = Some(reason.to_owned());
         sub.disabled_at = Some(env.now_ms);
+        if reason == DELETED {
+            // Nothing signs for a deleted subscription again (its attempts are cancelled and
+            // a batch sends only for active ones): the secret is not kept past the delete.
+            sub.signing_secret = Secret::erased();
+        }
         if env.kv.cas_swap(cas, &sub.encode())? {
             // Committed; index clean-up is best effort (readers skip disabled records), and
             // so is giving back the slot (a counter left high is corrected by the next

@@ -28,7 +28,7 @@ pub mod list;
 pub mod load;
 
 pub use create::{NewSubscription, activate, create_pending};
-pub use disable::disable;
+pub use disable::{DELETED, disable};
 pub use edgehook_records::subscription::{Secret, Status, Subscription};
 pub use index::{PartnerView, partner_view};
 pub use list::{Listed, list_page};

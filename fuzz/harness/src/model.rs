@@ -9,7 +9,8 @@
 //! - **Disabled stays disabled** (SPEC §3.1): a deleted or operator-disabled subscription is
 //!   never listed, read, deleted again, replayed, or delivered to.
 //! - **Secrets.** A signing secret appears only in its own create response (and its
-//!   replays); an API key only in its issue response; the admin token nowhere.
+//!   replays, until a delete erases it); an API key only in its issue response; the admin
+//!   token nowhere.
 //! - **Idempotency** (DESIGN.md §3). Create: the same client, key and body within 24 h gets
 //!   the first response again (same `data`, `Idempotent-Replayed: true`); another body gets
 //!   no 201; a 409 needs a reason. Ingest: the same key and body gets the same event.
