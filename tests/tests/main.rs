@@ -13,6 +13,7 @@ mod injection;
 mod invariants;
 mod openapi;
 mod partner_api;
+mod retention;
 mod scenario;
 mod seams;
 mod secrets;
