@@ -88,6 +88,16 @@ fn publish_inner<K: Kv>(
         // racing past the read above exactly one makes it, and the other is judged against
         // it (a different body is a conflict). A key-less one cannot be retried: its record
         // is written once, when its fan-out is done.
+        // Listed for the retention purge before anything of it is written, so a publish
+        // that fails at any later step leaves nothing the purge cannot find.
+        retention::retain(
+            env.kv,
+            event.created_at,
+            &event.id,
+            seen.as_ref()
+                .map(|s: &SeenDirectories| s.retention.as_deref()),
+        )
+        .map_err(store)?;
         if idempotency_key.is_some() {
             existing = create_if_absent(env.kv, &keys::event(&event_id), &event.encode())
                 .map_err(store)?;
@@ -309,12 +319,11 @@ fn fan_out<K: Kv>(
             });
         }
     }
-    retention::retain(
-        env.kv,
-        event.created_at,
-        &event.id,
-        seen.map(|s| s.retention.as_deref()),
-    )?;
+    // A new event was listed for retention before it was written; a resumed one is listed
+    // again (its first publish may have failed before listing it).
+    if origin == Origin::Resumed {
+        retention::retain(env.kv, event.created_at, &event.id, None)?;
+    }
     let mut done = event.clone();
     done.fanned_out = true;
     env.kv.set(&keys::event(&event.id), &done.encode())?;

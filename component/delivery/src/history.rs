@@ -3,7 +3,7 @@
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::ids::IdKind;
-use edgehook_records::delivery::Delivery;
+use edgehook_records::delivery::{Delivery, EventRecord};
 use edgehook_storage::applog::{AppendLog, Entry};
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError};
@@ -59,7 +59,8 @@ pub const TRIM_PAGES_PER_CALL: u64 = 4;
 
 /// Drops the leading pages of a subscription's history that list only deliveries gone or
 /// past retention (created before `keep_from_ms`; such a record, left by a publish that
-/// failed before listing its event for retention, is deleted here), oldest first, at most
+/// failed before listing its event for retention, is deleted here, and so are that event's
+/// body and record: [`forget_unlisted_event`]), oldest first, at most
 /// [`TRIM_PAGES_PER_CALL`]. The last page stays while more may be appended to it, unless
 /// the subscription was deleted: then, once every page is dropped, so are the counter and
 /// the dropped mark, and nothing of the history is left. A damaged page is kept (and stops
@@ -97,7 +98,7 @@ pub(crate) fn trim_history<K: Kv>(
         for (key, record) in keys.iter().zip(records) {
             let Some(bytes) = record else { continue };
             match Delivery::decode(&bytes) {
-                Ok(d) if d.created_at < keep_from_ms => expired.push(key),
+                Ok(d) if d.created_at < keep_from_ms => expired.push((key, d.event_id)),
                 // A delivery still kept: so is its page and every page after it.
                 _ => return Ok(()),
             }
@@ -106,7 +107,8 @@ pub(crate) fn trim_history<K: Kv>(
             return Ok(());
         }
         *expired_budget -= expired.len();
-        for key in expired {
+        for (key, event_id) in expired {
+            forget_unlisted_event(kv, &event_id)?;
             kv.delete(key)?;
         }
         if !log.drop_page(kv, page)? {
@@ -116,6 +118,23 @@ pub(crate) fn trim_history<K: Kv>(
     }
     if deleted && page >= pages {
         log.forget_dropped(kv)?;
+    }
+    Ok(())
+}
+
+/// Deletes the body and record of an event past retention that may never have been listed
+/// for the retention purge: a publish that failed before listing it leaves no record
+/// (key-less) or one not fanned out (keyed, never retried). A listed event may be one of
+/// those too: its purge then finds nothing, and its other deliveries, past retention, go
+/// with their histories' trims.
+fn forget_unlisted_event<K: Kv>(kv: &K, event_id: &str) -> Result<(), KvError> {
+    let listed = match kv.get(&keys::event(event_id))? {
+        Some(b) => EventRecord::decode(&b).is_ok_and(|e| e.fanned_out),
+        None => false,
+    };
+    if !listed {
+        kv.delete(&keys::event_body(event_id))?;
+        kv.delete(&keys::event(event_id))?;
     }
     Ok(())
 }
