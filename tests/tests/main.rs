@@ -14,7 +14,6 @@ mod invariants;
 mod lifecycle;
 mod openapi;
 mod partner_api;
-mod retention;
 mod scenario;
 mod seams;
 mod secrets;
