@@ -30,7 +30,7 @@ pub fn disabled_page<K: Kv>(
         after = last.seq;
         let ids: Vec<Key> = entries
             .iter()
-            .map(|e| keys::subscription(&String::from_utf8_lossy(&e.item)))
+            .map(|e| keys::subscription(std::str::from_utf8(&e.item).unwrap_or_default()))
             .collect();
         for (entry, record) in entries.iter().zip(env.kv.get_many(&ids)?) {
             let Some(sub) = record.and_then(|b| Subscription::decode(&b).ok()) else {

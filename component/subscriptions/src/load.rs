@@ -35,7 +35,9 @@ pub fn load_many<K: Kv>(
 /// id (see [`crate::enable`]).
 pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
     let entries: Vec<Entry<String>> = fanout_index(event_type).read(env.kv, 0, usize::MAX)?;
-    let mut seen = std::collections::HashSet::with_capacity(entries.len());
+    // A `BTreeSet`: the core uses no hashing with a random seed (its randomness comes
+    // through `Env` only), and the fan-out lists are short.
+    let mut seen = std::collections::BTreeSet::new();
     Ok(entries
         .into_iter()
         .map(|e| e.item)
