@@ -144,16 +144,7 @@ fn delete_disables_and_keeps_the_record() {
     assert_eq!(resp.status, 200);
     assert_eq!(resp.json()["data"], json!({"id": id, "status": "disabled"}));
     assert!(list_ids(&mut sim, &key).is_empty());
-    assert_error(
-        &call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key),
-        404,
-        "not_found",
-    );
-    assert_error(
-        &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key),
-        404,
-        "not_found",
-    );
+    gone_to_its_owner(&mut sim, &id, &key);
     let record =
         subscription_record(&sim.store().snapshot()[&format!("sub:{id}")]).expect("record kept");
     assert_eq!(record["status"], "disabled");
@@ -180,18 +171,20 @@ fn bad_credentials_are_401_and_roles_do_not_mix() {
         assert_error(&resp, 401, "unauthorized");
     }
     // The admin token is not an API key, and an API key is not the admin token.
-    assert_error(
-        &call(&mut sim, "GET", "/v1/webhooks", ADMIN),
+    call_fails(&mut sim, "GET", "/v1/webhooks", ADMIN, 401, "unauthorized");
+    call_fails(
+        &mut sim,
+        "POST",
+        "/internal/v1/clients/acme/keys",
+        &key,
         401,
         "unauthorized",
     );
-    assert_error(
-        &call(&mut sim, "POST", "/internal/v1/clients/acme/keys", &key),
-        401,
-        "unauthorized",
-    );
-    assert_error(
-        &call(&mut sim, "GET", "/internal/v1/settings", &key),
+    call_fails(
+        &mut sim,
+        "GET",
+        "/internal/v1/settings",
+        &key,
         401,
         "unauthorized",
     );
@@ -223,11 +216,7 @@ fn bad_credentials_are_401_and_roles_do_not_mix() {
         .status,
         200
     );
-    assert_error(
-        &call(&mut sim, "GET", "/v1/webhooks", &gkey),
-        401,
-        "unauthorized",
-    );
+    call_fails(&mut sim, "GET", "/v1/webhooks", &gkey, 401, "unauthorized");
     assert_error(
         &call(
             &mut sim,
@@ -432,11 +421,7 @@ fn invalid_event_types_and_bodies() {
     );
     assert_error(&resp, 405, "method_not_allowed");
     assert_eq!(resp.header("allow"), Some("GET, DELETE"));
-    assert_error(
-        &call(&mut sim, "GET", "/v1/webhook", &key),
-        404,
-        "not_found",
-    );
+    call_fails(&mut sim, "GET", "/v1/webhook", &key, 404, "not_found");
 }
 
 #[test]
@@ -800,13 +785,19 @@ fn tenants_cannot_see_or_touch_each_other() {
     let before = sim.store().snapshot();
     assert_eq!(list_ids(&mut sim, &b), vec![b_own.clone()]);
     for id in &a_ids {
-        assert_error(
-            &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &b),
+        call_fails(
+            &mut sim,
+            "GET",
+            &format!("/v1/webhooks/{id}"),
+            &b,
             404,
             "not_found",
         );
-        assert_error(
-            &call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &b),
+        call_fails(
+            &mut sim,
+            "DELETE",
+            &format!("/v1/webhooks/{id}"),
+            &b,
             404,
             "not_found",
         );
@@ -960,8 +951,11 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
                 ADMIN,
             );
             assert_eq!(view.json()["data"]["status"], "pending", "fault at op {n}");
-            assert_error(
-                &call(&mut sim, "GET", &format!("/v1/webhooks/{id}"), &key),
+            call_fails(
+                &mut sim,
+                "GET",
+                &format!("/v1/webhooks/{id}"),
+                &key,
                 404,
                 "not_found",
             );

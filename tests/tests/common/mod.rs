@@ -162,6 +162,25 @@ pub fn acme_subscribed(seed: u64) -> (Simulation, String, String) {
     (sim, key, id)
 }
 
+/// [`call`], asserted to fail with `status` and the error `code`.
+pub fn call_fails(
+    sim: &mut Simulation,
+    method: &str,
+    path: &str,
+    key: &str,
+    status: u16,
+    code: &str,
+) {
+    assert_error(&call(sim, method, path, key), status, code);
+}
+
+/// A deleted subscription is gone to its owner: deleting or reading it again is 404.
+pub fn gone_to_its_owner(sim: &mut Simulation, id: &str, key: &str) {
+    let path = format!("/v1/webhooks/{id}");
+    call_fails(sim, "DELETE", &path, key, 404, "not_found");
+    call_fails(sim, "GET", &path, key, 404, "not_found");
+}
+
 /// An authenticated request with no body.
 pub fn call(sim: &mut Simulation, method: &str, path: &str, key: &str) -> HttpResponse {
     let auth = bearer(key);
