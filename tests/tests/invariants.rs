@@ -77,6 +77,31 @@ fn the_core_reads_no_clock_and_no_randomness_of_its_own() {
 }
 
 #[test]
+fn the_component_reads_json_without_typed_deserializes() {
+    // serde's type errors format floats (`Unexpected::Float`), and any typed deserialize
+    // can build one: the component read JSON that way until it cost ~47 KiB of its size
+    // budget (BENCHMARKS.md, "Component size"). JSON is read as a `Value`, or by a visitor
+    // that takes any value (`deserialize_any`) and never reports a type error.
+    let core = sources("component");
+    for needle in [
+        "derive(Deserialize",
+        "Deserialize)]",
+        "from_value",
+        "deserialize_map",
+        "deserialize_struct",
+        "deserialize_str(",
+        "deserialize_seq",
+    ] {
+        let found = occurrences(&core, &[], needle);
+        assert!(
+            found.is_empty(),
+            "a typed JSON read in the component ({needle}):\n{}",
+            found.join("\n")
+        );
+    }
+}
+
+#[test]
 fn every_plain_write_is_of_a_record_its_request_creates() {
     // Every read-modify-write of a key is a compare-and-swap (`kv::update`); a plain `set` is
     // only for a record under a key the request itself made new, written before anything

@@ -54,13 +54,13 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
         )));
     }
     match serde_json::from_slice::<LoadShape>(load) {
-        Ok(LoadShape { has_id: true }) => Ok(()),
-        Ok(LoadShape { has_id: false }) => Err(PublishError::InvalidLoad(
+        Ok(LoadShape::Object { has_id: true }) => Ok(()),
+        Ok(LoadShape::Object { has_id: false }) => Err(PublishError::InvalidLoad(
             "the load must have a non-empty string \"id\"".into(),
         )),
-        Err(e) if e.classify() == serde_json::error::Category::Data => Err(
-            PublishError::InvalidLoad("the load must be a JSON object".into()),
-        ),
+        Ok(LoadShape::NonEmptyString | LoadShape::Other) => Err(PublishError::InvalidLoad(
+            "the load must be a JSON object".into(),
+        )),
         Err(e) => Err(PublishError::InvalidLoad(format!(
             "the load is not valid JSON: {e}"
         ))),
@@ -68,17 +68,91 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
 }
 
 /// What validation needs of a load: that it is one JSON object (the whole text checked),
-/// and whether its `id` (the last one, as in any JSON reader) is a non-empty string. Every
-/// other value is read and dropped ([`Skip`]), never built: a load of many kilobytes costs a
-/// walk over its bytes, not a tree of maps and strings.
-struct LoadShape {
-    has_id: bool,
+/// and whether its `id` (the last one, as in any JSON reader) is a non-empty string.
+///
+/// Every value is read exactly as a `serde_json::Value` would be (every number in range,
+/// every string and escape valid, the same depth limit) and dropped, never built: a load of
+/// many kilobytes costs a walk over its bytes, not a tree of maps and strings. (`IgnoredAny`
+/// is not enough: it skips numbers without reading them, so it accepts `1e400`, which a
+/// `Value`, and so every receiver parsing into doubles, refuses.) Any value is taken
+/// (`deserialize_any`), an object or not, so no type error is ever built: serde's type
+/// errors format floats, which costs the component about 20 KiB of code.
+enum LoadShape {
+    /// A JSON object; `has_id`: whether its `id` is a non-empty string.
+    Object { has_id: bool },
+    /// A non-empty string (what an `id` must be).
+    NonEmptyString,
+    /// Any other JSON value.
+    Other,
 }
 
-/// Any JSON value, read exactly as a `serde_json::Value` would be (every number in range,
-/// every string and escape valid, the same depth limit) and dropped. `IgnoredAny` is not
-/// enough: it skips numbers without reading them, so it accepts `1e400`, which a `Value`
-/// (and so every receiver parsing into doubles) refuses.
+impl<'de> serde::Deserialize<'de> for LoadShape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = LoadShape;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<LoadShape, E> {
+                Ok(LoadShape::Other)
+            }
+
+            fn visit_i64<E>(self, _: i64) -> Result<LoadShape, E> {
+                Ok(LoadShape::Other)
+            }
+
+            fn visit_u64<E>(self, _: u64) -> Result<LoadShape, E> {
+                Ok(LoadShape::Other)
+            }
+
+            fn visit_f64<E>(self, _: f64) -> Result<LoadShape, E> {
+                Ok(LoadShape::Other)
+            }
+
+            fn visit_str<E>(self, s: &str) -> Result<LoadShape, E> {
+                Ok(match s.is_empty() {
+                    true => LoadShape::Other,
+                    false => LoadShape::NonEmptyString,
+                })
+            }
+
+            fn visit_unit<E>(self) -> Result<LoadShape, E> {
+                Ok(LoadShape::Other)
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<LoadShape, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(LoadShape::Other)
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<LoadShape, A::Error> {
+                let mut has_id = false;
+                while let Some(IsId(is_id)) = map.next_key::<IsId>()? {
+                    if is_id {
+                        let value = map.next_value::<LoadShape>()?;
+                        has_id = matches!(value, LoadShape::NonEmptyString);
+                    } else {
+                        map.next_value::<Skip>()?;
+                    }
+                }
+                Ok(LoadShape::Object { has_id })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// Any JSON value below the top, read as [`LoadShape`] reads one and dropped (unlike
+/// `IgnoredAny`, which skips numbers without reading them).
 struct Skip;
 
 impl<'de> serde::Deserialize<'de> for Skip {
@@ -131,33 +205,24 @@ impl<'de> serde::Deserialize<'de> for Skip {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for LoadShape {
+/// A key of an object, read only to tell whether it is `id` (without copying it).
+struct IsId(bool);
+
+impl<'de> serde::Deserialize<'de> for IsId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = LoadShape;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = IsId;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
+                f.write_str("a key")
             }
 
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<LoadShape, A::Error> {
-                let mut has_id = false;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if key == "id" {
-                        let id: serde_json::Value = map.next_value()?;
-                        has_id = id.as_str().is_some_and(|s| !s.is_empty());
-                    } else {
-                        map.next_value::<Skip>()?;
-                    }
-                }
-                Ok(LoadShape { has_id })
+            fn visit_str<E>(self, s: &str) -> Result<IsId, E> {
+                Ok(IsId(s == "id"))
             }
         }
-        d.deserialize_map(Visitor)
+        d.deserialize_any(Visitor)
     }
 }
 

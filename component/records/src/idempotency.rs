@@ -5,13 +5,14 @@
 
 use edgehook_storage::keys::Key;
 use edgehook_storage::kv::{Kv, KvError};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::Value;
 
 /// How long a completed request's response is kept for replays.
 pub const TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// A stored idempotency record.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Record {
     /// `pending` while the first request runs, `done` once its response is stored.
@@ -26,12 +27,12 @@ pub struct Record {
     /// the same bytes, so the API's `finish` and `release` act only on their own claim, and a host
     /// whose compare-and-swap can report failure after applying (Spin 4.0.2's Redis store)
     /// is told apart by reading the key back. Absent in records of earlier versions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<String>,
 }
 
 /// The state of an idempotency record.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub enum State {
     /// The first request is still running (or failed without releasing the claim).
@@ -45,7 +46,7 @@ pub enum State {
 
 /// A response kept for replays. Its body is not kept: a replay writes it again from the
 /// subscription record (records of earlier versions also hold a `data` copy, ignored).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredResponse {
     /// Status code.
@@ -56,6 +57,47 @@ pub struct StoredResponse {
     pub subscription_id: String,
 }
 
+impl Record {
+    /// Reads a stored record (JSON, as [`Record`] serializes it; fields it does not know, such
+    /// as the `data` copy of earlier versions, are ignored). `None` if it is not a record.
+    ///
+    /// Read through a [`Value`] rather than a derived `Deserialize`: a derived one reports
+    /// type errors with serde's `Unexpected`, whose formatting of floats costs the component
+    /// about 20 KiB of code.
+    pub fn decode(bytes: &[u8]) -> Option<Record> {
+        let value: Value = serde_json::from_slice(bytes).ok()?;
+        let state = match value.get("state")?.as_str()? {
+            "pending" => State::Pending,
+            "done" => State::Done,
+            "released" => State::Released,
+            _ => return None,
+        };
+        let response = match value.get("response") {
+            None | Some(Value::Null) => None,
+            Some(r) => Some(StoredResponse {
+                status: u16::try_from(r.get("status")?.as_u64()?).ok()?,
+                location: optional_str(r.get("location"))?,
+                subscription_id: r.get("subscriptionId")?.as_str()?.to_owned(),
+            }),
+        };
+        Some(Record {
+            state,
+            fingerprint: value.get("fingerprint")?.as_str()?.to_owned(),
+            created_at: value.get("createdAt")?.as_u64()?,
+            response,
+            claim: optional_str(value.get("claim"))?,
+        })
+    }
+}
+
+/// An optional string field: absent or null is `Some(None)`, another type is `None`.
+fn optional_str(value: Option<&Value>) -> Option<Option<String>> {
+    match value {
+        None | Some(Value::Null) => Some(None),
+        Some(v) => Some(Some(v.as_str()?.to_owned())),
+    }
+}
+
 /// Deletes the idempotency record at `store_key` if it has expired (the retention purge lists
 /// it on the day it was claimed; a key used again since then has a newer record, which stays
 /// until its own day is purged). A record that cannot be read is deleted: it is unusable.
@@ -63,10 +105,61 @@ pub fn purge<K: Kv>(kv: &K, now_ms: u64, store_key: &Key) -> Result<(), KvError>
     let Some(bytes) = kv.get(store_key)? else {
         return Ok(());
     };
-    let expired =
-        serde_json::from_slice::<Record>(&bytes).map_or(true, |r| now_ms >= r.created_at + TTL_MS);
+    let expired = Record::decode(&bytes).is_none_or(|r| now_ms >= r.created_at + TTL_MS);
     if expired {
         kv.delete(store_key)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_reads_what_serialize_writes_and_records_of_earlier_versions() {
+        let record = Record {
+            state: State::Done,
+            fingerprint: "f1".into(),
+            created_at: 1_700_000_000_000,
+            response: Some(StoredResponse {
+                status: 201,
+                location: Some("/v1/webhooks/sub_1".into()),
+                subscription_id: "sub_1".into(),
+            }),
+            claim: Some("c1".into()),
+        };
+        let bytes = serde_json::to_vec(&record).unwrap();
+        assert_eq!(Record::decode(&bytes), Some(record));
+        // An earlier version's record: no claim, a `data` copy in its response.
+        let old = br#"{"state":"pending","fingerprint":"f2","createdAt":5,"response":{"status":200,"location":null,"subscriptionId":"sub_2","data":{"x":1}}}"#;
+        assert_eq!(
+            Record::decode(old),
+            Some(Record {
+                state: State::Pending,
+                fingerprint: "f2".into(),
+                created_at: 5,
+                response: Some(StoredResponse {
+                    status: 200,
+                    location: None,
+                    subscription_id: "sub_2".into(),
+                }),
+                claim: None,
+            })
+        );
+        let released = br#"{"state":"released","fingerprint":"f","createdAt":1,"response":null}"#;
+        assert_eq!(Record::decode(released).unwrap().state, State::Released);
+        for bad in [
+            &b"[]"[..],
+            b"{",
+            br#"{"state":"gone","fingerprint":"f","createdAt":1}"#,
+            br#"{"state":"done","fingerprint":"f","createdAt":-1}"#,
+            br#"{"state":"done","fingerprint":"f","createdAt":1.5}"#,
+            br#"{"state":"done","fingerprint":7,"createdAt":1}"#,
+            br#"{"state":"done","fingerprint":"f","createdAt":1,"claim":3}"#,
+            br#"{"state":"done","fingerprint":"f","createdAt":1,"response":{"status":70000,"subscriptionId":"s"}}"#,
+        ] {
+            assert_eq!(Record::decode(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
 }
