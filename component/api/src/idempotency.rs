@@ -81,7 +81,7 @@ pub fn begin<K: Kv>(
         claim: Some(edgehook_model::ids::hex(&env.random_bytes::<8>())),
     };
     let start = update(env.kv, &store_key, |current| {
-        let existing: Option<Record> = current.and_then(|b| Record::decode(b));
+        let existing: Option<Record> = current.and_then(Record::decode);
         let reusable = match &existing {
             None => true,
             Some(r) if now >= r.created_at + TTL_MS => true,
@@ -136,7 +136,7 @@ pub fn finish<K: Kv>(
     let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
     let ours = claim.record.clone();
     update(env.kv, &claim.key, |current| {
-        let current: Option<Record> = current.and_then(|b| Record::decode(b));
+        let current: Option<Record> = current.and_then(Record::decode);
         if current.as_ref() != Some(&ours) {
             return Err(ApiError::idempotency_conflict(
                 "The Idempotency-Key claim was lost while the request ran. Retry.",
@@ -162,7 +162,7 @@ pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
     };
     let ours = &claim.record;
     let _ = update(env.kv, &claim.key, |current| {
-        let current: Option<Record> = current.and_then(|b| Record::decode(b));
+        let current: Option<Record> = current.and_then(Record::decode);
         if current.as_ref() != Some(ours) {
             return Ok::<_, ()>(Update::Keep(()));
         }

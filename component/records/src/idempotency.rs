@@ -129,7 +129,7 @@ mod tests {
             }),
             claim: Some("c1".into()),
         };
-        let bytes = serde_json::to_vec(&record).unwrap();
+        let bytes = serde_json::to_vec(&record).expect("serializes");
         assert_eq!(Record::decode(&bytes), Some(record));
         // An earlier version's record: no claim, a `data` copy in its response.
         let old = br#"{"state":"pending","fingerprint":"f2","createdAt":5,"response":{"status":200,"location":null,"subscriptionId":"sub_2","data":{"x":1}}}"#;
@@ -148,7 +148,10 @@ mod tests {
             })
         );
         let released = br#"{"state":"released","fingerprint":"f","createdAt":1,"response":null}"#;
-        assert_eq!(Record::decode(released).unwrap().state, State::Released);
+        assert_eq!(
+            Record::decode(released).expect("reads").state,
+            State::Released
+        );
         for bad in [
             &b"[]"[..],
             b"{",
