@@ -14,6 +14,7 @@ mod invariants;
 mod lifecycle;
 mod openapi;
 mod partner_api;
+mod retention;
 mod scenario;
 mod seams;
 mod secrets;

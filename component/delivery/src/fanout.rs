@@ -7,7 +7,7 @@ use edgehook_model::events::{self, PublishError, PublishReceipt};
 use edgehook_model::ids::IdKind;
 use edgehook_records::delivery::{Delivery, EventRecord, Status, delivery_id};
 use edgehook_storage::keys::{self, Key};
-use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_storage::kv::{CAS_ATTEMPTS, Kv, KvError, Update, update};
 use edgehook_storage::retention;
 use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
 use sha2::{Digest, Sha256};
@@ -65,46 +65,73 @@ fn publish_inner<K: Kv>(
         None => IdKind::Event.generate(env.entropy),
     };
     // Without a key the id is fresh: there is nothing to find.
-    let existing = match idempotency_key {
+    let mut existing = match idempotency_key {
         Some(_) => env.kv.get(&keys::event(&event_id)).map_err(store)?,
         None => None,
     };
-    let replayed = existing.is_some();
     let mut listeners = Vec::new();
     let mut seen = None;
-    let event = match existing {
-        Some(existing) => {
+    let mut created = None;
+    if existing.is_none() {
+        let (found, directories) = active_listeners(env, event_type).map_err(store)?;
+        (listeners, seen) = (found, Some(directories));
+        let event = EventRecord {
+            id: event_id.clone(),
+            event_type: event_type.to_owned(),
+            created_at: env.now_ms,
+            body_sha256: body_sha256.clone(),
+            subscriptions: listeners.iter().map(|s| s.id.clone()).collect(),
+            fanned_out: false,
+        };
+        // A keyed event is recorded before its fan-out, so a retry with the key finds it
+        // and resumes; it is created only if absent, so of two publishes with the same key
+        // racing past the read above exactly one makes it, and the other is judged against
+        // it (a different body is a conflict). A key-less one cannot be retried: its record
+        // is written once, when its fan-out is done.
+        // Listed for the retention purge before anything of it is written, so a publish
+        // that fails at any later step leaves nothing the purge cannot find.
+        retention::retain(
+            env.kv,
+            event.created_at,
+            &event.id,
+            seen.as_ref()
+                .map(|s: &SeenDirectories| s.retention.as_deref()),
+        )
+        .map_err(store)?;
+        if idempotency_key.is_some() {
+            existing = create_if_absent(env.kv, &keys::event(&event_id), &event.encode())
+                .map_err(store)?;
+        }
+        if existing.is_none() {
+            created = Some(event);
+        }
+    }
+    let replayed = existing.is_some();
+    let event = match (created, existing) {
+        (Some(event), _) => {
+            // The body after the keyed record: a publish that lost the race above must not
+            // have replaced the winner's body with its own.
+            env.kv
+                .set(&keys::event_body(&event_id), load)
+                .map_err(store)?;
+            event
+        }
+        (None, None) => return Err(store(KvError("no event record".into()))),
+        (None, Some(existing)) => {
             let existing = EventRecord::decode(&existing).map_err(store)?;
             if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
                 return Err(PublishError::Conflict(
                     "This Idempotency-Key was already used for a different event. Use a new key for a new event.".into(),
                 ));
             }
-            existing
-        }
-        None => {
-            let (found, directories) = active_listeners(env, event_type).map_err(store)?;
-            (listeners, seen) = (found, Some(directories));
-            let event = EventRecord {
-                id: event_id.clone(),
-                event_type: event_type.to_owned(),
-                created_at: env.now_ms,
-                body_sha256,
-                subscriptions: listeners.iter().map(|s| s.id.clone()).collect(),
-                fanned_out: false,
-            };
-            env.kv
-                .set(&keys::event_body(&event_id), load)
-                .map_err(store)?;
-            // A keyed event is recorded before its fan-out, so a retry with the key finds
-            // it and resumes. A key-less one cannot be retried: its record is written once,
-            // when its fan-out is done.
-            if idempotency_key.is_some() {
+            if !existing.fanned_out {
+                // Its publish may have stopped between its record and its body (or still
+                // be there): the body is the same bytes, so writing it again is harmless.
                 env.kv
-                    .set(&keys::event(&event_id), &event.encode())
+                    .set(&keys::event_body(&event_id), load)
                     .map_err(store)?;
             }
-            event
+            existing
         }
     };
     let origin = match (replayed, idempotency_key) {
@@ -139,6 +166,21 @@ fn publish_inner<K: Kv>(
         replayed,
     };
     Ok((receipt, prepared))
+}
+
+/// Writes `value` under `key` only if the key holds nothing (a compare-and-swap expecting
+/// absence). `None`: written; else what the key holds, which was not changed.
+fn create_if_absent<K: Kv>(kv: &K, key: &Key, value: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
+    for _ in 0..CAS_ATTEMPTS {
+        let (cas, current) = kv.cas_begin(key)?;
+        if current.is_some() {
+            return Ok(current);
+        }
+        if kv.cas_swap(cas, value)? {
+            return Ok(None);
+        }
+    }
+    Err(KvError(format!("{key} kept changing")))
 }
 
 /// A delivery record as fan-out wrote it: the record and its exact bytes, so a claim that
@@ -277,12 +319,11 @@ fn fan_out<K: Kv>(
             });
         }
     }
-    retention::retain(
-        env.kv,
-        event.created_at,
-        &event.id,
-        seen.map(|s| s.retention.as_deref()),
-    )?;
+    // A new event was listed for retention before it was written; a resumed one is listed
+    // again (its first publish may have failed before listing it).
+    if origin == Origin::Resumed {
+        retention::retain(env.kv, event.created_at, &event.id, None)?;
+    }
     let mut done = event.clone();
     done.fanned_out = true;
     env.kv.set(&keys::event(&event.id), &done.encode())?;

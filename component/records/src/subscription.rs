@@ -26,6 +26,17 @@ impl Secret {
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random)
         ))
     }
+
+    /// What a deleted subscription's record holds instead of its secret: the empty string
+    /// (the record format is unchanged; no secret is ever empty).
+    pub fn erased() -> Self {
+        Secret(String::new())
+    }
+
+    /// Whether this is [`Secret::erased`].
+    pub fn is_erased(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Lifecycle of a subscription record.
@@ -51,7 +62,7 @@ pub struct Subscription {
     pub url: String,
     /// Event types it listens to (deduplicated, in the order given).
     pub event_types: Vec<String>,
-    /// The signing secret (only ever returned by create).
+    /// The signing secret (only ever returned by create); erased (empty) once deleted.
     pub signing_secret: Secret,
     /// Lifecycle state.
     pub status: Status,

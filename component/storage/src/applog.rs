@@ -299,6 +299,62 @@ impl AppendLog {
         .map_err(store_err)
     }
 
+    /// Entries per page.
+    pub fn page_size(&self) -> u64 {
+        self.page
+    }
+
+    /// The entries of page `page` (0-based) as stored, in their numbers' order; none if the
+    /// page is absent (never written, or dropped).
+    pub fn read_page<K: Kv>(&self, kv: &K, page: u64) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
+        let mut out = Vec::new();
+        if let Some(value) = kv.get(&self.page_key(page))? {
+            self.take_page(&value, 0, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// How many leading pages [`AppendLog::drop_page`] has dropped: entries numbered up to
+    /// `dropped * page_size()` are gone, so a read from the start begins after them.
+    pub fn dropped_pages<K: Kv>(&self, kv: &K) -> Result<u64, KvError> {
+        Ok(match kv.get(&keys::log_dropped(&self.prefix))? {
+            None => 0,
+            Some(b) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| KvError(format!("damaged {}", keys::log_dropped(&self.prefix))))?,
+        })
+    }
+
+    /// Drops page `page`, the first not dropped yet: deletes it, then moves the dropped mark
+    /// past it by compare-and-swap. `false` (and the mark unchanged) if the mark was not at
+    /// `page` any more (another purge dropped it). Dropping a page deleted already (a
+    /// drop cut short between its two writes) only moves the mark.
+    pub fn drop_page<K: Kv>(&self, kv: &K, page: u64) -> Result<bool, KvError> {
+        kv.delete(&self.page_key(page))?;
+        update(kv, &keys::log_dropped(&self.prefix), |cur| {
+            let at = match cur {
+                None => 0,
+                Some(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(())?,
+            };
+            Ok::<_, ()>(match at == page {
+                true => Update::Write((page + 1).to_string().into_bytes(), true),
+                false => Update::Keep(false),
+            })
+        })
+        .map_err(store_err)
+    }
+
+    /// Deletes the counter and the dropped mark of a list whose every page was dropped
+    /// ([`AppendLog::drop_page`]): nothing of it is left.
+    pub fn forget_dropped<K: Kv>(&self, kv: &K) -> Result<(), KvError> {
+        kv.delete(&self.counter_key())?;
+        kv.delete(&keys::log_dropped(&self.prefix))
+    }
+
     /// Deletes the whole list.
     pub fn delete_all<K: Kv>(&self, kv: &K) -> Result<(), KvError> {
         let len = self.len(kv)?;

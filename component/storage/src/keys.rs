@@ -31,8 +31,11 @@
 //! - `duedir` — the seconds that have queued attempts, each with a watermark; binary and
 //!   sorted (`directory`); `due:{second}:...` — an
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
-//! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries.
-//! - `retdir` — the days that have events or idempotency records (binary, as `duedir`);
+//! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries;
+//!   `subdlv:{subscription id}:f` — how many of its leading pages the retention purge has
+//!   dropped (see `delivery::history`).
+//! - `retdir` — the days that have events or idempotency records, each with how far its log
+//!   has been purged (binary, as `duedir`);
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
 //! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
 //!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
@@ -219,6 +222,12 @@ pub fn log_counter(prefix: &Key) -> Key {
 /// Page `page` (0-based) of the append log under `prefix`.
 pub fn log_page(prefix: &Key, page: u64) -> Key {
     owned(format!("{prefix}:p{page}"))
+}
+
+/// How many leading pages of the append log under `prefix` were dropped (decimal; absent:
+/// none). Only logs trimmed from the front have one (a subscription's delivery history).
+pub fn log_dropped(prefix: &Key) -> Key {
+    owned(format!("{prefix}:f"))
 }
 
 /// The set of days with events (for retention).

@@ -3,8 +3,9 @@
 //! Each day has an [`AppendLog`] of items (`retention:{day}`, see [`keys::retention`]) and
 //! the retention directory ([`keys::RETENTION_DIRECTORY`]) lists the days that have one. An
 //! item is a plain string whose meaning belongs to its writer (an event id, or the store key
-//! of an idempotency record); [`purge_before`] hands every item of a past day back to a
-//! purge function, then drops the day.
+//! of an idempotency record); [`purge_before`] hands the items of past days back to a purge
+//! function a bounded batch at a time, the directory keeping how far each day was purged,
+//! and drops a day once its log is purged to its end.
 //!
 //! May use: [`crate::applog`], [`crate::directory`], [`crate::keys`], [`crate::kv`].
 
@@ -34,7 +35,7 @@ pub fn retain<K: Kv>(
     days_add(kv, day, seen)
 }
 
-/// Adds a day to the retention directory (its days, each with the value 0); `seen`: the
+/// Adds a day to the retention directory (its days, each with how far it was purged: 0); `seen`: the
 /// directory as read already, if it was.
 fn days_add<K: Kv>(kv: &K, day: u64, seen: Option<Option<&[u8]>>) -> Result<(), KvError> {
     // Every event of the day after the first finds its day there.
@@ -65,27 +66,103 @@ fn days_remove<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
     })?)
 }
 
-/// For every day before `keep_from_day` in the directory: calls `purge` on each of its items,
-/// then deletes the day's log and removes the day. A failure stops the purge where it is; the
-/// day stays listed, so the next purge takes it up again (`purge` must be idempotent).
+/// Takes up to `budget` items of the days before `keep_from_day`, oldest day first, and
+/// hands each day's share to `purge` (which must be idempotent: a batch may be handed again).
+/// Each day's value in the directory is how far its log was purged (the last entry number
+/// handed over and purged): after `purge` returns, the mark moves past the batch, and a day
+/// whose log was read to its end is dropped (its log, then its directory entry). A failure
+/// stops where it is and moves no mark, so the next call hands the same batch again: a
+/// failed purge is retried, never skipped. Work per call: `budget` items and their purge.
 pub fn purge_before<K: Kv>(
     kv: &K,
     keep_from_day: u64,
-    mut purge: impl FnMut(&str) -> Result<(), KvError>,
+    mut budget: usize,
+    mut purge: impl FnMut(&[String]) -> Result<(), KvError>,
 ) -> Result<(), KvError> {
     let days = kv
         .get(&keys::RETENTION_DIRECTORY)?
         .map(|b| directory::decode(&b))
         .transpose()?
         .unwrap_or_default();
-    for day in days.into_keys().filter(|d| *d < keep_from_day) {
-        let log = retention_log(day);
-        let items: Vec<Entry<String>> = log.read(kv, 0, usize::MAX)?;
-        for item in &items {
-            purge(&item.item)?;
+    for (day, purged) in days.into_iter().filter(|(d, _)| *d < keep_from_day) {
+        if budget == 0 {
+            break;
         }
-        log.delete_all(kv)?;
-        days_remove(kv, day)?;
+        let log = retention_log(day);
+        let batch: Vec<Entry<String>> = log.read(kv, purged, budget)?;
+        let items: Vec<String> = batch.iter().map(|e| e.item.clone()).collect();
+        purge(&items)?;
+        if batch.len() < budget {
+            // Read to its end: the day is past retention, so nobody appends to it any more.
+            log.delete_all(kv)?;
+            days_remove(kv, day)?;
+            budget -= batch.len();
+        } else {
+            if let Some(last) = batch.last() {
+                days_mark(kv, day, last.seq)?;
+            }
+            budget = 0;
+        }
     }
     Ok(())
+}
+
+/// Records that `day`'s log is purged through entry `through` (never moving back).
+fn days_mark<K: Kv>(kv: &K, day: u64, through: u64) -> Result<(), KvError> {
+    Ok(update(kv, &keys::RETENTION_DIRECTORY, |cur| {
+        let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
+        match days.get_mut(&day) {
+            Some(mark) if *mark < through => *mark = through,
+            _ => return Ok(Update::Keep(())),
+        }
+        Ok(Update::Write(directory::encode(&days), ()))
+    })?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::MemoryKv;
+
+    #[test]
+    fn a_past_day_is_purged_a_batch_at_a_time_and_a_failed_batch_is_handed_again() {
+        let kv = MemoryKv::new();
+        for item in ["a", "b", "c", "d", "e"] {
+            retain(&kv, 0, item, None).expect("retain");
+        }
+        retain(&kv, DAY_MS, "kept", None).expect("retain");
+        let mut handed = Vec::new();
+        let pass = |kv: &MemoryKv, fail: bool, handed: &mut Vec<Vec<String>>| {
+            purge_before(kv, 1, 2, |items| {
+                handed.push(items.to_vec());
+                if fail {
+                    return Err(KvError("down".into()));
+                }
+                Ok(())
+            })
+        };
+        pass(&kv, false, &mut handed).expect("purge");
+        pass(&kv, true, &mut handed).expect_err("failed");
+        pass(&kv, false, &mut handed).expect("purge");
+        pass(&kv, false, &mut handed).expect("purge");
+        let expected: Vec<Vec<&str>> = vec![
+            vec!["a", "b"],
+            vec!["c", "d"],
+            vec!["c", "d"], // the failed batch again, not skipped
+            vec!["e"],
+        ];
+        assert_eq!(handed, expected);
+        let days = directory::decode(
+            &kv.get(&keys::RETENTION_DIRECTORY)
+                .expect("get")
+                .expect("directory"),
+        )
+        .expect("decode");
+        assert_eq!(
+            days.into_keys().collect::<Vec<_>>(),
+            vec![1],
+            "day 0 is gone"
+        );
+        assert!(kv.dump().keys().all(|k| !k.starts_with("ret:0:")));
+    }
 }

@@ -2,11 +2,13 @@
 //! client-index entry is marked `Leaving`, the lists of disabled subscriptions get an entry
 //! (the client's, unless it is a delete, and the operator's), the record flips to
 //! `disabled` naming those entries (the commit point), then its index entries go and its
-//! slot is given back, best effort.
+//! slot is given back, best effort. A delete ([`DELETED`]) also erases the signing secret
+//! in that same write; the other reasons keep it, so a disabled subscription can be enabled
+//! again and sign as before.
 
 use crate::cap::give_back_slot;
 use crate::index::{Listing, append_one, client_index, disabled_log, fanout_index, set_listing};
-use crate::{ApiError, DELETED, Env, Kv, Status, Subscription};
+use crate::{ApiError, DELETED, Env, Kv, Secret, Status, Subscription};
 use edgehook_model::ids::IdKind;
 use edgehook_storage::keys;
 use edgehook_storage::kv::CAS_ATTEMPTS;
@@ -43,6 +45,7 @@ pub fn disable<K: Kv>(
             // disabled ones (readers skip an entry the record no longer names).
             let entry = sub.disabled_entries.0.take();
             sub.disabled_reason = Some(DELETED.to_owned());
+            sub.signing_secret = Secret::erased();
             if env.kv.cas_swap(cas, &sub.encode())? {
                 if let Some(seq) = entry {
                     let _ = disabled_log(Some(&sub.client_id)).remove(env.kv, seq);
@@ -71,6 +74,11 @@ pub fn disable<K: Kv>(
         sub.status = Status::Disabled;
         sub.disabled_reason = Some(reason.to_owned());
         sub.disabled_at = Some(env.now_ms);
+        if reason == DELETED {
+            // Nothing signs for a deleted subscription again (its attempts are cancelled and
+            // a batch sends only for active ones): the secret is not kept past the delete.
+            sub.signing_secret = Secret::erased();
+        }
         if env.kv.cas_swap(cas, &sub.encode())? {
             // Committed; index clean-up is best effort (readers skip disabled records), and
             // so is giving back the slot (a counter left high is corrected by the next

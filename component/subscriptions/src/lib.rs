@@ -43,7 +43,8 @@ pub use load::{fanout_ids, load, load_many, owned, owned_active};
 use edgehook_model::env::Env;
 
 /// The disable reason of a subscription its owner deleted (`DELETE /v1/webhooks/{id}`): it
-/// is never enabled again, and its owner no longer reads it.
+/// is never enabled again, its owner no longer reads it, and its signing secret is erased
+/// (the only disable that erases it).
 pub const DELETED: &str = "deleted";
 use edgehook_model::error::ApiError;
 use edgehook_storage::kv::Kv;

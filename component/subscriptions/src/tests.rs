@@ -140,6 +140,25 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
     assert_eq!(disabled.status, Status::Disabled);
     assert_eq!(disabled.disabled_reason.as_deref(), Some("deleted"));
     assert_eq!(disabled.disabled_at, Some(env.now_ms));
+    let stored = |id: &str| {
+        let bytes = kv
+            .get(&keys::subscription(id))
+            .expect("get")
+            .expect("record");
+        Subscription::decode(&bytes).expect("decode")
+    };
+    assert!(
+        disabled.signing_secret.is_erased() && stored(&a).signing_secret.is_erased(),
+        "a delete erases the secret"
+    );
+    // Any other disable (here an automatic one) keeps it, so the subscription can be
+    // enabled again.
+    let kept = disable(&env, &b, None, "gone")
+        .expect("disable")
+        .expect("active");
+    assert!(!kept.signing_secret.is_erased() && !stored(&b).signing_secret.is_erased());
+    assert_eq!(stored(&b).signing_secret.0.len(), "whsec_".len() + 43);
+    let b = create_one(&env, 3).expect("b's slot is free again");
     assert_eq!(live(), Some(1), "the slot is given back");
     assert_eq!(disable(&env, &a, None, "operator").expect("again"), None);
     assert_eq!(

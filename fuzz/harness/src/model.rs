@@ -11,7 +11,8 @@
 //!   answers 200; its owner reads it as `disabled` (a deleted one is 404 to its owner and
 //!   never enabled again), and an enabled one lists after those created before the enable.
 //! - **Secrets.** A signing secret appears only in its own create response (and its
-//!   replays); an API key only in its issue response; the admin token nowhere.
+//!   replays, until a delete erases it); an API key only in its issue response; the admin
+//!   token nowhere.
 //! - **Idempotency** (DESIGN.md §3). Create: the same client, key and body within 24 h gets
 //!   the first response again (same `data`, `Idempotent-Replayed: true`); another body gets
 //!   no 201; a 409 needs a reason. Ingest: the same key and body gets the same event.

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 mod outcomes;
 mod publishing;
+mod retention;
 mod ticking;
 
 /// A store that runs `hook` once, just before the first compare-and-swap on a key with

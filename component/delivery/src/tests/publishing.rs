@@ -145,6 +145,60 @@ fn a_keyed_publish_never_overwrites_a_delivery_a_concurrent_one_already_sent() {
     assert_eq!(d.status, Status::Succeeded, "not reset to pending");
 }
 
+/// Two keyed publishes of `mine` and `theirs` at once: both read "no event" for the key,
+/// then the other one creates the event record just as this one is about to (its
+/// compare-and-swap on `evt:` runs the other publish first). What this one got, what the
+/// other got, and the stored body.
+fn keyed_race(
+    mine: &[u8],
+    theirs: &[u8],
+) -> (
+    Result<edgehook_model::events::PublishReceipt, edgehook_model::events::PublishError>,
+    edgehook_model::events::PublishReceipt,
+    Option<Vec<u8>>,
+) {
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(10);
+    let now = 1_767_225_600_000;
+    active_subscription(&kv);
+    let accepted = Cell::new(None);
+    let other = || {
+        let env = Env::new(now, &kv, &settings, &entropy);
+        let receipt = publish(&env, "load.created", theirs, Some("k1")).expect("other publish");
+        accepted.set(Some(receipt));
+    };
+    let hooked = HookKv::new(&kv, "evt:", other);
+    let env = Env::new(now, &hooked, &settings, &entropy);
+    let outcome = publish(&env, "load.created", mine, Some("k1"));
+    let accepted = accepted.take().expect("the other one ran");
+    let body = kv.get(&keys::event_body(&accepted.event_id)).expect("get");
+    (outcome, accepted, body)
+}
+
+#[test]
+fn two_keyed_publishes_with_different_bodies_at_once_give_one_event_and_one_conflict() {
+    // The keyed event record is created by a compare-and-swap expecting nothing (it was a
+    // plain write after a read, so both were accepted and the second body overwrote the
+    // first's). No operation is added to the key-less path.
+    let (mine, theirs) = (&br#"{"id":"A"}"#[..], &br#"{"id":"B"}"#[..]);
+    let (outcome, accepted, body) = keyed_race(mine, theirs);
+    assert!(
+        matches!(
+            outcome,
+            Err(edgehook_model::events::PublishError::Conflict(_))
+        ),
+        "{outcome:?}"
+    );
+    assert!(!accepted.replayed && accepted.deliveries == 1);
+    assert_eq!(body.as_deref(), Some(theirs), "the accepted body stays");
+    // The same body at the same moment is the same event.
+    let (outcome, accepted, body) = keyed_race(theirs, theirs);
+    let outcome = outcome.expect("the same event");
+    assert!(outcome.replayed && outcome.event_id == accepted.event_id);
+    assert_eq!(body.as_deref(), Some(theirs));
+}
+
 #[test]
 fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
     let kv = MemoryKv::new();
@@ -295,4 +349,36 @@ fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
         0,
         "an unknown event runs nothing"
     );
+}
+
+#[test]
+fn a_keyed_publish_cut_short_anywhere_is_finished_whole_by_its_retry() {
+    // A store failure at each step of a keyed publish, then the client's retry: one event,
+    // its body as published, one pending delivery, queued and in the history.
+    let load = br#"{"id":"L"}"#;
+    for fail_at in 1.. {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(11);
+        let env = Env::new(1_767_225_600_000, &kv, &settings, &entropy);
+        let sub = active_subscription(&kv);
+        kv.fail_at(Some(fail_at));
+        let first = publish(&env, "load.created", load, Some("k1"));
+        kv.fail_at(None);
+        let receipt = publish(&env, "load.created", load, Some("k1")).expect("the retry");
+        let event = stored_event(&kv, &keys::event(&receipt.event_id));
+        assert!(event.fanned_out, "fault at {fail_at}");
+        let body = kv.get(&keys::event_body(&receipt.event_id)).expect("get");
+        assert_eq!(body.as_deref(), Some(&load[..]), "fault at {fail_at}");
+        let dlv = delivery_id(&receipt.event_id, &sub);
+        assert_eq!(
+            stored_delivery(&kv, &keys::delivery(&dlv)).status,
+            Status::Pending
+        );
+        let history = history_log(&sub).read(&kv, 0, 10).expect("history");
+        assert!(history.iter().any(|e| e.item == dlv), "fault at {fail_at}");
+        if first.is_ok() {
+            break;
+        }
+    }
 }
