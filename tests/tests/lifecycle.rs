@@ -473,3 +473,86 @@ fn a_disable_cut_short_at_any_store_operation_leaves_every_list_agreeing() {
     }
     assert!(cut_short > 5, "cut short at each step: {cut_short}");
 }
+
+/// #24 point 3: events published while a subscription is disabled are recorded as `skipped`
+/// deliveries (never attempted), listed with its deliveries; once the partner enables it,
+/// the operator replays them and the receiver gets each under its own delivery id, signed
+/// with the subscription's secret.
+#[test]
+fn events_missed_while_disabled_are_skipped_deliveries_replayed_after_the_enable() {
+    let mut sim = sim(43);
+    let key = issue_key(&mut sim, "acme");
+    sim.net()
+        .endpoint(URL, [Reply::Status(410), Reply::Status(200)]);
+    let created = create(&mut sim, &key, URL, &["load.created"]);
+    let id = created["id"].as_str().expect("id").to_owned();
+    let secret = created["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    assert_eq!(
+        ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]).status,
+        202
+    );
+    sim.advance(Duration::from_secs(5)).expect("advance");
+    assert_eq!(get(&mut sim, &key, &id)["status"], "disabled");
+    for load in [&br#"{"id":"L-2"}"#[..], br#"{"id":"L-3"}"#] {
+        let accepted = ingest(&mut sim, "load.created", load, &[]);
+        assert_eq!(accepted.status, 202, "{}", accepted.json());
+        assert_eq!(accepted.json()["data"]["deliveries"], 0, "none to attempt");
+    }
+    sim.advance(Duration::from_secs(600)).expect("advance");
+    assert_eq!(
+        sim.net().received_by(URL).len(),
+        1,
+        "nothing while disabled"
+    );
+    let path = format!("/internal/v1/subscriptions/{id}/deliveries");
+    let listed = call(&mut sim, "GET", &path, ADMIN).json()["data"].clone();
+    let listed = listed.as_array().expect("deliveries").clone();
+    let statuses: Vec<&str> = listed
+        .iter()
+        .map(|d| d["status"].as_str().expect("status"))
+        .collect();
+    assert_eq!(statuses, ["failed", "skipped", "skipped"]);
+    let skipped: Vec<String> = listed[1..]
+        .iter()
+        .map(|d| d["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert!(
+        listed[1]["attempts"]
+            .as_array()
+            .expect("attempts")
+            .is_empty()
+    );
+    // Still disabled: a replay is refused and sends nothing.
+    let replay = |sim: &mut edgehook_sim::sim::Simulation, dlv: &str| {
+        call(
+            sim,
+            "POST",
+            &format!("/internal/v1/deliveries/{dlv}/replay"),
+            ADMIN,
+        )
+    };
+    assert_eq!(replay(&mut sim, &skipped[0]).status, 409);
+    let enabled = call(&mut sim, "POST", &format!("/v1/webhooks/{id}/enable"), &key);
+    assert_eq!(enabled.status, 200, "{}", enabled.json());
+    for dlv in &skipped {
+        let resp = replay(&mut sim, dlv);
+        assert_eq!(resp.status, 202, "{}", resp.json());
+    }
+    sim.advance(Duration::from_secs(5)).expect("advance");
+    let received = sim.net().received_by(URL);
+    let replayed: Vec<String> = received[1..].iter().map(delivery_id_of).collect();
+    assert_eq!(replayed, skipped, "each under its own id");
+    let bodies: Vec<&[u8]> = received[1..].iter().map(|r| r.body.as_slice()).collect();
+    assert_eq!(bodies, [&br#"{"id":"L-2"}"#[..], br#"{"id":"L-3"}"#]);
+    for r in &received[1..] {
+        assert!(edgehook_testkit::signature::verifies(
+            &secret,
+            r.header("x-service-timestamp"),
+            r.header("x-service-signature"),
+            &r.body
+        ));
+    }
+}

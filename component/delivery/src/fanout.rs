@@ -69,19 +69,20 @@ fn publish_inner<K: Kv>(
         Some(_) => env.kv.get(&keys::event(&event_id)).map_err(store)?,
         None => None,
     };
-    let mut listeners = Vec::new();
+    let mut active = Vec::new();
     let mut seen = None;
     let mut created = None;
     if existing.is_none() {
-        let (found, directories) = active_listeners(env, event_type).map_err(store)?;
-        (listeners, seen) = (found, Some(directories));
+        let (found, skipped, directories) = listeners(env, event_type).map_err(store)?;
+        (active, seen) = (found, Some(directories));
         let event = EventRecord {
             id: event_id.clone(),
             event_type: event_type.to_owned(),
             created_at: env.now_ms,
             body_sha256: body_sha256.clone(),
-            subscriptions: listeners.iter().map(|s| s.id.clone()).collect(),
+            subscriptions: active.iter().map(|s| s.id.clone()).collect(),
             fanned_out: false,
+            skipped,
         };
         // A keyed event is recorded before its fan-out, so a retry with the key finds it
         // and resumes; it is created only if absent, so of two publishes with the same key
@@ -150,7 +151,7 @@ fn publish_inner<K: Kv>(
         items: written
             .into_iter()
             .filter_map(|w| {
-                let sub = listeners
+                let sub = active
                     .iter()
                     .find(|s| s.id == w.delivery.subscription_id)?
                     .clone();
@@ -201,12 +202,13 @@ pub struct Prepared {
     pub(crate) items: Vec<(Written, Subscription)>,
 }
 
-/// The active subscriptions listening to `event_type`, and the due and retention
-/// directories, read in the same batch as their records.
-fn active_listeners<K: Kv>(
+/// The subscriptions listening to `event_type`: the active ones, and the ids of those that
+/// record the event as skipped ([`records_skipped`]); and the due and retention directories,
+/// read in the same batch as their records.
+fn listeners<K: Kv>(
     env: &Env<'_, K>,
     event_type: &str,
-) -> Result<(Vec<Subscription>, SeenDirectories), KvError> {
+) -> Result<(Vec<Subscription>, Vec<String>, SeenDirectories), KvError> {
     let ids = subscriptions::fanout_ids(env, event_type).map_err(KvError::from)?;
     let mut batch: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
     batch.push(keys::DUE_DIRECTORY.clone());
@@ -216,13 +218,35 @@ fn active_listeners<K: Kv>(
         retention: values.pop().flatten(),
         due: values.pop().flatten(),
     };
-    let listeners = values
+    let mut active = Vec::new();
+    let mut skipped = Vec::new();
+    for sub in values
         .into_iter()
         .flatten()
         .filter_map(|b| Subscription::decode(&b).ok())
-        .filter(|s| s.status == SubStatus::Active && s.event_types.iter().any(|t| t == event_type))
-        .collect();
-    Ok((listeners, seen))
+        .filter(|s| s.event_types.iter().any(|t| t == event_type))
+    {
+        if sub.status == SubStatus::Active {
+            active.push(sub);
+        } else if records_skipped(env, &sub) {
+            skipped.push(sub.id);
+        }
+    }
+    Ok((active, skipped, seen))
+}
+
+/// Whether publish records a skipped delivery for `sub`, not active: it is disabled, not
+/// deleted, and has been for less than the retention period. Past that, nothing it missed
+/// at first could still be replayed, and a subscription nobody enables again must not cost
+/// a record per event for ever: it stops recording (docs/design/delivery.md, "Skipped
+/// deliveries").
+fn records_skipped<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> bool {
+    let retention_ms = u64::from(env.settings.retention_days) * retention::DAY_MS;
+    sub.status == SubStatus::Disabled
+        && sub.disabled_reason.as_deref() != Some(subscriptions::DELETED)
+        && sub
+            .disabled_at
+            .is_some_and(|at| env.now_ms < at.saturating_add(retention_ms))
 }
 
 /// Where the event of a fan-out comes from, which decides what the fan-out must check in
@@ -249,20 +273,24 @@ fn fan_out<K: Kv>(
     origin: Origin,
     seen: Option<&SeenDirectories>,
 ) -> Result<Vec<Written>, KvError> {
-    let all: Vec<(String, String)> = event
-        .subscriptions
-        .iter()
-        .map(|s| (s.clone(), delivery_id(&event.id, s)))
+    // (subscription, delivery id, skipped): those it is delivered to, then the skipped.
+    let all: Vec<(String, String, bool)> = event
+        .all_subscriptions()
+        .enumerate()
+        .map(|(n, s)| {
+            let skipped = n >= event.subscriptions.len();
+            (s.clone(), delivery_id(&event.id, s), skipped)
+        })
         .collect();
     // A resumed fan-out skips the deliveries an earlier try already made (their history and
     // queue entries were written before their record), so retries make progress.
     // A new event has no deliveries yet: only a resumed fan-out looks.
-    let record_keys: Vec<Key> = all.iter().map(|(_, d)| keys::delivery(d)).collect();
+    let record_keys: Vec<Key> = all.iter().map(|(_, d, _)| keys::delivery(d)).collect();
     let existing = match origin {
         Origin::Resumed => env.kv.get_many(&record_keys)?,
         Origin::Fresh | Origin::Keyed => vec![None; record_keys.len()],
     };
-    let todo: Vec<&(String, String)> = all
+    let todo: Vec<&(String, String, bool)> = all
         .iter()
         .zip(existing)
         .filter(|(_, record)| record.is_none())
@@ -276,24 +304,32 @@ fn fan_out<K: Kv>(
     let mut queue = BTreeMap::new();
     queue.insert(
         second_of(env.now_ms.max(event.created_at)),
-        todo.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
+        todo.iter()
+            .filter(|(_, _, skipped)| !skipped)
+            .map(|(_, d, _)| d.clone())
+            .collect::<Vec<_>>(),
     );
     enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
     // Then one delivery at a time (history entry, then the record that makes it real), so a
     // failure part-way keeps every delivery finished before it.
     let mut written = Vec::with_capacity(todo.len());
-    for (sub, dlv) in todo {
+    for (sub, dlv, skipped) in todo {
         history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
+        // A skipped delivery is never queued: it waits, finished, for a replay.
+        let (status, next_attempt_at) = match skipped {
+            true => (Status::Skipped, None),
+            false => (Status::Pending, Some(event.created_at)),
+        };
         let record = Delivery {
             id: dlv.clone(),
             event_id: event.id.clone(),
             event_type: event.event_type.clone(),
             subscription_id: sub.clone(),
             created_at: event.created_at,
-            status: Status::Pending,
+            status,
             attempts: Vec::new(),
             run: 0,
-            next_attempt_at: Some(event.created_at),
+            next_attempt_at,
             lease_until: None,
             lease_owner: None,
             finished_at: None,
@@ -312,7 +348,7 @@ fn fan_out<K: Kv>(
             })
             .map_err(KvError::from)?,
         };
-        if wrote {
+        if wrote && !skipped {
             written.push(Written {
                 delivery: record,
                 bytes,

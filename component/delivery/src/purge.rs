@@ -40,9 +40,9 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
             }
             if let Some(bytes) = env.kv.get(&keys::event(item))? {
                 let event = EventRecord::decode(&bytes)?;
-                for sub in event.subscriptions {
-                    env.kv.delete(&keys::delivery(&delivery_id(item, &sub)))?;
-                    touched.insert(sub);
+                for sub in event.all_subscriptions() {
+                    env.kv.delete(&keys::delivery(&delivery_id(item, sub)))?;
+                    touched.insert(sub.clone());
                 }
             }
             env.kv.delete(&keys::event_body(item))?;

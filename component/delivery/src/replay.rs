@@ -1,4 +1,5 @@
-//! Replay: a finished delivery re-run under the same id, its first attempt due now.
+//! Replay: a finished (or skipped) delivery re-run under the same id, its first attempt due
+//! now.
 
 use crate::history::load;
 use crate::queue::{enqueue, second_of};
@@ -17,8 +18,8 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
     let sub = subscriptions::load(env, &d.subscription_id)?;
     if sub.as_ref().is_none_or(|s| s.status != SubStatus::Active) {
         return Err(ApiError::conflict(
-            "The delivery's subscription is disabled, so it cannot be replayed. The partner must \
-             create a new subscription (with a new secret) once the endpoint is fixed.",
+            "The delivery's subscription is disabled, so it cannot be replayed. Enable it \
+             (POST /v1/webhooks/{id}/enable) once the endpoint is fixed, then replay.",
         ));
     }
     if d.status == Status::Pending {

@@ -20,6 +20,9 @@ pub enum Status {
     Failed,
     /// The subscription was disabled before the delivery finished.
     Cancelled,
+    /// The subscription was disabled when the event was published: recorded, never
+    /// attempted, so that it can be replayed once the subscription is enabled again.
+    Skipped,
 }
 
 /// One attempt to deliver.
@@ -83,6 +86,7 @@ impl Status {
             Status::Succeeded => 1,
             Status::Failed => 2,
             Status::Cancelled => 3,
+            Status::Skipped => 4,
         }
     }
 
@@ -92,6 +96,7 @@ impl Status {
             Status::Succeeded,
             Status::Failed,
             Status::Cancelled,
+            Status::Skipped,
         ]
         .get(usize::from(code))
         .copied()
@@ -206,24 +211,46 @@ pub struct EventRecord {
     pub subscriptions: Vec<String>,
     /// Whether every delivery has been created.
     pub fanned_out: bool,
+    /// The disabled subscriptions listening to its type when it was published: each has a
+    /// delivery too, in status [`Status::Skipped`], never attempted but replayable.
+    pub skipped: Vec<String>,
 }
 
 /// First byte of an event record ([`EventRecord::encode`]): its format's version.
 pub const EVENT_V1: u8 = 0xE5;
 
+/// First byte of an event record that names skipped subscriptions: [`EVENT_V1`] and then the
+/// list. An event without any is still written as [`EVENT_V1`], byte for byte as before.
+pub const EVENT_V2: u8 = 0xE6;
+
 impl EventRecord {
     /// The stored record: `EVENT_V1`, then every field in declaration order (see
-    /// [`edgehook_storage::codec`]). Every publish writes one.
+    /// [`edgehook_storage::codec`]); `EVENT_V2` when `skipped` is not empty (then with it at
+    /// the end). Every publish writes one.
     #[inline]
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new(EVENT_V1, 128 + 32 * self.subscriptions.len());
+        let version = match self.skipped.is_empty() {
+            true => EVENT_V1,
+            false => EVENT_V2,
+        };
+        let capacity = 128 + 32 * (self.subscriptions.len() + self.skipped.len());
+        let mut w = Writer::new(version, capacity);
         w.str(&self.id)
             .str(&self.event_type)
             .u64(self.created_at)
             .str(&self.body_sha256)
             .list(&self.subscriptions, |w, s| w.str(s))
             .bool(self.fanned_out);
+        if !self.skipped.is_empty() {
+            w.list(&self.skipped, |w, s| w.str(s));
+        }
         w.finish()
+    }
+
+    /// Every subscription the event has a delivery for: those it is delivered to, then the
+    /// skipped ones.
+    pub fn all_subscriptions(&self) -> impl Iterator<Item = &String> {
+        self.subscriptions.iter().chain(&self.skipped)
     }
 
     /// Reads a stored record ([`EventRecord::encode`]). Damage is an error.
@@ -232,16 +259,25 @@ impl EventRecord {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
-        let mut r = Reader::new(bytes, EVENT_V1)?;
+        let (mut r, v2) = match Reader::new(bytes, EVENT_V2) {
+            Some(r) => (r, true),
+            None => (Reader::new(bytes, EVENT_V1)?, false),
+        };
         let (id, event_type, created_at, body_sha256) = (r.str()?, r.str()?, r.u64()?, r.str()?);
         let subscriptions = r.list(4, Reader::str)?;
+        let fanned_out = r.bool()?;
+        let skipped = match v2 {
+            true => r.list(4, Reader::str)?,
+            false => Vec::new(),
+        };
         let event = EventRecord {
             id,
             event_type,
             created_at,
             body_sha256,
             subscriptions,
-            fanned_out: r.bool()?,
+            fanned_out,
+            skipped,
         };
         r.end()?;
         Some(event)
@@ -306,6 +342,7 @@ mod tests {
             Status::Succeeded,
             Status::Failed,
             Status::Cancelled,
+            Status::Skipped,
         ] {
             let mut d = full_delivery();
             d.status = status;
@@ -354,7 +391,35 @@ mod tests {
             body_sha256: "ab".repeat(32),
             subscriptions: vec!["sub_a".into(), "sub_é".into(), String::new()],
             fanned_out: true,
+            skipped: Vec::new(),
         }
+    }
+
+    /// An event with skipped subscriptions is `EVENT_V2`, reads back whole, and lists every
+    /// subscription it has a delivery for; one without is the `EVENT_V1` bytes of before.
+    #[test]
+    fn an_event_record_with_skipped_subscriptions_reads_back_whole() {
+        let event = EventRecord {
+            skipped: vec!["sub_d".into(), "sub_e".into()],
+            ..sample_event()
+        };
+        let bytes = event.encode();
+        assert_eq!(bytes[0], EVENT_V2);
+        assert_eq!(EventRecord::decode(&bytes), Ok(event.clone()));
+        edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
+            EventRecord::decode(b).is_ok()
+        });
+        let all: Vec<&str> = event.all_subscriptions().map(String::as_str).collect();
+        assert_eq!(all, ["sub_a", "sub_é", "", "sub_d", "sub_e"]);
+        // Without skipped ones: version 1, and the version 2 bytes cut at the flag are not
+        // taken for a version 1 record.
+        let plain = sample_event().encode();
+        assert_eq!(plain[0], EVENT_V1);
+        assert_eq!(&plain[1..], &bytes[1..plain.len()]);
+        let mut cut = bytes[..plain.len()].to_vec();
+        assert!(EventRecord::decode(&cut).is_err(), "v2 without its list");
+        cut[0] = EVENT_V1;
+        assert_eq!(EventRecord::decode(&cut), Ok(sample_event()));
     }
 
     #[test]

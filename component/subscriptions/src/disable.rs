@@ -1,8 +1,10 @@
 //! Disabling a subscription (a delete, a `410 Gone`, a failure streak, an operator): the
 //! client-index entry is marked `Leaving`, the lists of disabled subscriptions get an entry
 //! (the client's, unless it is a delete, and the operator's), the record flips to
-//! `disabled` naming those entries (the commit point), then its index entries go and its
-//! slot is given back, best effort. A delete ([`DELETED`]) also erases the signing secret
+//! `disabled` naming those entries (the commit point), then its client-index entry goes
+//! (and at a delete its fan-out entries too) and its slot is given back, best effort. A
+//! subscription disabled otherwise keeps its fan-out entries: publish records the events
+//! it misses as skipped deliveries, which can be replayed once it is enabled again. A delete ([`DELETED`]) also erases the signing secret
 //! in that same write; the other reasons keep it, so a disabled subscription can be enabled
 //! again and sign as before.
 
@@ -50,6 +52,8 @@ pub fn disable<K: Kv>(
                 if let Some(seq) = entry {
                     let _ = disabled_log(Some(&sub.client_id)).remove(env.kv, seq);
                 }
+                // It no longer records skipped deliveries (readers skip a deleted record).
+                let _ = remove_from_fanout(env, &sub);
                 return Ok(Some(sub));
             }
             continue;
@@ -82,8 +86,15 @@ pub fn disable<K: Kv>(
         if env.kv.cas_swap(cas, &sub.encode())? {
             // Committed; index clean-up is best effort (readers skip disabled records), and
             // so is giving back the slot (a counter left high is corrected by the next
-            // recount).
-            let _ = remove_from_indexes(env, &sub);
+            // recount). A subscription disabled but not deleted stays in its fan-out lists:
+            // the events it misses are recorded as skipped deliveries, to replay after an
+            // enable.
+            let _ = match reason == DELETED {
+                true => remove_from_indexes(env, &sub),
+                false => client_index(&sub.client_id)
+                    .remove(env.kv, sub.seq)
+                    .map_err(Into::into),
+            };
             give_back_slot(env, &sub.client_id);
             return Ok(Some(sub));
         }
@@ -99,9 +110,20 @@ pub(crate) fn remove_from_indexes<K: Kv>(
     env: &Env<'_, K>,
     sub: &Subscription,
 ) -> Result<(), ApiError> {
+    remove_from_fanout(env, sub)?;
+    client_index(&sub.client_id).remove(env.kv, sub.seq)?;
+    Ok(())
+}
+
+/// Removes a subscription's fan-out entries (those its record names). Callers treat it as
+/// best effort: an entry left behind is skipped by readers once the record is deleted or
+/// names other entries.
+pub(crate) fn remove_from_fanout<K: Kv>(
+    env: &Env<'_, K>,
+    sub: &Subscription,
+) -> Result<(), ApiError> {
     for (event_type, seq) in sub.event_types.iter().zip(&sub.fanout_seqs) {
         fanout_index(event_type).remove(env.kv, *seq)?;
     }
-    client_index(&sub.client_id).remove(env.kv, sub.seq)?;
     Ok(())
 }

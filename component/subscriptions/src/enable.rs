@@ -13,7 +13,7 @@
 
 use crate::cap::{give_back_slot, take_slot};
 use crate::create::make_live;
-use crate::disable::remove_from_indexes;
+use crate::disable::{remove_from_fanout, remove_from_indexes};
 use crate::index::{
     Listing, PartnerView, append_one, client_index, disabled_log, encode_index_item, fanout_index,
 };
@@ -101,8 +101,10 @@ pub fn enable<K: Kv>(
 }
 
 /// Removes the entries of `sub` (as it was disabled) from the lists of disabled
-/// subscriptions.
+/// subscriptions, and the fan-out entries it kept while disabled (the enabled record names
+/// new ones; until these go, readers see the id twice and take it once).
 fn leave_disabled_lists<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<(), ApiError> {
+    remove_from_fanout(env, sub)?;
     if let Some(seq) = sub.disabled_entries.0 {
         disabled_log(Some(&sub.client_id)).remove(env.kv, seq)?;
     }

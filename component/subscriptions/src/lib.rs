@@ -10,8 +10,10 @@
 //! record as `pending` (holding every entry's number), and last flips the record to
 //! `active` — the commit point. Readers skip entries whose record is missing or not active,
 //! so a create that fails half-way leaves nothing visible. A disable ([`disable()`]) flips the
-//! record to `disabled` (its commit point), then removes its index entries and gives back
-//! its slot, best effort: entries it fails to remove are skipped by readers. The live count
+//! record to `disabled` (its commit point), then removes its client-index entry (a delete:
+//! its fan-out entries too; otherwise they stay, so publish records skipped deliveries for
+//! it) and gives back its slot, best effort: entries it fails to remove are skipped by
+//! readers. The live count
 //! only ever errs high (a failed create or an interrupted delete leaves it one too many);
 //! when it says the cap is reached, the create recounts the client's live subscriptions and
 //! corrects it by compare-and-swap. An enable ([`enable()`]) is a create's order again for a
