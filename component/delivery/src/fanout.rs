@@ -315,10 +315,11 @@ fn fan_out<K: Kv>(
     let mut written = Vec::with_capacity(todo.len());
     for (sub, dlv, skipped) in todo {
         history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
-        // A skipped delivery is never queued: it waits, finished, for a replay.
-        let (status, next_attempt_at) = match skipped {
-            true => (Status::Skipped, None),
-            false => (Status::Pending, Some(event.created_at)),
+        // A skipped delivery is never queued: it waits, finished at its publish, for a
+        // replay.
+        let (status, next_attempt_at, finished_at) = match skipped {
+            true => (Status::Skipped, None, Some(event.created_at)),
+            false => (Status::Pending, Some(event.created_at), None),
         };
         let record = Delivery {
             id: dlv.clone(),
@@ -332,7 +333,7 @@ fn fan_out<K: Kv>(
             next_attempt_at,
             lease_until: None,
             lease_owner: None,
-            finished_at: None,
+            finished_at,
         };
         let bytes = record.encode();
         let wrote = match origin {

@@ -115,11 +115,10 @@ pub(crate) fn scan_second<K: Kv>(
             // the second is settled. A record that finished within the entry's second is
             // taken as the end of the run the entry was queued for (the common case, which
             // must not hold every second for its grace period): a replay in the very second
-            // its delivery finished is not told apart by this. Nor is a cancelled one held:
-            // its subscription is disabled for good, so it is never replayed, and its
-            // retries' entries in later seconds would each hold their second for nothing.
-            let replayable = matches!(d.status, Status::Succeeded | Status::Failed);
-            if !settled && replayable && d.finished_at.is_some_and(|f| f < second * 1000) {
+            // its delivery finished is not told apart by this. Every finished status is
+            // replayable (a cancelled or skipped one after an enable), so each is held; a
+            // skipped record counts as finished at its publish.
+            if !settled && d.finished_at.is_some_and(|f| f < second * 1000) {
                 scan.hold(*seq, now + 1000);
             }
             continue;

@@ -519,10 +519,11 @@ fn a_settled_second_whose_last_append_failed_expires() {
 }
 
 #[test]
-fn a_retry_cancelled_before_its_second_holds_nothing_when_that_second_comes() {
+fn a_retry_cancelled_before_its_second_is_held_like_a_replay_then_dropped() {
     // Attempt 1 failed and attempt 2 is queued a minute ahead; then the subscription is
-    // disabled, which cancels the delivery. When the retry's second comes, its entry is
-    // done with: no replay can follow a cancel, so the tick does not look again.
+    // disabled, which cancels the delivery. When the retry's second comes, its entry may
+    // as well be a replay's (a cancelled delivery is replayed after an enable), so it is
+    // held until its second is settled, and then done with; nothing is sent.
     let kv = MemoryKv::new();
     let settings = Settings::default();
     let entropy = SeededEntropy::new(16);
@@ -552,7 +553,43 @@ fn a_retry_cancelled_before_its_second_holds_nothing_when_that_second_comes() {
     let sent = Counting(Cell::new(0));
     let report = tick(&Env::new(retry_at + 500, &kv, &settings, &entropy), &sent);
     assert_eq!(report.attempted, 0);
+    assert_eq!(report.next_due_ms, Some(retry_at + 1_500), "held");
+    let settled = retry_at + (QUEUE_GRACE_S + 2) * 1_000;
+    let report = tick(&Env::new(settled, &kv, &settings, &entropy), &sent);
+    assert_eq!(report.attempted, 0);
     assert_eq!(report.next_due_ms, None, "nothing left to look at");
+    assert_eq!(sent.0.get(), 0);
+}
+
+#[test]
+fn a_tick_between_a_skipped_deliverys_replay_entry_and_its_record_does_not_lose_it() {
+    // As for a replay of a finished delivery: a skipped one (never queued, finished at its
+    // publish) replayed after an enable has its entry queued before its record is pending.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(17);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    disable(&Env::new(now, &kv, &settings, &entropy), &sub, "operator").expect("disable");
+    let env = Env::new(now + 1_000, &kv, &settings, &entropy);
+    let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let id = delivery_id(&receipt.event_id, &sub);
+    let at = now + 120_000;
+    edgehook_subscriptions::enable(&Env::new(at, &kv, &settings, &entropy), &sub, None)
+        .expect("enable");
+    let sent = Counting(Cell::new(0));
+    let hooked = HookKv::new(&kv, "dlv:", || {
+        let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
+        assert_eq!(report.attempted, 0, "the record is not pending yet");
+    });
+    replay(&Env::new(at, &hooked, &settings, &entropy), &id).expect("replay");
+    assert!(
+        hooked.hook.borrow().is_none(),
+        "the tick ran inside the replay"
+    );
+    let later = tick(&Env::new(at + 1_000, &kv, &settings, &entropy), &sent);
+    assert_eq!(later.attempted, 1, "the replay's attempt is sent");
+    assert_eq!(sent.0.get(), 1);
 }
 
 /// Answers 200 to everything and notes the delivery ids of each batch.
