@@ -20,4 +20,5 @@ mod seams;
 mod secrets;
 mod spin_manifest;
 mod ssrf;
+mod test_delivery;
 mod verifiers;

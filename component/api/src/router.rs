@@ -1,7 +1,7 @@
 //! Request routing: path and method to handler, plus the checks every route shares (body
 //! limits, authentication, the request id on every response).
 
-use crate::{auth, operator, partner};
+use crate::{auth, operator, partner, ping};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -28,6 +28,8 @@ pub enum Route {
     Webhook(String),
     /// `/v1/webhooks/{id}/enable`: enable a disabled subscription again (POST).
     WebhookEnable(String),
+    /// `/v1/webhooks/{id}/test`: send a test delivery (`webhook.ping`) now (POST).
+    WebhookTest(String),
     /// `/internal/v1/settings`: the effective settings (operator).
     OperatorSettings,
     /// `/internal/v1/clients/{clientId}/keys`: issue an API key (operator).
@@ -46,6 +48,8 @@ pub enum Route {
     DisableSubscription(String),
     /// `/internal/v1/subscriptions/{id}/enable` (operator).
     EnableSubscription(String),
+    /// `/internal/v1/subscriptions/{id}/test`: send a test delivery now (operator).
+    TestSubscription(String),
     /// `/internal/v1/subscriptions/{id}/deliveries`: delivery history (operator).
     SubscriptionDeliveries(String),
     /// `/internal/v1/deliveries/{id}`: one delivery with its attempts (operator).
@@ -63,6 +67,7 @@ impl Route {
             ["v1", "webhooks"] => Route::Webhooks,
             ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
             ["v1", "webhooks", id, "enable"] => Route::WebhookEnable((*id).to_owned()),
+            ["v1", "webhooks", id, "test"] => Route::WebhookTest((*id).to_owned()),
             ["internal", "v1", "settings"] => Route::OperatorSettings,
             ["internal", "v1", "clients", client, "keys"] => {
                 Route::ClientKeys((*client).to_owned())
@@ -81,6 +86,9 @@ impl Route {
             }
             ["internal", "v1", "subscriptions", id, "enable"] => {
                 Route::EnableSubscription((*id).to_owned())
+            }
+            ["internal", "v1", "subscriptions", id, "test"] => {
+                Route::TestSubscription((*id).to_owned())
             }
             ["internal", "v1", "subscriptions", id, "deliveries"] => {
                 Route::SubscriptionDeliveries((*id).to_owned())
@@ -108,7 +116,9 @@ impl Route {
             | Route::Tick
             | Route::DisableSubscription(_)
             | Route::EnableSubscription(_)
+            | Route::TestSubscription(_)
             | Route::WebhookEnable(_)
+            | Route::WebhookTest(_)
             | Route::Replay(_) => &["POST"],
             Route::ClientKey(..) => &["DELETE"],
         }
@@ -118,7 +128,11 @@ impl Route {
     pub fn is_operator(&self) -> bool {
         !matches!(
             self,
-            Route::Health | Route::Webhooks | Route::Webhook(_) | Route::WebhookEnable(_)
+            Route::Health
+                | Route::Webhooks
+                | Route::Webhook(_)
+                | Route::WebhookEnable(_)
+                | Route::WebhookTest(_)
         )
     }
 
@@ -219,6 +233,7 @@ fn dispatch<K: Kv>(
                 operator::disable_subscription(env, req, &id, request_id)
             }
             Route::EnableSubscription(id) => operator::enable_subscription(env, &id, request_id),
+            Route::TestSubscription(id) => ping::operator(env, sender, &id, request_id),
             Route::SubscriptionDeliveries(id) => {
                 operator::subscription_deliveries(env, req, &id, request_id)
             }
@@ -227,6 +242,7 @@ fn dispatch<K: Kv>(
             | Route::Webhooks
             | Route::Webhook(_)
             | Route::WebhookEnable(_)
+            | Route::WebhookTest(_)
             | Route::Events
             | Route::Replay(_) => Err(ApiError::not_found("Route")),
         };
@@ -240,6 +256,7 @@ fn dispatch<K: Kv>(
         (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
         (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
         (Route::WebhookEnable(id), _) => partner::enable(env, &id, &client_id, request_id),
+        (Route::WebhookTest(id), _) => ping::partner(env, sender, &id, &client_id, request_id),
         _ => Err(ApiError::not_found("Route")),
     };
     Ok((resp?, None))

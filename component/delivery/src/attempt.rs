@@ -25,6 +25,19 @@ pub(crate) fn outgoing<K: Kv>(
     url: TargetUrl,
     body: Rc<Vec<u8>>,
 ) -> Outgoing {
+    signed(env, &d.id, &d.event_type, sub, url, body)
+}
+
+/// The signed request of delivery `id` (an event of `event_type`) to `url` (`sub`'s, parsed
+/// and allowed): a delivery's attempt, or a test delivery.
+pub(crate) fn signed<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    event_type: &str,
+    sub: &Subscription,
+    url: TargetUrl,
+    body: Rc<Vec<u8>>,
+) -> Outgoing {
     let timestamp = env.now_ms / 1000;
     let signature = signing::sign(&sub.signing_secret.0, timestamp, &body);
     let authority = match url.port {
@@ -39,8 +52,8 @@ pub(crate) fn outgoing<K: Kv>(
             ("content-type".into(), "application/json".into()),
             ("content-length".into(), body.len().to_string()),
             ("user-agent".into(), USER_AGENT.into()),
-            ("x-service-delivery-id".into(), d.id.clone()),
-            ("x-service-event".into(), d.event_type.clone()),
+            ("x-service-delivery-id".into(), id.to_owned()),
+            ("x-service-event".into(), event_type.to_owned()),
             ("x-service-timestamp".into(), timestamp.to_string()),
             ("x-service-signature".into(), signature),
         ],

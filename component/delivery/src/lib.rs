@@ -4,8 +4,8 @@
 //! publish and fan-out ([`fanout`]), the due queue ([`queue`]), ticks ([`mod@tick`], which scan
 //! due seconds with [`scan`] and run [`batch`]es: [`claim`], [`attempt`], [`outcome`]), the
 //! retry schedule ([`retry`]), subscription health and disabling ([`health`]), retention
-//! ([`purge`]), replay ([`mod@replay`]), history ([`mod@history`]), sending ([`sender`]), and the
-//! opportunistic tick ([`scheduler`]).
+//! ([`purge`]), replay ([`mod@replay`]), history ([`mod@history`]), sending ([`sender`]), test deliveries
+//! ([`mod@ping`]), and the opportunistic tick ([`scheduler`]).
 //!
 //! **Records.** `evt:{id}` (type, body hash, matched subscriptions) and `evt:{id}:body` (the
 //! raw load). `dlv:{id}` is one delivery: one event to one subscription, with every attempt.
@@ -30,6 +30,7 @@ pub mod fanout;
 pub mod health;
 pub mod history;
 pub mod outcome;
+pub mod ping;
 pub mod purge;
 pub mod queue;
 pub mod replay;
@@ -46,6 +47,7 @@ pub use edgehook_records::delivery::{Attempt, Delivery, EventRecord, Status, del
 pub use fanout::{Prepared, Written, publish, publish_prepared};
 pub use health::{cancel_pending, disable};
 pub use history::{history, load};
+pub use ping::{PING_EVENT, Ping, ping};
 pub use replay::replay;
 pub use report::TickReport;
 pub use retry::{MAX_ATTEMPTS, RETRY_DELAYS_MS, retry_due, retry_due_after};

@@ -191,8 +191,36 @@ impl Delivery {
             "nextAttemptAt": self.next_attempt_at,
             "finishedAt": self.finished_at,
             "replays": self.run,
-            "attempts": self.attempts,
+            "attempts": self.attempts.iter().map(Attempt::to_json).collect::<Vec<_>>(),
         })
+    }
+}
+
+impl Attempt {
+    /// The attempt as the API shows it: every field, and its [`error_class`].
+    pub fn to_json(&self) -> Value {
+        let mut v = json!(self);
+        v["errorClass"] = json!(error_class(self.status_code, self.error.as_deref()));
+        v
+    }
+}
+
+/// The class of an attempt's failure, for people and alerts to group by: `http_status` (the
+/// receiver answered, not 2xx), `timeout`, `connection` (refused, reset, not found, DNS),
+/// `tls`, `destination_refused` (the URL policy or the host refused the target) or `other`.
+/// `None` for a 2xx answer.
+pub fn error_class(status_code: Option<u16>, error: Option<&str>) -> Option<&'static str> {
+    match (status_code, error) {
+        (Some(code), _) if (200..300).contains(&code) => None,
+        (Some(_), _) => Some("http_status"),
+        (None, Some("timeout")) => Some("timeout"),
+        (
+            None,
+            Some("connection refused" | "connection reset" | "host not found" | "dns error"),
+        ) => Some("connection"),
+        (None, Some("tls error")) => Some("tls"),
+        (None, Some("destination not allowed")) => Some("destination_refused"),
+        (None, _) => Some("other"),
     }
 }
 
@@ -443,6 +471,30 @@ mod tests {
             EventRecord::decode(&many).is_err(),
             "u32::MAX subscriptions"
         );
+    }
+
+    /// Every error text the shell gives an attempt has its class; a 2xx has none.
+    #[test]
+    fn error_classes() {
+        let class = |code, error| error_class(code, error);
+        assert_eq!(class(Some(204), None), None);
+        assert_eq!(class(Some(301), None), Some("http_status"));
+        assert_eq!(class(Some(503), None), Some("http_status"));
+        for (error, expected) in [
+            ("timeout", "timeout"),
+            ("connection refused", "connection"),
+            ("connection reset", "connection"),
+            ("host not found", "connection"),
+            ("dns error", "connection"),
+            ("tls error", "tls"),
+            ("destination not allowed", "destination_refused"),
+            ("http error", "other"),
+            ("invalid header", "other"),
+        ] {
+            assert_eq!(class(None, Some(error)), Some(expected), "{error}");
+        }
+        let attempt = full_delivery().attempts[0].to_json();
+        assert!(attempt.get("errorClass").is_some(), "{attempt}");
     }
 
     /// Record codecs round-trip any record, however many subscriptions an event fans out

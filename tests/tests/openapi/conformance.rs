@@ -199,6 +199,33 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             assert_eq!(w.operator("POST", &path).status, 200);
             w.partner("POST", &format!("/v1/webhooks/{id}/enable"))
         }
+        "POST /v1/webhooks/{id}/test 200 receiverDown"
+        | "POST /internal/v1/subscriptions/{id}/test 200 receiverDown" => {
+            let mut w = World::new(44);
+            w.sim.net().endpoint(URL, [Reply::Status(503)]);
+            let id = w.subscribe(&["load.created"]);
+            if key.starts_with("POST /v1/") {
+                w.partner("POST", &format!("/v1/webhooks/{id}/test"))
+            } else {
+                w.operator("POST", &format!("/internal/v1/subscriptions/{id}/test"))
+            }
+        }
+        "POST /v1/webhooks/{id}/test 404 notFound" => {
+            World::new(45).partner("POST", &format!("/v1/webhooks/{SAMPLE_SUB}/test"))
+        }
+        "POST /internal/v1/subscriptions/{id}/test 404 notFound" => World::new(46).operator(
+            "POST",
+            &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/test"),
+        ),
+        "POST /internal/v1/subscriptions/{id}/test 409 deleted" => {
+            let mut w = World::new(47);
+            let id = w.subscribe(&["load.created"]);
+            assert_eq!(
+                w.partner("DELETE", &format!("/v1/webhooks/{id}")).status,
+                200
+            );
+            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/test"))
+        }
         "POST /v1/webhooks/{id}/enable 404 notFound" => {
             World::new(32).partner("POST", &format!("/v1/webhooks/{SAMPLE_SUB}/enable"))
         }

@@ -15,6 +15,7 @@ fn served_paths() -> Vec<String> {
         "/v1/webhooks".to_owned(),
         format!("/v1/webhooks/{SAMPLE_SUB}"),
         format!("/v1/webhooks/{SAMPLE_SUB}/enable"),
+        format!("/v1/webhooks/{SAMPLE_SUB}/test"),
         "/internal/v1/settings".to_owned(),
         "/internal/v1/clients/acme/keys".to_owned(),
         format!("/internal/v1/clients/acme/keys/{SAMPLE_KEY}"),
@@ -24,6 +25,7 @@ fn served_paths() -> Vec<String> {
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/disable"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
+        format!("/internal/v1/subscriptions/{SAMPLE_SUB}/test"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/deliveries"),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}"),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}/replay"),
@@ -31,7 +33,7 @@ fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-const VARIANTS: usize = 16;
+const VARIANTS: usize = 18;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -54,6 +56,8 @@ fn variant(route: &Route) -> usize {
         Route::WebhookEnable(_) => 13,
         Route::EnableSubscription(_) => 14,
         Route::OperatorSubscriptions => 15,
+        Route::WebhookTest(_) => 16,
+        Route::TestSubscription(_) => 17,
     }
 }
 

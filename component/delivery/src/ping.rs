@@ -1,0 +1,91 @@
+//! Test deliveries: one signed `webhook.ping` to a subscription's URL, sent at once, so a
+//! partner can check a receiver without waiting for a load event. Not stored, not retried,
+//! not replayable, and not counted in the subscription's failure streak: it tells the caller
+//! how the receiver answered, and changes nothing.
+
+use crate::attempt::{DESTINATION_REFUSED, signed};
+use crate::sender::{SendResult, Sender};
+use edgehook_model::env::Env;
+use edgehook_model::ids::IdKind;
+use edgehook_model::validate;
+use edgehook_records::delivery::error_class;
+use edgehook_storage::kv::Kv;
+use edgehook_subscriptions::Subscription;
+use std::rc::Rc;
+
+/// The event type of a test delivery (`X-Service-Event`). Receivers may see it besides the
+/// load events; it carries no load.
+pub const PING_EVENT: &str = "webhook.ping";
+
+/// How a test delivery went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ping {
+    /// Its delivery id (`X-Service-Delivery-Id`): random, a new one for every test.
+    pub id: String,
+    /// When it was sent (ms since the epoch).
+    pub sent_at: u64,
+    /// The status code, or the error (`timeout`, `connection refused`, `destination not
+    /// allowed`, ...).
+    pub outcome: Result<u16, String>,
+    /// Time to the response head (or the error), in ms.
+    pub latency_ms: u64,
+}
+
+impl Ping {
+    /// Whether the receiver answered 2xx.
+    pub fn succeeded(&self) -> bool {
+        matches!(self.outcome, Ok(code) if (200..300).contains(&code))
+    }
+
+    /// The test's outcome as the API shows it.
+    pub fn to_json(&self, sub: &Subscription) -> serde_json::Value {
+        let (status_code, error) = match &self.outcome {
+            Ok(code) => (Some(*code), None),
+            Err(e) => (None, Some(e.as_str())),
+        };
+        serde_json::json!({
+            "id": self.id,
+            "eventType": PING_EVENT,
+            "subscriptionId": sub.id,
+            "url": sub.url,
+            "sentAt": self.sent_at,
+            "succeeded": self.succeeded(),
+            "statusCode": status_code,
+            "durationMs": self.latency_ms,
+            "error": error,
+            "errorClass": error_class(status_code, error),
+        })
+    }
+}
+
+/// Sends a test delivery to `sub` now, signed with its secret like any delivery, under the
+/// URL policy of the day (a URL it no longer allows is refused, nothing sent).
+pub fn ping<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, sub: &Subscription) -> Ping {
+    let id = IdKind::Delivery.generate(env.entropy);
+    let body = serde_json::json!({
+        "type": PING_EVENT,
+        "subscriptionId": sub.id,
+        "createdAt": env.now_ms,
+    });
+    let body = Rc::new(body.to_string().into_bytes());
+    let result = match validate::target_url(&sub.url, env.settings.target_policy()) {
+        Ok(url) => {
+            let request = signed(env, &id, PING_EVENT, sub, url, body);
+            let mut sent = sender.send_all(&[request], env.settings.attempt_timeout_ms);
+            sent.pop().unwrap_or(SendResult {
+                outcome: Err("no answer".into()),
+                latency_ms: 0,
+            })
+        }
+        Err(_) => SendResult {
+            outcome: Err(DESTINATION_REFUSED.into()),
+            latency_ms: 0,
+        },
+    };
+    Ping {
+        id,
+        sent_at: env.now_ms,
+        outcome: result.outcome,
+        latency_ms: result.latency_ms,
+    }
+}
