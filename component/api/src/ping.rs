@@ -57,5 +57,5 @@ fn send<K: Kv>(
     request_id: &str,
 ) -> Response {
     let ping = delivery::ping(env, sender, sub);
-    Response::data(200, ping.to_json(sub), request_id)
+    Response::data(200, ping.view(sub), request_id)
 }

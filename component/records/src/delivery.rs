@@ -25,9 +25,8 @@ pub enum Status {
     Skipped,
 }
 
-/// One attempt to deliver.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+/// One attempt to deliver. Serialized (camelCase) with its [`error_class`] beside its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
     /// Run number: 0 for the original delivery, 1.. for replays.
     pub run: u32,
@@ -191,17 +190,28 @@ impl Delivery {
             "nextAttemptAt": self.next_attempt_at,
             "finishedAt": self.finished_at,
             "replays": self.run,
-            "attempts": self.attempts.iter().map(Attempt::to_json).collect::<Vec<_>>(),
+            "attempts": self.attempts,
         })
     }
 }
 
-impl Attempt {
-    /// The attempt as the API shows it: every field, and its [`error_class`].
-    pub fn to_json(&self) -> Value {
-        let mut v = json!(self);
-        v["errorClass"] = json!(error_class(self.status_code, self.error.as_deref()));
-        v
+impl Serialize for Attempt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut st = s.serialize_struct("Attempt", 9)?;
+        st.serialize_field("run", &self.run)?;
+        st.serialize_field("number", &self.number)?;
+        st.serialize_field("dueAt", &self.due_at)?;
+        st.serialize_field("startedAt", &self.started_at)?;
+        st.serialize_field("statusCode", &self.status_code)?;
+        st.serialize_field("error", &self.error)?;
+        st.serialize_field(
+            "errorClass",
+            &error_class(self.status_code, self.error.as_deref()),
+        )?;
+        st.serialize_field("latencyMs", &self.latency_ms)?;
+        st.serialize_field("succeeded", &self.succeeded)?;
+        st.end()
     }
 }
 
@@ -493,7 +503,7 @@ mod tests {
         ] {
             assert_eq!(class(None, Some(error)), Some(expected), "{error}");
         }
-        let attempt = full_delivery().attempts[0].to_json();
+        let attempt = json!(full_delivery().attempts[0]);
         assert!(attempt.get("errorClass").is_some(), "{attempt}");
     }
 
