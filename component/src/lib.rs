@@ -21,7 +21,7 @@
 //!     model::env::{Env, SeededEntropy}, model::http::Request, storage::kv::MemoryKv};
 //!
 //! let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(1));
-//! let env = Env { now_ms: 1_700_000_000_000, kv: &kv, settings: &settings, entropy: &entropy };
+//! let env = Env::new(1_700_000_000_000, &kv, &settings, &entropy);
 //! let handled = router::handle(&env, &Request::new("GET", "/healthz"), &NoNetwork);
 //! assert_eq!(handled.response.status, 200);
 //! ```

@@ -26,7 +26,7 @@ use edgehook_api::router::{self, READ_LIMIT};
 use edgehook_delivery::scheduler;
 use edgehook_delivery::{self as delivery, Outgoing, SendResult, Sender, TickReport};
 use edgehook_model::config::Settings;
-use edgehook_model::env::{Entropy, Env};
+use edgehook_model::env::{Entropy, Env, Log};
 use edgehook_model::events::{PublishError, PublishReceipt};
 use edgehook_model::http::{Request, Response};
 use edgehook_model::ids::IdKind;
@@ -182,11 +182,16 @@ fn open() -> Result<(Settings, WasiKv), String> {
 
 /// An [`Env`] over what [`open`] returned, at `now_ms`.
 fn env_at<'a>(opened: &'a (Settings, WasiKv), now_ms: u64) -> Env<'a, WasiKv> {
-    Env {
-        now_ms,
-        kv: &opened.1,
-        settings: &opened.0,
-        entropy: &WasiEntropy,
+    Env::new(now_ms, &opened.1, &opened.0, &WasiEntropy).with_log(&StderrLog)
+}
+
+/// The component's stderr as the core's [`Log`]: every host keeps it as the component's log
+/// (`edgehook serve` passes it to its own stderr, Spin to its log files).
+struct StderrLog;
+
+impl Log for StderrLog {
+    fn line(&self, line: &str) {
+        eprintln!("{line}");
     }
 }
 

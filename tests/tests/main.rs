@@ -5,6 +5,7 @@
 
 mod common;
 
+mod alerts;
 mod component;
 mod delivery;
 mod faults;

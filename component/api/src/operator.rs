@@ -303,7 +303,7 @@ pub fn enable_subscription<K: Kv>(
     id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    match subscriptions::enable(env, id, None)? {
+    match delivery::enable(env, id, None)? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
             Ok(Response::data(200, sub.operator_json(), request_id))
         }

@@ -349,7 +349,7 @@ pub fn enable<K: Kv>(
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    match subscriptions::enable(env, id, Some(client_id))? {
+    match delivery::enable(env, id, Some(client_id))? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => Ok(
             Response::data(200, subscriptions::partner_detail(&sub), request_id),
         ),

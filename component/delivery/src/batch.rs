@@ -1,5 +1,6 @@
 //! One batch of attempts: claimed, sent together, recorded; and the tick's clock, which moves on by how long each batch took.
 
+use crate::alert;
 use crate::attempt::{DESTINATION_REFUSED, outgoing};
 use crate::claim::{Claim, Claimed, LEASE_MARGIN_MS, Wait};
 use crate::fanout::Written;
@@ -122,12 +123,21 @@ pub(crate) fn run_batch<K: Kv>(
         .map(|c| c.delivery.subscription_id.clone())
         .collect();
     // Publish read the subscriptions of a prepared batch moments ago, in this invocation.
-    let subs = match known {
+    let subs: Vec<Option<Subscription>> = match known {
         Some((items, _)) => claimed_at
             .iter()
             .map(|i| Some(items[*i].1.clone()))
             .collect(),
-        None => subscriptions::load_many(env, &sub_ids).map_err(KvError::from)?,
+        // Operator alerts go to a subscription made from the settings, never stored.
+        None => subscriptions::load_many(env, &sub_ids)
+            .map_err(KvError::from)?
+            .into_iter()
+            .zip(&sub_ids)
+            .map(|(sub, id)| match id == alert::ALERTS {
+                true => alert::target(env.settings),
+                false => sub,
+            })
+            .collect(),
     };
     let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
     if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {

@@ -169,6 +169,32 @@ fn publish_inner<K: Kv>(
     Ok((receipt, prepared))
 }
 
+/// Publishes an event of our own (an operator alert, `alert.rs`) to one subscription id:
+/// stored and delivered like any event (listed for retention, body, record, one delivery,
+/// retried on the schedule), without the checks of a load. Its attempt 1 is due at the next
+/// whole second, so a tick that raises one reports it due (a tick reads again only the
+/// seconds after its own when it ends).
+pub(crate) fn publish_internal<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    body: &[u8],
+    subscription_id: &str,
+) -> Result<(), KvError> {
+    let event = EventRecord {
+        id: IdKind::Event.generate(env.entropy),
+        event_type: event_type.to_owned(),
+        created_at: (second_of(env.now_ms) + 1) * 1000,
+        body_sha256: edgehook_model::ids::hex(&Sha256::digest(body)),
+        subscriptions: vec![subscription_id.to_owned()],
+        fanned_out: false,
+        skipped: Vec::new(),
+    };
+    retention::retain(env.kv, event.created_at, &event.id, None)?;
+    env.kv.set(&keys::event_body(&event.id), body)?;
+    fan_out(env, &event, Origin::Fresh, None)?;
+    Ok(())
+}
+
 /// Writes `value` under `key` only if the key holds nothing (a compare-and-swap expecting
 /// absence). `None`: written; else what the key holds, which was not changed.
 fn create_if_absent<K: Kv>(kv: &K, key: &Key, value: &[u8]) -> Result<Option<Vec<u8>>, KvError> {

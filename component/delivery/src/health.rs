@@ -1,5 +1,6 @@
 //! Subscription health: the failure streak, disabling (after a streak, on `410 Gone`, by an operator), and cancelling what a disabled subscription still has pending.
 
+use crate::alert;
 use crate::history::history_log;
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -52,11 +53,28 @@ pub fn disable<K: Kv>(
     reason: &str,
 ) -> Result<Option<Subscription>, ApiError> {
     let sub = subscriptions::disable(env, sub_id, None, reason)?;
-    if sub.is_some() {
+    if let Some(sub) = &sub {
         // Committed; deliveries this misses are cancelled when they come due.
         let _ = cancel_pending(env, sub_id);
+        if reason != subscriptions::DELETED {
+            alert::raise(env, alert::SUBSCRIPTION_DISABLED, sub);
+        }
     }
     Ok(sub)
+}
+
+/// Enables a disabled subscription again (its owner's, if `client_id` is given; see
+/// [`subscriptions::enable`]), and raises `subscription.enabled` when it was disabled.
+pub fn enable<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: Option<&str>,
+) -> Result<Option<subscriptions::Enabled>, ApiError> {
+    let enabled = subscriptions::enable(env, id, client_id)?;
+    if let Some(subscriptions::Enabled::Now(sub)) = &enabled {
+        alert::raise(env, alert::SUBSCRIPTION_ENABLED, sub);
+    }
+    Ok(enabled)
 }
 
 /// Marks the subscription's pending deliveries cancelled (the recent ones: older ones have

@@ -3,9 +3,10 @@
 //! Owns everything between an accepted event and a receiver's answer, one module per job:
 //! publish and fan-out ([`fanout`]), the due queue ([`queue`]), ticks ([`mod@tick`], which scan
 //! due seconds with [`scan`] and run [`batch`]es: [`claim`], [`attempt`], [`outcome`]), the
-//! retry schedule ([`retry`]), subscription health and disabling ([`health`]), retention
-//! ([`purge`]), replay ([`mod@replay`]), history ([`mod@history`]), sending ([`sender`]), test deliveries
-//! ([`mod@ping`]), and the opportunistic tick ([`scheduler`]).
+//! retry schedule ([`retry`]), subscription health and disabling ([`health`]), operator
+//! alerts ([`alert`]), retention ([`purge`]), replay ([`mod@replay`]), history
+//! ([`mod@history`]), sending ([`sender`]), test deliveries ([`mod@ping`]), and the
+//! opportunistic tick ([`scheduler`]).
 //!
 //! **Records.** `evt:{id}` (type, body hash, matched subscriptions) and `evt:{id}:body` (the
 //! raw load). `dlv:{id}` is one delivery: one event to one subscription, with every attempt.
@@ -23,6 +24,7 @@
 //! May use: `edgehook-subscriptions` (listeners, disabling), `edgehook-records`,
 //! `edgehook-model`, `edgehook-storage`. Knows no route: the API (above) calls in.
 
+pub mod alert;
 pub mod attempt;
 pub mod batch;
 pub mod claim;
@@ -45,7 +47,7 @@ pub use attempt::{DESTINATION_REFUSED, USER_AGENT};
 pub use batch::{MAX_ATTEMPTS_PER_TICK, TICK_TIME_BUDGET_MS};
 pub use edgehook_records::delivery::{Attempt, Delivery, EventRecord, Status, delivery_id};
 pub use fanout::{Prepared, Written, publish, publish_prepared};
-pub use health::{cancel_pending, disable};
+pub use health::{cancel_pending, disable, enable};
 pub use history::{history, load};
 pub use ping::{PING_EVENT, Ping, ping};
 pub use replay::replay;

@@ -1,5 +1,6 @@
 //! Outcomes: what each attempt's answer does to its delivery (success, retry, failure, cancel), retries queued first, streaks after.
 
+use crate::alert;
 use crate::claim::{Claimed, Wait};
 use crate::health::{disable, record_streak};
 use crate::queue::{enqueue, second_of};
@@ -153,11 +154,15 @@ pub(crate) fn record_outcomes<K: Kv>(
                 continue;
             }
         }
+        // An operator alert's endpoint has no streak and is never disabled.
+        let counts = c.delivery.subscription_id != alert::ALERTS;
         match verdict {
             Verdict::Succeeded => {
                 report.attempted += 1;
                 report.succeeded += 1;
-                note_streak(&c.delivery.subscription_id, true);
+                if counts {
+                    note_streak(&c.delivery.subscription_id, true);
+                }
             }
             Verdict::Retry(_) => {
                 report.attempted += 1;
@@ -166,7 +171,9 @@ pub(crate) fn record_outcomes<K: Kv>(
             Verdict::Failed { gone } => {
                 report.attempted += 1;
                 report.failed += 1;
-                if *gone {
+                if !counts {
+                    // Nothing to disable or count.
+                } else if *gone {
                     let _ = disable(env, &c.delivery.subscription_id, "gone");
                 } else {
                     note_streak(&c.delivery.subscription_id, false);

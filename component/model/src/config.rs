@@ -17,6 +17,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("rate_limit_per_minute", Some("1200")),
     ("opportunistic_tick_s", Some("10")),
     ("retry_delays_ms", Some("60000,300000")),
+    ("alert_url", None),
+    ("alert_secret", None),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -49,6 +51,12 @@ pub struct Settings {
     /// Delay before attempt 2 and before attempt 3 after the previous attempt failed, in
     /// milliseconds (SPEC §8: about 1 and 5 minutes; each gets up to +10 % jitter).
     pub retry_delays_ms: [u64; 2],
+    /// Where operator alerts go (`subscription.disabled`, `subscription.enabled`), signed
+    /// like any delivery with [`Settings::alert_secret`]; `None`: log lines only.
+    pub alert_url: Option<String>,
+    /// The signing secret of operator alerts (required with `alert_url`, at least 24
+    /// characters).
+    pub alert_secret: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -68,6 +76,11 @@ impl std::fmt::Debug for Settings {
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
             .field("opportunistic_tick_s", &self.opportunistic_tick_s)
             .field("retry_delays_ms", &self.retry_delays_ms)
+            .field("alert_url", &self.alert_url)
+            .field(
+                "alert_secret",
+                &self.alert_secret.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -164,6 +177,36 @@ impl Settings {
                     ),
                 })?
             },
+            alert_url: match value("alert_url") {
+                None => None,
+                Some(url) => {
+                    let any = crate::validate::TargetPolicy {
+                        allow_http: true,
+                        allow_private: true,
+                    };
+                    crate::validate::target_url(url, any).map_err(|_| ConfigError {
+                        key: "alert_url".to_owned(),
+                        problem: "expected an absolute http(s) URL".to_owned(),
+                    })?;
+                    Some(url.to_owned())
+                }
+            },
+            alert_secret: match (value("alert_url"), value("alert_secret")) {
+                (_, Some(secret)) if secret.chars().count() >= 24 => Some(secret.to_owned()),
+                (_, Some(_)) => {
+                    return Err(ConfigError {
+                        key: "alert_secret".to_owned(),
+                        problem: "expected at least 24 characters".to_owned(),
+                    });
+                }
+                (Some(_), None) => {
+                    return Err(ConfigError {
+                        key: "alert_secret".to_owned(),
+                        problem: "required with alert_url (alerts are signed)".to_owned(),
+                    });
+                }
+                (None, None) => None,
+            },
         })
     }
 }
@@ -181,6 +224,43 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_alert_url_needs_a_secret_and_both_are_checked() {
+        let parse = |pairs: &[(&str, &str)]| Settings::from_pairs(pairs.iter().copied());
+        let s = Settings::default();
+        assert_eq!((s.alert_url, s.alert_secret), (None, None));
+        let secret = "whsec_0123456789abcdefghijkl";
+        let s = parse(&[
+            ("alert_url", "https://ops.example.com/hook"),
+            ("alert_secret", secret),
+        ])
+        .expect("parses");
+        assert_eq!(s.alert_url.as_deref(), Some("https://ops.example.com/hook"));
+        assert!(
+            !format!("{s:?}").contains(secret),
+            "the secret is never printed"
+        );
+        for (pairs, key) in [
+            (
+                &[("alert_url", "https://ops.example.com/hook")][..],
+                "alert_secret",
+            ),
+            (
+                &[("alert_url", "ops.example.com"), ("alert_secret", secret)],
+                "alert_url",
+            ),
+            (
+                &[
+                    ("alert_url", "https://ops.example.com/h"),
+                    ("alert_secret", "short"),
+                ],
+                "alert_secret",
+            ),
+        ] {
+            assert_eq!(parse(pairs).expect_err("refused").key, key, "{pairs:?}");
+        }
+    }
 
     #[test]
     fn defaults_follow_the_design() {

@@ -11,6 +11,31 @@ pub trait Entropy {
     fn fill(&self, buf: &mut [u8]);
 }
 
+/// Where the core writes its structured log lines: one JSON object per line, for events an
+/// operator acts on (a subscription disabled or enabled). The shell writes them to stderr,
+/// which every host keeps as the component's log; tests collect them.
+pub trait Log {
+    /// Writes one line (without its line break).
+    fn line(&self, line: &str);
+}
+
+/// A [`Log`] that drops every line: the default of [`Env::new`].
+pub struct NoLog;
+
+impl Log for NoLog {
+    fn line(&self, _: &str) {}
+}
+
+/// A [`Log`] that keeps every line, for tests.
+#[derive(Default)]
+pub struct Lines(pub std::cell::RefCell<Vec<String>>);
+
+impl Log for Lines {
+    fn line(&self, line: &str) {
+        self.0.borrow_mut().push(line.to_owned());
+    }
+}
+
 /// The world as one call of the core sees it.
 pub struct Env<'a, K: Kv> {
     /// Wall-clock time of this call, in milliseconds since the Unix epoch.
@@ -21,6 +46,8 @@ pub struct Env<'a, K: Kv> {
     pub settings: &'a Settings,
     /// Randomness for ids, secrets and jitter.
     pub entropy: &'a dyn Entropy,
+    /// Where structured log lines go ([`NoLog`] unless [`Env::with_log`] says otherwise).
+    pub log: &'a dyn Log,
 }
 
 impl<'a, K: Kv> Env<'a, K> {
@@ -31,7 +58,13 @@ impl<'a, K: Kv> Env<'a, K> {
             kv,
             settings,
             entropy,
+            log: &NoLog,
         }
+    }
+
+    /// The same environment, writing its log lines to `log`.
+    pub fn with_log(self, log: &'a dyn Log) -> Env<'a, K> {
+        Env { log, ..self }
     }
 
     /// The same store, settings and randomness at another time: a long call's later steps,

@@ -235,12 +235,7 @@ impl World {
     /// returns the reply. `faulted`: a store fault was armed for this request (503 allowed).
     pub fn request(&mut self, req: &Request, faulted: bool) -> Reply {
         let handled = {
-            let env = Env {
-                now_ms: self.now_ms,
-                kv: &self.kv,
-                settings: &self.settings,
-                entropy: &self.entropy,
-            };
+            let env = Env::new(self.now_ms, &self.kv, &self.settings, &self.entropy);
             router::handle(&env, req, &self.sender)
         };
         let reply = check::envelope(req, &handled, faulted);
