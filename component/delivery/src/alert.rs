@@ -36,7 +36,9 @@ struct Alert<'a> {
     kind: &'a str,
     subscription_id: &'a str,
     client_id: &'a str,
-    url: &'a str,
+    /// The URL's scheme and authority only: a path or query may hold the receiver's own
+    /// token (Slack-style webhook URLs), which no log and no alert may carry.
+    url_origin: String,
     status: &'a str,
     disabled_reason: Option<&'a str>,
     disabled_at: Option<u64>,
@@ -53,7 +55,7 @@ pub fn raise<K: Kv>(env: &Env<'_, K>, kind: &str, sub: &Subscription) {
         kind,
         subscription_id: &sub.id,
         client_id: &sub.client_id,
-        url: &sub.url,
+        url_origin: origin(&sub.url),
         status: match sub.status {
             Status::Active => "active",
             Status::Disabled => "disabled",
@@ -72,6 +74,16 @@ pub fn raise<K: Kv>(env: &Env<'_, K>, kind: &str, sub: &Subscription) {
     if env.settings.alert_url.is_some() {
         let _ = publish_internal(env, kind, &body, ALERTS);
     }
+}
+
+/// `scheme://host[:port]` of a URL (no user, path, query or fragment).
+fn origin(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return String::new();
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}")
 }
 
 /// The operator's alert endpoint as a subscription, from the settings; `None` when no
@@ -99,4 +111,23 @@ pub(crate) fn target(settings: &Settings) -> Option<Subscription> {
         fanout_seqs: Vec::new(),
         disabled_entries: (None, None),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    #[test]
+    fn the_origin_keeps_no_path_query_or_user() {
+        assert_eq!(
+            origin("https://hooks.example.com/services/T0/secret?x=1"),
+            "https://hooks.example.com"
+        );
+        assert_eq!(origin("http://127.0.0.1:9000?t=1"), "http://127.0.0.1:9000");
+        assert_eq!(
+            origin("https://user:pw@h.example.com:8443/p"),
+            "https://h.example.com:8443"
+        );
+        assert_eq!(origin("not a url"), "");
+    }
 }

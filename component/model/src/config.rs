@@ -17,8 +17,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("rate_limit_per_minute", Some("1200")),
     ("opportunistic_tick_s", Some("10")),
     ("retry_delays_ms", Some("60000,300000")),
-    ("alert_url", None),
-    ("alert_secret", None),
+    ("alert_url", Some("")),
+    ("alert_secret", Some("")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -129,6 +129,7 @@ impl Settings {
                 .map(|v| v.as_ref().trim())
                 .filter(|v| !v.is_empty())
                 .or(KEYS[i].1)
+                .filter(|v| !v.is_empty())
         };
         let number = |key: &str, min: u64, max: u64| -> Result<u64, ConfigError> {
             let raw = value(key).unwrap_or_default();
