@@ -118,6 +118,8 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
         ("component/delivery/src/fanout.rs", "delivery"),
         // A new subscription's record, pending, before any index entry is trusted.
         ("component/subscriptions/src/create.rs", "subscription"),
+        // A new replay job (random id), before the ticks' list names it.
+        ("component/delivery/src/replays.rs", "replay"),
     ];
     let mut seen = std::collections::BTreeSet::new();
     let mut found = Vec::new();

@@ -4,7 +4,7 @@
 //! publish and fan-out ([`fanout`]), the due queue ([`queue`]), ticks ([`mod@tick`], which scan
 //! due seconds with [`scan`] and run [`batch`]es: [`claim`], [`attempt`], [`outcome`]), the
 //! retry schedule ([`retry`]), subscription health and disabling ([`health`]), operator
-//! alerts ([`alert`]), retention ([`purge`]), replay ([`mod@replay`]), history
+//! alerts ([`alert`]), retention ([`purge`]), replay ([`mod@replay`]) and replays by range ([`replays`]), history
 //! ([`mod@history`]), sending ([`sender`]), test deliveries ([`mod@ping`]), and the
 //! opportunistic tick ([`scheduler`]).
 //!
@@ -36,6 +36,7 @@ pub mod ping;
 pub mod purge;
 pub mod queue;
 pub mod replay;
+pub mod replays;
 pub mod report;
 pub mod retry;
 pub mod scan;

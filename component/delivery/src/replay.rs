@@ -49,3 +49,75 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
     })?;
     Ok(replayed)
 }
+
+/// How replaying one delivery of a batch ([`replay_batch`]) went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replayed {
+    /// A new run is queued (or one already was: the delivery is in progress).
+    Queued,
+    /// It cannot be replayed: its subscription is not active, or the record is gone.
+    Refused,
+}
+
+/// Replays many deliveries at once, as [`replay`] does each: their queue entries in one
+/// append, each subscription read once, then each record made pending by compare-and-swap.
+/// A store failure stops the batch (what was done before stays done: replays are
+/// idempotent enough to be tried again, a pending one counts as queued).
+pub(crate) fn replay_batch<K: Kv>(
+    env: &Env<'_, K>,
+    ids: &[String],
+) -> Result<Vec<Replayed>, ApiError> {
+    let now = env.now_ms;
+    let record_keys: Vec<_> = ids.iter().map(|id| keys::delivery(id)).collect();
+    let records: Vec<Option<Delivery>> = env
+        .kv
+        .get_many(&record_keys)?
+        .into_iter()
+        .map(|b| b.and_then(|b| Delivery::decode(&b).ok()))
+        .collect();
+    let mut sub_ids: Vec<String> = records
+        .iter()
+        .flatten()
+        .map(|d| d.subscription_id.clone())
+        .collect();
+    sub_ids.sort();
+    sub_ids.dedup();
+    let active: Vec<String> = subscriptions::load_many(env, &sub_ids)?
+        .into_iter()
+        .flatten()
+        .filter(|s| s.status == SubStatus::Active)
+        .map(|s| s.id)
+        .collect();
+    let replayable = |d: &Delivery| active.binary_search(&d.subscription_id).is_ok();
+    let queued: Vec<String> = records
+        .iter()
+        .flatten()
+        .filter(|d| replayable(d) && d.status != Status::Pending)
+        .map(|d| d.id.clone())
+        .collect();
+    let mut queue = BTreeMap::new();
+    queue.insert(second_of(now), queued);
+    enqueue(env.kv, &queue, None)?;
+    let mut outcomes = Vec::with_capacity(ids.len());
+    for (key, record) in record_keys.iter().zip(&records) {
+        let outcome = match record {
+            Some(d) if replayable(d) => update(env.kv, key, |cur| {
+                let Some(bytes) = cur else {
+                    return Ok(Update::Keep(Replayed::Refused));
+                };
+                let mut d = Delivery::decode(bytes).map_err(ApiError::internal)?;
+                if d.status == Status::Pending {
+                    return Ok(Update::Keep(Replayed::Queued));
+                }
+                d.status = Status::Pending;
+                d.run += 1;
+                d.next_attempt_at = Some(now);
+                d.finished_at = None;
+                Ok::<_, ApiError>(Update::Write(d.encode(), Replayed::Queued))
+            })?,
+            _ => Replayed::Refused,
+        };
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}

@@ -90,12 +90,18 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     let mut report = TickReport::default();
     let tick_id = IdKind::Request.generate(env.entropy);
     let now = env.now_ms;
+    // Replay jobs first: the deliveries a step replays are queued in this second, which
+    // this tick then reads.
+    let replaying = crate::replays::advance(env);
     let Ok(directory) = read_directory(env.kv) else {
         report.next_due_ms = Some(now + 1000);
         return report;
     };
     let mut next_due: Option<u64> = None;
     let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
+    if replaying {
+        note_due(now + 1000);
+    }
     let due: Vec<(u64, u64)> = directory
         .iter()
         .map(|(s, seen)| (*s, *seen))

@@ -16,6 +16,8 @@ pub enum IdKind {
     Request,
     /// An API key (`key_`).
     ApiKey,
+    /// A replay job (`rpl_`).
+    Replay,
 }
 
 /// Random bytes in an id: 96 bits, written as 24 hex digits.
@@ -30,6 +32,7 @@ impl IdKind {
             IdKind::Event => "evt_",
             IdKind::Request => "req_",
             IdKind::ApiKey => "key_",
+            IdKind::Replay => "rpl_",
         }
     }
 

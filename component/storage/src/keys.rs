@@ -34,6 +34,9 @@
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries;
 //!   `subdlv:{subscription id}:f` — how many of its leading pages the retention purge has
 //!   dropped (see `delivery::history`).
+//! - `rpl:{job id}` — a replay job (its filters, cursor and progress; binary,
+//!   `ReplayJob::encode`); `rpl:{job id}:items:...` — an append log of the delivery ids it
+//!   selected; `rpldir` — the ids of the running jobs, one per line, read by every tick.
 //! - `retdir` — the days that have events or idempotency records, each with how far its log
 //!   has been purged (binary, as `duedir`);
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
@@ -202,6 +205,19 @@ pub fn due(second: u64) -> Key {
 pub fn subscription_deliveries(subscription_id: &str) -> Key {
     owned(format!("subdlv:{subscription_id}"))
 }
+
+/// A replay job's record (`rpl_...`).
+pub fn replay(job_id: &str) -> Key {
+    owned(format!("rpl:{job_id}"))
+}
+
+/// Prefix of a replay job's selected deliveries (an append log of delivery ids).
+pub fn replay_items(job_id: &str) -> Key {
+    owned(format!("rpl:{job_id}:items"))
+}
+
+/// The running replay jobs: their ids, one per line; every tick reads it.
+pub const REPLAY_DIRECTORY: Key = Key::fixed("rpldir");
 
 /// Prefix of one day's retention log (an append log of event ids and idempotency keys).
 pub fn retention(day: u64) -> Key {

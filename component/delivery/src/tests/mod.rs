@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 mod outcomes;
 mod publishing;
+mod replays;
 mod retention;
 mod ticking;
 

@@ -1,0 +1,326 @@
+//! Replay jobs: replays by range. A job selects the deliveries of some subscriptions that
+//! were created in a time range, in some statuses (`failed`, `skipped`, `delivered`,
+//! `cancelled`), optionally of some event types, and replays each under its own id, as a
+//! single replay does. It runs on the timer in bounded steps, never in a request: each tick
+//! advances every running job (up to [`JOBS_PER_TICK`]) by one step, held by a lease so two
+//! instances never run the same step at once.
+//!
+//! A job first *selects*: it reads each subscription's history ([`SCAN_PER_STEP`] entries a
+//! step, from the first page the retention purge left) and lists the matching delivery ids
+//! in its own append log, which makes its `total` exact before anything is sent. It then
+//! *replays* them, [`REPLAY_PER_STEP`] a step: the pace that keeps a replay of 100,000
+//! deliveries from delaying fresh events (those run attempt 1 at once, outside the queue;
+//! retries share the queue with at most one step's replays per tick). Progress: `total`,
+//! `done`, `failed` (could not be replayed: the subscription disabled or deleted since).
+//! Cancelling stops it between steps; what it replayed stays replayed. A step cut short by a
+//! crash is run again once its lease expires: a delivery may be replayed twice then, which
+//! receivers deduplicate by its id like any retry.
+
+use crate::history::history_log;
+use crate::replay::{Replayed, replay_batch};
+use edgehook_model::env::Env;
+use edgehook_model::error::ApiError;
+use edgehook_model::ids::IdKind;
+use edgehook_records::delivery::{Delivery, Status};
+pub use edgehook_records::replay::{JobState, ReplayJob, STATUS_NAMES};
+use edgehook_storage::applog::{AppendLog, Entry};
+use edgehook_storage::keys::{self, Key};
+use edgehook_storage::kv::{Kv, KvError, Update, update};
+
+/// History entries a selecting job reads per step.
+pub const SCAN_PER_STEP: usize = 512;
+
+/// Deliveries a replaying job replays per step (per tick).
+pub const REPLAY_PER_STEP: usize = 200;
+
+/// Running jobs one tick advances; the others wait for the next tick.
+pub const JOBS_PER_TICK: usize = 4;
+
+/// How long a tick holds a job while it runs a step.
+const LEASE_MS: u64 = 30_000;
+
+/// "Not begun" as a selection cursor: the subscription's history is looked at first.
+const NOT_BEGUN: u64 = u64::MAX;
+
+/// What a new replay job selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewReplay {
+    /// The client that asks (a partner), or `None` for the operator.
+    pub client_id: Option<String>,
+    /// The subscriptions whose deliveries it replays.
+    pub subscriptions: Vec<String>,
+    /// Deliveries created at or after this (ms since the epoch)...
+    pub since: u64,
+    /// ... and before this.
+    pub until: u64,
+    /// The statuses it selects.
+    pub statuses: Vec<Status>,
+    /// The event types it selects (empty: all).
+    pub event_types: Vec<String>,
+}
+
+/// Creates a replay job; the next ticks run it.
+pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiError> {
+    let job = ReplayJob {
+        id: IdKind::Replay.generate(env.entropy),
+        client_id: new.client_id,
+        subscriptions: new.subscriptions,
+        since: new.since,
+        until: new.until,
+        statuses: new.statuses,
+        event_types: new.event_types,
+        state: JobState::Selecting,
+        created_at: env.now_ms,
+        finished_at: None,
+        cursor_sub: 0,
+        cursor_seq: NOT_BEGUN,
+        cursor_end: 0,
+        total: 0,
+        done: 0,
+        failed: 0,
+        lease_until: 0,
+    };
+    // A new record under a random id, then listed for the ticks.
+    env.kv.set(&keys::replay(&job.id), &job.encode())?;
+    update(env.kv, &keys::REPLAY_DIRECTORY, |cur| {
+        let mut ids = directory_ids(cur);
+        ids.push(job.id.clone());
+        Ok::<_, KvError>(Update::Write(ids.join("\n").into_bytes(), ()))
+    })
+    .map_err(KvError::from)?;
+    Ok(job)
+}
+
+/// A replay job, if it exists (and, with `client_id`, is that client's).
+pub fn load<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: Option<&str>,
+) -> Result<Option<ReplayJob>, ApiError> {
+    if !IdKind::Replay.matches(id) {
+        return Ok(None);
+    }
+    let Some(bytes) = env.kv.get(&keys::replay(id))? else {
+        return Ok(None);
+    };
+    let job = ReplayJob::decode(&bytes).ok_or_else(|| ApiError::internal("damaged replay job"))?;
+    Ok(owned_by(job, client_id))
+}
+
+/// Cancels a running job (the caller's, with `client_id`). Returns the job as it is now
+/// (a finished one unchanged), or `None` if there is no such job.
+pub fn cancel<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: Option<&str>,
+) -> Result<Option<ReplayJob>, ApiError> {
+    if load(env, id, client_id)?.is_none() {
+        return Ok(None);
+    }
+    let now = env.now_ms;
+    let job = update(env.kv, &keys::replay(id), |cur| {
+        let mut job = cur
+            .and_then(ReplayJob::decode)
+            .ok_or_else(|| ApiError::internal("damaged replay job"))?;
+        if !job.state.running() {
+            return Ok(Update::Keep(job));
+        }
+        job.state = JobState::Cancelled;
+        job.finished_at = Some(now);
+        Ok::<_, ApiError>(Update::Write(job.encode(), job))
+    })?;
+    let _ = unlist(env, id);
+    Ok(Some(job))
+}
+
+/// Advances every running job by one step (up to [`JOBS_PER_TICK`]). Returns whether a job
+/// is still running, so the tick asks to run again in a second. Store failures leave the
+/// step to a later tick.
+pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> bool {
+    let Ok(dir) = env.kv.get(&keys::REPLAY_DIRECTORY) else {
+        return true;
+    };
+    let ids = directory_ids(dir.as_deref());
+    let mut running = ids.len() > JOBS_PER_TICK;
+    for id in ids.iter().take(JOBS_PER_TICK) {
+        running |= step(env, id).unwrap_or(true);
+    }
+    running
+}
+
+/// The job ids a directory record lists.
+fn directory_ids(record: Option<&[u8]>) -> Vec<String> {
+    record
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Takes a finished or cancelled job off the ticks' list.
+fn unlist<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), KvError> {
+    update(env.kv, &keys::REPLAY_DIRECTORY, |cur| {
+        let ids = directory_ids(cur);
+        if !ids.iter().any(|i| i == id) {
+            return Ok::<_, KvError>(Update::Keep(()));
+        }
+        let rest: Vec<String> = ids.into_iter().filter(|i| i != id).collect();
+        Ok(Update::Write(rest.join("\n").into_bytes(), ()))
+    })
+    .map_err(KvError::from)
+}
+
+fn owned_by(job: ReplayJob, client_id: Option<&str>) -> Option<ReplayJob> {
+    match client_id {
+        Some(c) if job.client_id.as_deref() != Some(c) => None,
+        _ => Some(job),
+    }
+}
+
+/// One step of job `id`: claimed by its lease, run, committed. Whether it still runs.
+fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
+    let key = keys::replay(id);
+    let now = env.now_ms;
+    let claimed = update(env.kv, &key, |cur| {
+        let Some(mut job) = cur.and_then(ReplayJob::decode) else {
+            return Ok::<_, KvError>(Update::Keep(None));
+        };
+        if !job.state.running() || job.lease_until > now {
+            return Ok(Update::Keep(Some((job, false))));
+        }
+        job.lease_until = now + LEASE_MS;
+        Ok(Update::Write(job.encode(), Some((job, true))))
+    })
+    .map_err(KvError::from)?;
+    let mut job = match claimed {
+        None => {
+            unlist(env, id)?;
+            return Ok(false);
+        }
+        Some((job, false)) if !job.state.running() => {
+            unlist(env, id)?;
+            return Ok(false);
+        }
+        Some((_, false)) => return Ok(true), // another tick holds it
+        Some((job, true)) => job,
+    };
+    let lease = job.lease_until;
+    match job.state {
+        JobState::Selecting => select(env, &mut job)?,
+        JobState::Replaying => replay_some(env, &mut job)?,
+        JobState::Done | JobState::Cancelled => {}
+    }
+    job.lease_until = 0;
+    let committed = update(env.kv, &key, |cur| {
+        let Some(current) = cur.and_then(ReplayJob::decode) else {
+            return Ok::<_, KvError>(Update::Keep(None));
+        };
+        if current.lease_until != lease {
+            return Ok(Update::Keep(None)); // lost the lease: the step is done again
+        }
+        let mut next = job.clone();
+        if current.state == JobState::Cancelled {
+            // Cancelled meanwhile: the progress of this step is kept, the cancel too.
+            next.state = JobState::Cancelled;
+            next.finished_at = current.finished_at;
+        }
+        Ok(Update::Write(next.encode(), Some(next)))
+    })
+    .map_err(KvError::from)?;
+    match committed {
+        Some(job) if !job.state.running() => {
+            unlist(env, id)?;
+            Ok(false)
+        }
+        _ => Ok(true),
+    }
+}
+
+/// Whether delivery `d` is one the job selects.
+fn selects(job: &ReplayJob, d: &Delivery) -> bool {
+    (job.since..job.until).contains(&d.created_at)
+        && job.statuses.contains(&d.status)
+        && (job.event_types.is_empty() || job.event_types.contains(&d.event_type))
+}
+
+/// A selection step: up to [`SCAN_PER_STEP`] history entries read, the matches listed.
+fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
+    let mut budget = SCAN_PER_STEP;
+    let mut selected: Vec<String> = Vec::new();
+    while budget > 0 {
+        let Some(sub) = job.subscriptions.get(job.cursor_sub as usize) else {
+            job.state = JobState::Replaying;
+            break;
+        };
+        let log = history_log(sub);
+        if job.cursor_seq == NOT_BEGUN {
+            // Pages the purge dropped are not read; entries added from now are newer than
+            // the job's range.
+            job.cursor_seq = log.dropped_pages(env.kv)? * log.page_size();
+            job.cursor_end = log.len(env.kv)?;
+        }
+        if job.cursor_seq >= job.cursor_end {
+            job.cursor_sub += 1;
+            job.cursor_seq = NOT_BEGUN;
+            continue;
+        }
+        let want = budget.min(usize::try_from(job.cursor_end - job.cursor_seq).unwrap_or(budget));
+        let entries: Vec<Entry<String>> = log
+            .read(env.kv, job.cursor_seq, want)?
+            .into_iter()
+            .filter(|e| e.seq <= job.cursor_end)
+            .collect();
+        let Some(last) = entries.last().map(|e| e.seq) else {
+            job.cursor_seq = job.cursor_end;
+            continue;
+        };
+        let record_keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+        for record in env.kv.get_many(&record_keys)?.into_iter().flatten() {
+            if let Ok(d) = Delivery::decode(&record)
+                && selects(job, &d)
+            {
+                selected.push(d.id);
+            }
+        }
+        budget = budget.saturating_sub(entries.len());
+        job.cursor_seq = last;
+    }
+    if !selected.is_empty() {
+        AppendLog::new(keys::replay_items(&job.id)).append(env.kv, &selected)?;
+        job.total += selected.len() as u64;
+    }
+    if job.state == JobState::Replaying && job.total == 0 {
+        finish(env, job);
+    }
+    Ok(())
+}
+
+/// A replay step: the next [`REPLAY_PER_STEP`] listed deliveries replayed.
+fn replay_some<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
+    let position = job.done + job.failed;
+    let items: Vec<String> = AppendLog::new(keys::replay_items(&job.id))
+        .read(env.kv, position, REPLAY_PER_STEP)?
+        .into_iter()
+        .map(|e| e.item)
+        .collect();
+    let outcomes = replay_batch(env, &items).map_err(KvError::from)?;
+    for outcome in outcomes {
+        match outcome {
+            Replayed::Queued => job.done += 1,
+            Replayed::Refused => job.failed += 1,
+        }
+    }
+    if items.is_empty() || job.done + job.failed >= job.total {
+        finish(env, job);
+    }
+    Ok(())
+}
+
+fn finish<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) {
+    job.state = JobState::Done;
+    job.finished_at = Some(env.now_ms);
+}
