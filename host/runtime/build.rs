@@ -74,10 +74,54 @@ fn main() {
         ("edgehook_kvprobe.wasm", "EDGEHOOK_KVPROBE_WASM"),
     ] {
         let out = out_dir.join(file);
-        std::fs::copy(target_dir.join("wasm32-wasip2/guest").join(file), &out)
-            .expect("copy the built component");
+        let built = std::fs::read(target_dir.join("wasm32-wasip2/guest").join(file))
+            .expect("read the built component");
+        std::fs::write(&out, strip_component_names(&built)).expect("write the component");
         println!("cargo:rustc-env={var}={}", out.display());
     }
+}
+
+/// The component without its `component-name` section: the names of its component-level
+/// items (about 12 KiB of lowered and lifted function names), debugging aid only, as the
+/// core module's own `name` section is, which the `guest` profile's `strip = true` removes.
+/// Rust's linker for `wasm32-wasip2` has no option to leave the component names out, so
+/// they are dropped here (as `wasm-tools strip` does). Anything not a well-formed component
+/// is returned unchanged (its loading fails with the real error).
+fn strip_component_names(wasm: &[u8]) -> Vec<u8> {
+    fn leb(bytes: &[u8], at: &mut usize) -> Option<usize> {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let byte = *bytes.get(*at)?;
+            *at += 1;
+            value |= usize::from(byte & 0x7f).checked_shl(shift)?;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+            shift += 7;
+        }
+    }
+    let strip = || -> Option<Vec<u8>> {
+        let mut out = wasm.get(..8)?.to_vec();
+        let mut at = 8;
+        while at < wasm.len() {
+            let start = at;
+            let id = wasm[at];
+            at += 1;
+            let size = leb(wasm, &mut at)?;
+            let end = at.checked_add(size).filter(|e| *e <= wasm.len())?;
+            let mut name_at = at;
+            let is_names = id == 0
+                && leb(wasm, &mut name_at).is_some_and(|len| {
+                    wasm.get(name_at..name_at + len) == Some(b"component-name".as_slice())
+                });
+            if !is_names {
+                out.extend_from_slice(&wasm[start..end]);
+            }
+            at = end;
+        }
+        Some(out)
+    };
+    strip().unwrap_or_else(|| wasm.to_vec())
 }
 
 /// The target the component is built for.

@@ -15,6 +15,7 @@ mod invariants;
 mod lifecycle;
 mod openapi;
 mod partner_api;
+mod replays;
 mod retention;
 mod scenario;
 mod seams;

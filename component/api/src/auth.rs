@@ -1,7 +1,6 @@
 //! API keys: issued by the operator for a client id, shown once, stored only as SHA-256
 //! hashes, revocable. Partner requests authenticate with `Authorization: Bearer <key>`.
 
-use base64::Engine as _;
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::Request;
@@ -48,10 +47,8 @@ pub fn valid_client_id(id: &str) -> bool {
 
 /// Issues a new key for `client_id`. Returns the record and the key, which is shown once.
 pub fn issue<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(ApiKeyRecord, String), ApiError> {
-    let key = format!(
-        "{KEY_PREFIX}{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(env.random_bytes::<32>())
-    );
+    let mut key = String::from(KEY_PREFIX);
+    edgehook_model::ids::push_base64url(&mut key, &env.random_bytes::<32>());
     let record = ApiKeyRecord {
         id: IdKind::ApiKey.generate(env.entropy),
         client_id: client_id.to_owned(),

@@ -3,8 +3,8 @@
 //! Owns every route and what it answers: the [`router`] (routes, 404/405/413, the request id
 //! on every response), API keys and the operator token ([`auth`]), the partner rate limit
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
-//! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), and test
-//! deliveries for both ([`ping`]).
+//! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
+//! deliveries for both ([`ping`]), and replays by range for both ([`replays`]).
 //!
 //! May use: `edgehook-delivery`, `edgehook-subscriptions`, `edgehook-records`,
 //! `edgehook-model`, `edgehook-storage` (everything below it). Nothing uses it but the
@@ -16,4 +16,5 @@ pub mod limits;
 pub mod operator;
 pub mod partner;
 pub mod ping;
+pub mod replays;
 pub mod router;

@@ -297,15 +297,35 @@ fn disable_reason(req: &Request) -> Result<String, ApiError> {
 
 /// `POST /internal/v1/subscriptions/{id}/enable`: makes a disabled subscription active
 /// again (failure streak reset; under its client's cap); an active one is answered as it
-/// is. One its owner deleted is a 409 `subscription_deleted`.
+/// is. One its owner deleted is a 409 `subscription_deleted`. With `{"replaySince": ms}`
+/// it also starts a replay of what failed or was skipped since then (`replay` in the body).
 pub fn enable_subscription<K: Kv>(
     env: &Env<'_, K>,
+    req: &Request,
     id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
+    // The body is read before anything changes: a bad one enables nothing.
+    let replay_since = crate::replays::replay_since(req)?;
     match delivery::enable(env, id, None)? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
-            Ok(Response::data(200, sub.operator_json(), request_id))
+            let Some(since) = replay_since else {
+                return Ok(Response::data(200, sub.operator_json(), request_id));
+            };
+            let job = crate::replays::after_enable(env, &sub.id, None, since)?;
+            #[derive(serde::Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Enabled<'a> {
+                data: Value,
+                replay: crate::replays::JobView<'a>,
+                request_id: &'a str,
+            }
+            let body = Enabled {
+                data: sub.operator_json(),
+                replay: crate::replays::view(&job),
+                request_id,
+            };
+            Ok(Response::json(200, &body))
         }
         Some(subscriptions::Enabled::Deleted(_)) => Err(ApiError::new(
             409,

@@ -24,7 +24,7 @@ pub const DEFAULT_LIMIT: usize = 50;
 /// Largest page size of list.
 pub const MAX_LIMIT: usize = 100;
 
-fn require_json(req: &Request) -> Result<Value, ApiError> {
+pub(crate) fn require_json(req: &Request) -> Result<Value, ApiError> {
     let content_type = req.header_str("content-type").unwrap_or("");
     let mime = content_type.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
@@ -345,14 +345,34 @@ pub fn get<K: Kv>(
 /// change). A deleted one is a 404, as for read.
 pub fn enable<K: Kv>(
     env: &Env<'_, K>,
+    req: &Request,
     id: &str,
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
+    // The body is read before anything changes: a bad one enables nothing.
+    let replay_since = crate::replays::replay_since(req)?;
     match delivery::enable(env, id, Some(client_id))? {
-        Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => Ok(
-            Response::data(200, subscriptions::partner_detail(&sub), request_id),
-        ),
+        Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
+            let data = subscriptions::partner_detail(&sub);
+            let Some(since) = replay_since else {
+                return Ok(Response::data(200, data, request_id));
+            };
+            let job = crate::replays::after_enable(env, &sub.id, Some(client_id), since)?;
+            #[derive(Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Enabled<'a> {
+                data: subscriptions::PartnerDetail<'a>,
+                replay: crate::replays::JobView<'a>,
+                request_id: &'a str,
+            }
+            let body = Enabled {
+                data,
+                replay: crate::replays::view(&job),
+                request_id,
+            };
+            Ok(Response::json(200, &body))
+        }
         Some(subscriptions::Enabled::Deleted(_)) | None => Err(ApiError::not_found("Subscription")),
     }
 }

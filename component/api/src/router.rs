@@ -1,7 +1,7 @@
 //! Request routing: path and method to handler, plus the checks every route shares (body
 //! limits, authentication, the request id on every response).
 
-use crate::{auth, operator, partner, ping};
+use crate::{auth, operator, partner, ping, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -30,6 +30,12 @@ pub enum Route {
     WebhookEnable(String),
     /// `/v1/webhooks/{id}/test`: send a test delivery (`webhook.ping`) now (POST).
     WebhookTest(String),
+    /// `/v1/webhooks/{id}/replays`: start a replay of its deliveries by range (POST).
+    WebhookReplays(String),
+    /// `/v1/replays/{id}`: a replay job of the caller's (GET).
+    PartnerReplay(String),
+    /// `/v1/replays/{id}/cancel`: cancel a replay job of the caller's (POST).
+    PartnerReplayCancel(String),
     /// `/internal/v1/settings`: the effective settings (operator).
     OperatorSettings,
     /// `/internal/v1/clients/{clientId}/keys`: issue an API key (operator).
@@ -56,6 +62,12 @@ pub enum Route {
     Delivery(String),
     /// `/internal/v1/deliveries/{id}/replay` (operator).
     Replay(String),
+    /// `/internal/v1/replays`: start a replay by range across subscriptions (operator, POST).
+    Replays,
+    /// `/internal/v1/replays/{id}`: any replay job (operator, GET).
+    OperatorReplay(String),
+    /// `/internal/v1/replays/{id}/cancel`: cancel any replay job (operator, POST).
+    OperatorReplayCancel(String),
 }
 
 impl Route {
@@ -68,6 +80,9 @@ impl Route {
             ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
             ["v1", "webhooks", id, "enable"] => Route::WebhookEnable((*id).to_owned()),
             ["v1", "webhooks", id, "test"] => Route::WebhookTest((*id).to_owned()),
+            ["v1", "webhooks", id, "replays"] => Route::WebhookReplays((*id).to_owned()),
+            ["v1", "replays", id] => Route::PartnerReplay((*id).to_owned()),
+            ["v1", "replays", id, "cancel"] => Route::PartnerReplayCancel((*id).to_owned()),
             ["internal", "v1", "settings"] => Route::OperatorSettings,
             ["internal", "v1", "clients", client, "keys"] => {
                 Route::ClientKeys((*client).to_owned())
@@ -95,6 +110,11 @@ impl Route {
             }
             ["internal", "v1", "deliveries", id] => Route::Delivery((*id).to_owned()),
             ["internal", "v1", "deliveries", id, "replay"] => Route::Replay((*id).to_owned()),
+            ["internal", "v1", "replays"] => Route::Replays,
+            ["internal", "v1", "replays", id] => Route::OperatorReplay((*id).to_owned()),
+            ["internal", "v1", "replays", id, "cancel"] => {
+                Route::OperatorReplayCancel((*id).to_owned())
+            }
             _ => return None,
         };
         Some(route)
@@ -108,6 +128,8 @@ impl Route {
             | Route::OperatorSubscriptions
             | Route::OperatorSubscription(_)
             | Route::SubscriptionDeliveries(_)
+            | Route::PartnerReplay(_)
+            | Route::OperatorReplay(_)
             | Route::Delivery(_) => &["GET"],
             Route::Webhooks => &["GET", "POST"],
             Route::Webhook(_) => &["GET", "DELETE"],
@@ -119,6 +141,10 @@ impl Route {
             | Route::TestSubscription(_)
             | Route::WebhookEnable(_)
             | Route::WebhookTest(_)
+            | Route::WebhookReplays(_)
+            | Route::PartnerReplayCancel(_)
+            | Route::Replays
+            | Route::OperatorReplayCancel(_)
             | Route::Replay(_) => &["POST"],
             Route::ClientKey(..) => &["DELETE"],
         }
@@ -133,6 +159,9 @@ impl Route {
                 | Route::Webhook(_)
                 | Route::WebhookEnable(_)
                 | Route::WebhookTest(_)
+                | Route::WebhookReplays(_)
+                | Route::PartnerReplay(_)
+                | Route::PartnerReplayCancel(_)
         )
     }
 
@@ -232,8 +261,13 @@ fn dispatch<K: Kv>(
             Route::DisableSubscription(id) => {
                 operator::disable_subscription(env, req, &id, request_id)
             }
-            Route::EnableSubscription(id) => operator::enable_subscription(env, &id, request_id),
+            Route::EnableSubscription(id) => {
+                operator::enable_subscription(env, req, &id, request_id)
+            }
             Route::TestSubscription(id) => ping::operator(env, sender, &id, request_id),
+            Route::Replays => replays::operator_start(env, req, request_id),
+            Route::OperatorReplay(id) => replays::get(env, &id, None, request_id),
+            Route::OperatorReplayCancel(id) => replays::cancel(env, &id, None, request_id),
             Route::SubscriptionDeliveries(id) => {
                 operator::subscription_deliveries(env, req, &id, request_id)
             }
@@ -243,6 +277,9 @@ fn dispatch<K: Kv>(
             | Route::Webhook(_)
             | Route::WebhookEnable(_)
             | Route::WebhookTest(_)
+            | Route::WebhookReplays(_)
+            | Route::PartnerReplay(_)
+            | Route::PartnerReplayCancel(_)
             | Route::Events
             | Route::Replay(_) => Err(ApiError::not_found("Route")),
         };
@@ -255,7 +292,14 @@ fn dispatch<K: Kv>(
         (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),
         (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
         (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
-        (Route::WebhookEnable(id), _) => partner::enable(env, &id, &client_id, request_id),
+        (Route::WebhookEnable(id), _) => partner::enable(env, req, &id, &client_id, request_id),
+        (Route::WebhookReplays(id), _) => {
+            replays::partner_start(env, req, &id, &client_id, request_id)
+        }
+        (Route::PartnerReplay(id), _) => replays::get(env, &id, Some(&client_id), request_id),
+        (Route::PartnerReplayCancel(id), _) => {
+            replays::cancel(env, &id, Some(&client_id), request_id)
+        }
         (Route::WebhookTest(id), _) => ping::partner(env, sender, &id, &client_id, request_id),
         _ => Err(ApiError::not_found("Route")),
     };

@@ -82,12 +82,7 @@ pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiEr
     };
     // A new record under a random id, then listed for the ticks.
     env.kv.set(&keys::replay(&job.id), &job.encode())?;
-    update(env.kv, &keys::REPLAY_DIRECTORY, |cur| {
-        let mut ids = directory_ids(cur);
-        ids.push(job.id.clone());
-        Ok::<_, KvError>(Update::Write(ids.join("\n").into_bytes(), ()))
-    })
-    .map_err(KvError::from)?;
+    relist(env, &job.id, true)?;
     Ok(job)
 }
 
@@ -129,7 +124,7 @@ pub fn cancel<K: Kv>(
         job.finished_at = Some(now);
         Ok::<_, ApiError>(Update::Write(job.encode(), job))
     })?;
-    let _ = unlist(env, id);
+    let _ = relist(env, id, false);
     Ok(Some(job))
 }
 
@@ -161,15 +156,22 @@ fn directory_ids(record: Option<&[u8]>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Takes a finished or cancelled job off the ticks' list.
-fn unlist<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), KvError> {
+/// Adds job `id` to the ticks' list, or takes it off (finished or cancelled).
+fn relist<K: Kv>(env: &Env<'_, K>, id: &str, running: bool) -> Result<(), KvError> {
     update(env.kv, &keys::REPLAY_DIRECTORY, |cur| {
         let ids = directory_ids(cur);
-        if !ids.iter().any(|i| i == id) {
+        if ids.iter().any(|i| i == id) == running {
             return Ok::<_, KvError>(Update::Keep(()));
         }
-        let rest: Vec<String> = ids.into_iter().filter(|i| i != id).collect();
-        Ok(Update::Write(rest.join("\n").into_bytes(), ()))
+        let mut record = Vec::new();
+        for other in ids.iter().filter(|i| *i != id) {
+            record.extend_from_slice(other.as_bytes());
+            record.push(b'\n');
+        }
+        if running {
+            record.extend_from_slice(id.as_bytes());
+        }
+        Ok(Update::Write(record, ()))
     })
     .map_err(KvError::from)
 }
@@ -198,11 +200,11 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
     .map_err(KvError::from)?;
     let mut job = match claimed {
         None => {
-            unlist(env, id)?;
+            relist(env, id, false)?;
             return Ok(false);
         }
         Some((job, false)) if !job.state.running() => {
-            unlist(env, id)?;
+            relist(env, id, false)?;
             return Ok(false);
         }
         Some((_, false)) => return Ok(true), // another tick holds it
@@ -233,7 +235,7 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
     .map_err(KvError::from)?;
     match committed {
         Some(job) if !job.state.running() => {
-            unlist(env, id)?;
+            relist(env, id, false)?;
             Ok(false)
         }
         _ => Ok(true),

@@ -1,7 +1,6 @@
 //! Subscriptions as stored: [`Subscription`] (`sub:{id}`), its [`Status`] and its signing
 //! [`Secret`].
 
-use base64::Engine as _;
 use edgehook_model::error::ApiError;
 use edgehook_storage::codec::{Reader, Writer};
 use serde::Serialize;
@@ -21,10 +20,9 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     /// A fresh secret: `whsec_` + 32 random bytes, base64url without padding.
     pub fn generate(random: [u8; 32]) -> Self {
-        Secret(format!(
-            "whsec_{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random)
-        ))
+        let mut secret = String::from("whsec_");
+        edgehook_model::ids::push_base64url(&mut secret, &random);
+        Secret(secret)
     }
 
     /// What a deleted subscription's record holds instead of its secret: the empty string

@@ -5,7 +5,8 @@
 
 use super::shape::same_shape;
 use super::{
-    Auth, Doc, SAMPLE_DLV, SAMPLE_SUB, URL, World, generic_request, operations, resolve, send,
+    Auth, Doc, SAMPLE_DLV, SAMPLE_RPL, SAMPLE_SUB, URL, World, generic_request, operations,
+    resolve, send,
 };
 use crate::common::*;
 use edgehook_runtime::HttpResponse;
@@ -197,6 +198,10 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             let id = w.subscribe(&["load.created", "load.status_changed"]);
             let path = format!("/internal/v1/subscriptions/{id}/disable");
             assert_eq!(w.operator("POST", &path).status, 200);
+            let body = doc.request_example("POST", "/v1/webhooks/{id}/enable", "replaySince");
+            let resp = w.partner_json(&format!("/v1/webhooks/{id}/enable"), &body);
+            assert_eq!(resp.status, 200, "{}", resp.json());
+            assert!(resp.json()["replay"]["id"].is_string(), "{}", resp.json());
             w.partner("POST", &format!("/v1/webhooks/{id}/enable"))
         }
         "POST /v1/webhooks/{id}/test 200 receiverDown"
@@ -225,6 +230,84 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
                 200
             );
             w.operator("POST", &format!("/internal/v1/subscriptions/{id}/test"))
+        }
+        "POST /v1/webhooks/{id}/replays 202 started" => {
+            let mut w = World::new(50);
+            let id = w.subscribe(&["load.created"]);
+            let range = doc.request_example("POST", "/v1/webhooks/{id}/replays", "range");
+            w.partner_json(&format!("/v1/webhooks/{id}/replays"), &range)
+        }
+        "POST /v1/webhooks/{id}/replays 404 notFound" => World::new(51).partner_json(
+            &format!("/v1/webhooks/{SAMPLE_SUB}/replays"),
+            &json!({"since": 1}),
+        ),
+        "POST /v1/webhooks/{id}/replays 422 validationFailed" => {
+            let mut w = World::new(52);
+            let id = w.subscribe(&["load.created"]);
+            w.partner_json(&format!("/v1/webhooks/{id}/replays"), &json!({}))
+        }
+        "GET /v1/replays/{id} 200 progress"
+        | "POST /v1/replays/{id}/cancel 200 cancelled"
+        | "GET /internal/v1/replays/{id} 200 progress"
+        | "POST /internal/v1/replays/{id}/cancel 200 cancelled" => {
+            // Six delivered events replayed: the job is read when done, or cancelled at
+            // once (the 202's tick has selected them; none is replayed yet).
+            let mut w = World::new(53);
+            w.sim.net().endpoint(URL, [Reply::Status(200)]);
+            let id = w.subscribe(&["load.created"]);
+            for n in 0..6 {
+                let load = format!(r#"{{"id":"L-{n}"}}"#);
+                assert_eq!(w.ingest("load.created", load.as_bytes(), &[]).status, 202);
+            }
+            let range = json!({"since": 1, "status": ["delivered"]});
+            let job = w
+                .partner_json(&format!("/v1/webhooks/{id}/replays"), &range)
+                .json();
+            let job = job["data"]["id"].as_str().expect("job").to_owned();
+            if key.ends_with("progress") {
+                w.sim.advance(Duration::from_secs(3)).expect("advance");
+            }
+            match key.split(' ').take(2).collect::<Vec<_>>()[..] {
+                ["GET", "/v1/replays/{id}"] => w.partner("GET", &format!("/v1/replays/{job}")),
+                ["POST", "/v1/replays/{id}/cancel"] => {
+                    w.partner("POST", &format!("/v1/replays/{job}/cancel"))
+                }
+                ["GET", _] => w.operator("GET", &format!("/internal/v1/replays/{job}")),
+                _ => w.operator("POST", &format!("/internal/v1/replays/{job}/cancel")),
+            }
+        }
+        "GET /v1/replays/{id} 404 notFound" => {
+            World::new(54).partner("GET", &format!("/v1/replays/{SAMPLE_RPL}"))
+        }
+        "POST /v1/replays/{id}/cancel 404 notFound" => {
+            World::new(55).partner("POST", &format!("/v1/replays/{SAMPLE_RPL}/cancel"))
+        }
+        "GET /internal/v1/replays/{id} 404 notFound" => {
+            World::new(56).operator("GET", &format!("/internal/v1/replays/{SAMPLE_RPL}"))
+        }
+        "POST /internal/v1/replays/{id}/cancel 404 notFound" => {
+            World::new(57).operator("POST", &format!("/internal/v1/replays/{SAMPLE_RPL}/cancel"))
+        }
+        "POST /internal/v1/replays 202 started" => {
+            let mut w = World::new(58);
+            let id = w.subscribe(&["load.created"]);
+            let mut range = doc.request_example("POST", "/internal/v1/replays", "range");
+            range["subscriptionIds"] = json!([id]);
+            w.operator_json("/internal/v1/replays", &range)
+        }
+        "POST /internal/v1/replays 422 validationFailed" => {
+            World::new(59).operator_json("/internal/v1/replays", &json!({"since": 1}))
+        }
+        "POST /v1/webhooks/{id}/enable 422 badReplaySince"
+        | "POST /internal/v1/subscriptions/{id}/enable 422 badReplaySince" => {
+            let mut w = World::new(60);
+            let id = w.subscribe(&["load.created"]);
+            let bad = json!({"replaySince": "yesterday"});
+            if key.starts_with("POST /v1/") {
+                w.partner_json(&format!("/v1/webhooks/{id}/enable"), &bad)
+            } else {
+                w.operator_json(&format!("/internal/v1/subscriptions/{id}/enable"), &bad)
+            }
         }
         "POST /v1/webhooks/{id}/enable 404 notFound" => {
             World::new(32).partner("POST", &format!("/v1/webhooks/{SAMPLE_SUB}/enable"))
@@ -260,7 +343,16 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
                 doc.request_example("POST", "/internal/v1/subscriptions/{id}/disable", "reason");
             let path = format!("/internal/v1/subscriptions/{id}/disable");
             assert_eq!(w.operator_json(&path, &reason).status, 200);
-            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/enable"))
+            let body = doc.request_example(
+                "POST",
+                "/internal/v1/subscriptions/{id}/enable",
+                "replaySince",
+            );
+            let path = format!("/internal/v1/subscriptions/{id}/enable");
+            let resp = w.operator_json(&path, &body);
+            assert_eq!(resp.status, 200, "{}", resp.json());
+            assert!(resp.json()["replay"]["id"].is_string(), "{}", resp.json());
+            w.operator("POST", &path)
         }
         "POST /internal/v1/subscriptions/{id}/enable 404 notFound" => World::new(36).operator(
             "POST",
@@ -555,7 +647,12 @@ fn check_observed(doc: &Doc, ex: &Example, o: &Observed) -> Result<(), String> {
     }
     if let Some(location) = o.response.header("location") {
         let id = body["data"]["id"].as_str().unwrap_or("");
-        if location != format!("/v1/webhooks/{id}") {
+        let names = [
+            format!("/v1/webhooks/{id}"),
+            format!("/v1/replays/{id}"),
+            format!("/internal/v1/replays/{id}"),
+        ];
+        if !names.contains(&location.to_owned()) {
             return Err(format!("Location {location} does not name {id}"));
         }
     }

@@ -44,6 +44,8 @@ const HTTP_METHODS: [&str; 8] = [
 const URL: &str = "https://hooks.example.com/loads";
 const SAMPLE_SUB: &str = "sub_0123456789abcdef01234567";
 const SAMPLE_DLV: &str = "dlv_0123456789abcdef01234567";
+/// A well-formed replay job id that names no job.
+const SAMPLE_RPL: &str = "rpl_0123456789abcdef01234567";
 const SAMPLE_KEY: &str = "key_0123456789abcdef01234567";
 static NULL: Value = Value::Null;
 
@@ -188,6 +190,18 @@ impl World {
     /// An operator `POST` with a JSON body.
     fn operator_json(&mut self, path: &str, body: &Value) -> HttpResponse {
         operator_post_json(&mut self.sim, path, body)
+    }
+
+    /// A partner `POST` with a JSON body.
+    fn partner_json(&mut self, path: &str, body: &Value) -> HttpResponse {
+        let auth = bearer(&self.key);
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ];
+        self.sim
+            .request("POST", path, &headers, body.to_string().as_bytes())
+            .expect("request runs")
     }
 
     fn create(&mut self, body: &Value, extra: &[(&str, &str)]) -> HttpResponse {

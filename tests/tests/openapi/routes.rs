@@ -2,7 +2,7 @@
 //! exactly its methods, every documented path and method is served ([`check_routes`]), and
 //! any other method answers 405 with the documented `Allow`.
 
-use super::{HTTP_METHODS, SAMPLE_DLV, SAMPLE_KEY, SAMPLE_SUB, load_doc, resolve};
+use super::{HTTP_METHODS, SAMPLE_DLV, SAMPLE_KEY, SAMPLE_RPL, SAMPLE_SUB, load_doc, resolve};
 use crate::common::*;
 use edgehook_component::api::router::Route;
 use serde_json::{Value, json};
@@ -16,6 +16,12 @@ fn served_paths() -> Vec<String> {
         format!("/v1/webhooks/{SAMPLE_SUB}"),
         format!("/v1/webhooks/{SAMPLE_SUB}/enable"),
         format!("/v1/webhooks/{SAMPLE_SUB}/test"),
+        format!("/v1/webhooks/{SAMPLE_SUB}/replays"),
+        format!("/v1/replays/{SAMPLE_RPL}"),
+        format!("/v1/replays/{SAMPLE_RPL}/cancel"),
+        "/internal/v1/replays".to_owned(),
+        format!("/internal/v1/replays/{SAMPLE_RPL}"),
+        format!("/internal/v1/replays/{SAMPLE_RPL}/cancel"),
         "/internal/v1/settings".to_owned(),
         "/internal/v1/clients/acme/keys".to_owned(),
         format!("/internal/v1/clients/acme/keys/{SAMPLE_KEY}"),
@@ -33,7 +39,7 @@ fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-const VARIANTS: usize = 18;
+const VARIANTS: usize = 24;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -58,6 +64,12 @@ fn variant(route: &Route) -> usize {
         Route::OperatorSubscriptions => 15,
         Route::WebhookTest(_) => 16,
         Route::TestSubscription(_) => 17,
+        Route::WebhookReplays(_) => 18,
+        Route::PartnerReplay(_) => 19,
+        Route::PartnerReplayCancel(_) => 20,
+        Route::Replays => 21,
+        Route::OperatorReplay(_) => 22,
+        Route::OperatorReplayCancel(_) => 23,
     }
 }
 

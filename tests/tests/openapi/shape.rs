@@ -16,7 +16,7 @@ fn opaque_kind(s: &str) -> Option<&'static str> {
             && r.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
-    for prefix in ["sub_", "dlv_", "evt_", "req_", "key_"] {
+    for prefix in ["sub_", "dlv_", "evt_", "req_", "key_", "rpl_"] {
         if s.strip_prefix(prefix).is_some_and(hex24) {
             return Some(prefix);
         }
@@ -28,13 +28,13 @@ fn opaque_kind(s: &str) -> Option<&'static str> {
 
 /// Fields that hold a time (ms since the epoch) or a duration: compared by type only.
 fn is_time_field(key: &str) -> bool {
-    key.ends_with("At") || key.ends_with("Ms")
+    key.ends_with("At") || key.ends_with("Ms") || matches!(key, "since" | "until")
 }
 
 /// Whether `actual` has the shape of `expected`: the same keys at every object level, arrays
 /// of the same length compared element by element, and equal values, except that ids,
-/// secrets and API keys (`sub_`, `dlv_`, `evt_`, `req_`, `key_` + 24 hex; `whsec_`, `ehk_` +
-/// 43 base64url) need only the same kind, and times (`...At`, `...Ms`) only be integers too.
+/// secrets and API keys (`sub_`, `dlv_`, `evt_`, `req_`, `key_`, `rpl_` + 24 hex; `whsec_`, `ehk_` +
+/// 43 base64url) need only the same kind, and times (`...At`, `...Ms`, `since`, `until`) only be integers too.
 pub(super) fn same_shape(expected: &Value, actual: &Value) -> Result<(), String> {
     shape_at("$", None, expected, actual)
 }

@@ -381,16 +381,18 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     assert!(v["data"].get("signingSecret").is_none());
     assert_eq!(read(&env, "globex").expect_err("other").status, 404);
     assert!(list_ids(&env).is_empty(), "list shows active ones");
-    let enabled = enable(&env, &id, "acme", "req_e").expect("enable");
+    let enabled = enable(&env, &Request::new("POST", "/"), &id, "acme", "req_e").expect("enable");
     let v: Value = serde_json::from_slice(&enabled.body).expect("json");
     assert_eq!(v["data"]["status"], "active");
     assert_eq!(list_ids(&env), vec![id.clone()]);
     assert_eq!(
-        enable(&env, &id, "acme", "req_e").expect("again").status,
+        enable(&env, &Request::new("POST", "/"), &id, "acme", "req_e")
+            .expect("again")
+            .status,
         200
     );
     assert_eq!(
-        enable(&env, &id, "globex", "req_e")
+        enable(&env, &Request::new("POST", "/"), &id, "globex", "req_e")
             .expect_err("other")
             .status,
         404
@@ -398,7 +400,7 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     delete(&env, &id, "acme", "req_d").expect("delete");
     assert_eq!(read(&env, "acme").expect_err("deleted").status, 404);
     assert_eq!(
-        enable(&env, &id, "acme", "req_e")
+        enable(&env, &Request::new("POST", "/"), &id, "acme", "req_e")
             .expect_err("deleted")
             .status,
         404

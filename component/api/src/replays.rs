@@ -1,0 +1,354 @@
+//! Replays by range through the API: a partner's for its own subscription
+//! (`POST /v1/webhooks/{id}/replays`, `GET /v1/replays/{job}`, `POST /v1/replays/{job}/cancel`,
+//! and `replaySince` on enable) and the operator's across subscriptions and clients
+//! (`POST /internal/v1/replays` with `subscriptionIds`, `GET /internal/v1/replays/{job}`,
+//! `POST /internal/v1/replays/{job}/cancel`). A request only records the job (202); the
+//! ticks run it (`edgehook_delivery::replays`).
+
+use crate::partner::require_json;
+use edgehook_delivery::replays::{self, NewReplay, ReplayJob, STATUS_NAMES};
+use edgehook_model::env::Env;
+use edgehook_model::error::{ApiError, FieldError};
+use edgehook_model::events::is_event_type;
+use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::IdKind;
+use edgehook_records::delivery::Status;
+use edgehook_storage::kv::Kv;
+use edgehook_subscriptions::{self as subscriptions, DELETED, Status as SubStatus};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Subscriptions one operator job may name.
+pub const MAX_SUBSCRIPTIONS: usize = 100;
+
+/// A job as the API shows it (`ReplayJob` in the OpenAPI document).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobView<'a> {
+    id: &'a str,
+    state: &'static str,
+    subscription_ids: &'a [String],
+    since: u64,
+    until: u64,
+    statuses: Vec<&'static str>,
+    event_types: &'a [String],
+    total: u64,
+    done: u64,
+    failed: u64,
+    created_at: u64,
+    finished_at: Option<u64>,
+}
+
+pub(crate) fn view(job: &ReplayJob) -> JobView<'_> {
+    JobView {
+        id: &job.id,
+        state: job.state.name(),
+        subscription_ids: &job.subscriptions,
+        since: job.since,
+        until: job.until,
+        statuses: job
+            .statuses
+            .iter()
+            .filter_map(|s| STATUS_NAMES.iter().find(|(_, t)| t == s).map(|(n, _)| *n))
+            .collect(),
+        event_types: &job.event_types,
+        total: job.total,
+        done: job.done,
+        failed: job.failed,
+        created_at: job.created_at,
+        finished_at: job.finished_at,
+    }
+}
+
+/// The filters of a replay request: `since` (required, ms since the epoch), `until`
+/// (excluded; default: just after now), `status` (default `["failed","skipped"]`), `eventTypes` (default all).
+/// `allowed` names the other fields the route takes.
+fn filters(
+    env_now: u64,
+    body: &Value,
+    allowed: &[&str],
+) -> Result<(u64, u64, Vec<Status>, Vec<String>), ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "invalid_type",
+            "The body must be a JSON object.",
+        )]));
+    };
+    let mut errors = Vec::new();
+    for key in obj.keys() {
+        if !["since", "until", "status", "eventTypes"].contains(&key.as_str())
+            && !allowed.contains(&key.as_str())
+        {
+            errors.push(FieldError::new(
+                key.clone(),
+                "unknown_field",
+                "Unknown field.",
+            ));
+        }
+    }
+    let time = |field: &str, errors: &mut Vec<FieldError>| match obj.get(field) {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(t) => Some(t),
+            None => {
+                errors.push(FieldError::new(
+                    field,
+                    "invalid_type",
+                    "Expected a time in milliseconds since the Unix epoch.",
+                ));
+                None
+            }
+        },
+    };
+    let since = time("since", &mut errors);
+    if since.is_none() && !errors.iter().any(|e| e.field == "since") {
+        errors.push(FieldError::new(
+            "since",
+            "required",
+            "Required: where the range starts (ms since the Unix epoch).",
+        ));
+    }
+    // By default up to and including this millisecond.
+    let until = time("until", &mut errors).unwrap_or(env_now + 1);
+    if since.is_some_and(|s| s >= until) {
+        errors.push(FieldError::new(
+            "until",
+            "invalid_range",
+            "`until` must be after `since`.",
+        ));
+    }
+    let statuses = match obj.get("status") {
+        None | Some(Value::Null) => vec![Status::Failed, Status::Skipped],
+        Some(Value::Array(names)) if !names.is_empty() => {
+            let mut statuses = Vec::new();
+            for name in names {
+                match STATUS_NAMES.iter().find(|(n, _)| Some(*n) == name.as_str()) {
+                    Some((_, s)) if !statuses.contains(s) => statuses.push(*s),
+                    Some(_) => {}
+                    None => errors.push(FieldError::new(
+                        "status",
+                        "invalid_value",
+                        "Each status is one of failed, skipped, delivered, cancelled.",
+                    )),
+                }
+            }
+            statuses
+        }
+        Some(_) => {
+            errors.push(FieldError::new(
+                "status",
+                "invalid_type",
+                "Expected a non-empty array of statuses (failed, skipped, delivered, cancelled).",
+            ));
+            Vec::new()
+        }
+    };
+    let event_types = match obj.get("eventTypes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(types)) => {
+            let mut out: Vec<String> = Vec::new();
+            for t in types {
+                match t.as_str() {
+                    Some(t) if is_event_type(t) => {
+                        if !out.iter().any(|o| o == t) {
+                            out.push(t.to_owned());
+                        }
+                    }
+                    _ => errors.push(FieldError::new(
+                        "eventTypes",
+                        "invalid_value",
+                        "Each event type is one of load.created, load.updated, load.status_changed.",
+                    )),
+                }
+            }
+            out
+        }
+        Some(_) => {
+            errors.push(FieldError::new(
+                "eventTypes",
+                "invalid_type",
+                "Expected an array of event types.",
+            ));
+            Vec::new()
+        }
+    };
+    match (since, errors.is_empty()) {
+        (Some(since), true) => Ok((since, until, statuses, event_types)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// 202 with the new job, and `Location` where its progress is read (`{prefix}/{job id}`).
+fn accepted<K: Kv>(
+    env: &Env<'_, K>,
+    new: NewReplay,
+    prefix: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let job = replays::start(env, new)?;
+    let mut resp = Response::data(202, view(&job), request_id);
+    resp.headers
+        .push(("location".into(), format!("{prefix}/{}", job.id)));
+    Ok(resp)
+}
+
+/// `POST /v1/webhooks/{id}/replays`: the owner's replay of its subscription's deliveries.
+/// The subscription may be disabled (the job replays once it is enabled: until then its
+/// deliveries count as failed), not deleted.
+pub fn partner_start<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned(env, id, client_id)?;
+    let body = require_json(req)?;
+    let (since, until, statuses, event_types) = filters(env.now_ms, &body, &[])?;
+    let new = NewReplay {
+        client_id: Some(client_id.to_owned()),
+        subscriptions: vec![sub.id],
+        since,
+        until,
+        statuses,
+        event_types,
+    };
+    accepted(env, new, "/v1/replays", request_id)
+}
+
+/// Starts the owner's replay of everything `failed` or `skipped` since `since` (the
+/// `replaySince` of an enable).
+pub fn after_enable<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+    client_id: Option<&str>,
+    since: u64,
+) -> Result<ReplayJob, ApiError> {
+    let new = NewReplay {
+        client_id: client_id.map(str::to_owned),
+        subscriptions: vec![sub_id.to_owned()],
+        since,
+        // Up to and including the enable's millisecond.
+        until: (env.now_ms + 1).max(since + 1),
+        statuses: vec![Status::Failed, Status::Skipped],
+        event_types: Vec::new(),
+    };
+    replays::start(env, new)
+}
+
+/// The `replaySince` of an enable's optional body (`{"replaySince": ms}`): `None` without a
+/// body.
+pub fn replay_since(req: &Request) -> Result<Option<u64>, ApiError> {
+    if req.body.is_empty() {
+        return Ok(None);
+    }
+    let body = require_json(req)?;
+    let invalid = |field: &str, code: &'static str, message: &str| {
+        ApiError::validation(vec![FieldError::new(field, code, message)])
+    };
+    let Some(obj) = body.as_object() else {
+        return Err(invalid(
+            "body",
+            "invalid_type",
+            "The body must be a JSON object.",
+        ));
+    };
+    if let Some(other) = obj.keys().find(|k| *k != "replaySince") {
+        return Err(invalid(other, "unknown_field", "Unknown field."));
+    }
+    match obj.get("replaySince") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            invalid(
+                "replaySince",
+                "invalid_type",
+                "Expected a time in milliseconds since the Unix epoch.",
+            )
+        }),
+    }
+}
+
+/// `POST /internal/v1/replays`: the operator's replay over `subscriptionIds` (1 to
+/// [`MAX_SUBSCRIPTIONS`], any clients'; a deleted or unknown one is a 422).
+pub fn operator_start<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let body = require_json(req)?;
+    let (since, until, statuses, event_types) = filters(env.now_ms, &body, &["subscriptionIds"])?;
+    let ids: Vec<String> = match body.get("subscriptionIds").and_then(Value::as_array) {
+        Some(ids) if (1..=MAX_SUBSCRIPTIONS).contains(&ids.len()) => {
+            let mut out: Vec<String> = Vec::new();
+            for id in ids {
+                let Some(id) = id.as_str().filter(|i| IdKind::Subscription.matches(i)) else {
+                    return Err(invalid_ids("Each id is a subscription id (sub_...)."));
+                };
+                if !out.iter().any(|o| o == id) {
+                    out.push(id.to_owned());
+                }
+            }
+            out
+        }
+        _ => {
+            return Err(invalid_ids(
+                "Required: an array of 1 to 100 subscription ids (sub_...).",
+            ));
+        }
+    };
+    for (id, sub) in ids.iter().zip(subscriptions::load_many(env, &ids)?) {
+        let replayable = sub.is_some_and(|s| {
+            s.status != SubStatus::Pending && s.disabled_reason.as_deref() != Some(DELETED)
+        });
+        if !replayable {
+            return Err(invalid_ids(&format!(
+                "{id}: no such subscription, or its owner deleted it."
+            )));
+        }
+    }
+    let new = NewReplay {
+        client_id: None,
+        subscriptions: ids,
+        since,
+        until,
+        statuses,
+        event_types,
+    };
+    accepted(env, new, "/internal/v1/replays", request_id)
+}
+
+fn invalid_ids(message: &str) -> ApiError {
+    ApiError::validation(vec![FieldError::new(
+        "subscriptionIds",
+        "invalid_value",
+        message,
+    )])
+}
+
+/// `GET /v1/replays/{job}` (the caller's own) and `GET /internal/v1/replays/{job}` (any).
+pub fn get<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: Option<&str>,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    match replays::load(env, id, client_id)? {
+        Some(job) => Ok(Response::data(200, view(&job), request_id)),
+        None => Err(ApiError::not_found("Replay")),
+    }
+}
+
+/// `POST /v1/replays/{job}/cancel` and `POST /internal/v1/replays/{job}/cancel`: stops a
+/// running job between steps (a finished one is answered as it is).
+pub fn cancel<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    client_id: Option<&str>,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    match replays::cancel(env, id, client_id)? {
+        Some(job) => Ok(Response::data(200, view(&job), request_id)),
+        None => Err(ApiError::not_found("Replay")),
+    }
+}
