@@ -17,6 +17,7 @@ mod openapi;
 mod partner_api;
 mod retention;
 mod scenario;
+mod scopes;
 mod seams;
 mod secrets;
 mod spin_manifest;

@@ -1,5 +1,6 @@
 //! The operator API (`/internal/v1/...`): authenticated with the admin token from
-//! `wasi:config` (`admin_token`), never with a partner API key.
+//! `wasi:config` (`admin_token`); of the API keys only an ingest key, on event ingest (the
+//! router decides that). The key routes are [`crate::keys`]'s.
 
 use crate::auth::{self, bearer};
 use crate::idempotency;
@@ -50,47 +51,6 @@ pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
             "requestId": request_id,
         }),
     )
-}
-
-/// `POST /internal/v1/clients/{clientId}/keys`: issues an API key, shown only in this
-/// response.
-pub fn issue_key<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    if !auth::valid_client_id(client_id) {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "clientId",
-            "invalid_client_id",
-            "clientId must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'",
-        )]));
-    }
-    let (record, key) = auth::issue(env, client_id)?;
-    Ok(Response::json(
-        201,
-        &json!({
-            "data": {"id": record.id, "clientId": record.client_id, "apiKey": key, "createdAt": record.created_at},
-            "requestId": request_id,
-        }),
-    ))
-}
-
-/// `DELETE /internal/v1/clients/{clientId}/keys/{keyId}`: revokes an API key at once.
-pub fn revoke_key<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    key_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let record = auth::revoke(env, client_id, key_id)?;
-    Ok(Response::json(
-        200,
-        &json!({
-            "data": {"id": record.id, "clientId": record.client_id, "status": "revoked", "revokedAt": record.revoked_at},
-            "requestId": request_id,
-        }),
-    ))
 }
 
 /// `POST /internal/v1/events`: ingest one load event. The body is the raw load JSON, the

@@ -1,7 +1,7 @@
 //! # edgehook records — what is stored, and how
 //!
 //! Owns every stored record type and its versioned encoding: [`subscription`] (0xB1),
-//! [`delivery`] (deliveries 0xD1, events 0xE5), [`api_key`] (0xA1), and [`idempotency`]
+//! [`delivery`] (deliveries 0xD1, events 0xE5), [`api_key`] (0xA2; 0xA1 read), and [`idempotency`]
 //! (JSON). A binary record starts with its version byte; readers accept exactly the formats
 //! that exist and take anything else for damage (an error, never a guess). Also the JSON
 //! views of a record that every audience shares (the operator views).
