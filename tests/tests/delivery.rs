@@ -206,11 +206,12 @@ fn ingest_validates_and_is_idempotent_by_key() {
         413,
         "payload_too_large",
     );
+    // A partner key may not publish (only the admin token and ingest keys may).
     let key = issue_key(&mut w.sim, "partner");
     assert_error(
         &call(&mut w.sim, "POST", "/internal/v1/events", &key),
-        401,
-        "unauthorized",
+        403,
+        "forbidden",
     );
     assert!(w.sim.net().received().is_empty());
 

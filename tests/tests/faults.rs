@@ -227,7 +227,7 @@ fn audit(
             let Some(d) = snapshot
                 .get(&format!("dlv:{id}"))
                 .and_then(|b| edgehook_component::delivery::Delivery::decode(b).ok())
-                .map(|d| d.to_json())
+                .and_then(|d| serde_json::to_value(d.view()).ok())
             else {
                 return Err(format!("lost delivery {id} of event {} to {sub}", event.id));
             };

@@ -421,8 +421,8 @@ fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_
         "GET",
         "/internal/v1/subscriptions",
         &acme,
-        401,
-        "unauthorized",
+        403,
+        "forbidden",
     );
 }
 

@@ -18,6 +18,7 @@ mod partner_api;
 mod replays;
 mod retention;
 mod scenario;
+mod scopes;
 mod seams;
 mod secrets;
 mod spin_manifest;

@@ -1,11 +1,14 @@
-//! API keys: issued by the operator for a client id, shown once, stored only as SHA-256
-//! hashes, revocable. Partner requests authenticate with `Authorization: Bearer <key>`.
+//! API keys: issued by the operator for a client id (or, ingest keys, for no client), each
+//! with a [`Scope`], shown once, stored only as SHA-256 hashes, listed per client, revocable.
+//! Requests authenticate with `Authorization: Bearer <key>`; a key's last use is kept to the
+//! hour ([`LAST_USED_GRANULARITY_MS`]).
 
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::Request;
 use edgehook_model::ids::IdKind;
-pub use edgehook_records::api_key::ApiKeyRecord;
+pub use edgehook_records::api_key::{ApiKeyRecord, Scope};
+use edgehook_storage::applog::AppendLog;
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Kv, Update, update};
 use sha2::{Digest, Sha256};
@@ -13,6 +16,11 @@ use subtle::ConstantTimeEq;
 
 /// Prefix of every API key, so leaked keys are easy to recognise and scan for.
 pub const KEY_PREFIX: &str = "ehk_";
+
+/// A key's `lastUsedAt` is written at most once per this interval (an hour): it is the time
+/// of a request in the hour after it, at most an hour old while the key is in use. A busy
+/// key costs one compare-and-swap an hour, not a store write per request.
+pub const LAST_USED_GRANULARITY_MS: u64 = 3_600_000;
 
 /// The bearer token of a request, if it sent a well-formed `Authorization: Bearer ...`.
 pub fn bearer(req: &Request) -> Option<&str> {
@@ -45,8 +53,27 @@ pub fn valid_client_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-/// Issues a new key for `client_id`. Returns the record and the key, which is shown once.
-pub fn issue<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(ApiKeyRecord, String), ApiError> {
+/// The index of the keys of `client_id` (an empty client id: the ingest keys').
+fn index(client_id: &str) -> AppendLog {
+    if client_id.is_empty() {
+        AppendLog::new(keys::INGEST_KEYS)
+    } else {
+        AppendLog::new(keys::client_keys(client_id))
+    }
+}
+
+/// Issues a new key of `scope` for `client_id` (empty for an ingest key, which acts for no
+/// client). Returns the record and the key, which is shown once.
+pub fn issue<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    scope: Scope,
+) -> Result<(ApiKeyRecord, String), ApiError> {
+    if client_id.is_empty() != (scope == Scope::Ingest) {
+        return Err(ApiError::internal(
+            "an ingest key has no client, others one",
+        ));
+    }
     let mut key = String::from(KEY_PREFIX);
     edgehook_model::ids::push_base64url(&mut key, &env.random_bytes::<32>());
     let record = ApiKeyRecord {
@@ -55,13 +82,46 @@ pub fn issue<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(ApiKeyRecord, 
         hash: sha256_hex(&key),
         created_at: env.now_ms,
         revoked_at: None,
+        scope,
+        last_used_at: None,
     };
-    // The id pointer first: a key whose record write fails is never usable, and a dangling
-    // pointer to a missing record revokes nothing.
+    // The index entry first, so every usable key is listed (an entry whose record was never
+    // written is skipped); then the id pointer: a key whose record write fails is never
+    // usable, and a dangling pointer to a missing record revokes nothing. Until this returns
+    // nobody holds the key.
+    index(client_id).append(env.kv, &[record.hash.as_bytes()])?;
     env.kv
         .set(&keys::api_key_id(&record.id), record.hash.as_bytes())?;
     env.kv.set(&keys::api_key(&record.hash), &record.encode())?;
     Ok((record, key))
+}
+
+/// One page of the keys of `client_id` (empty: the ingest keys), in the order they were
+/// issued, revoked ones included: at most `limit` after entry `after`, whether there are
+/// more, and the number of the page's last entry (the cursor).
+pub fn list<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    after: u64,
+    limit: usize,
+) -> Result<(Vec<ApiKeyRecord>, bool, Option<u64>), ApiError> {
+    let mut entries = index(client_id).read_bytes(env.kv, after, limit + 1)?;
+    let has_more = entries.len() > limit;
+    entries.truncate(limit);
+    let hashes = entries
+        .iter()
+        .map(|e| std::str::from_utf8(&e.item).map(keys::api_key))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::internal)?;
+    let mut records = Vec::with_capacity(hashes.len());
+    for bytes in env.kv.get_many(&hashes)?.into_iter().flatten() {
+        let record = ApiKeyRecord::decode(&bytes)
+            .ok_or_else(|| ApiError::internal("corrupt API key record"))?;
+        if record.client_id == client_id {
+            records.push(record);
+        }
+    }
+    Ok((records, has_more, entries.last().map(|e| e.seq)))
 }
 
 /// Revokes key `key_id` of `client_id`. 404 when there is no such live key for that client.
@@ -93,9 +153,10 @@ pub fn revoke<K: Kv>(
     Ok(record)
 }
 
-/// Authenticates a partner request; returns the client id. Missing, malformed, unknown and
-/// revoked keys are all the same 401.
-pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<String, ApiError> {
+/// Authenticates a request made with an API key; returns the key's record (its client and
+/// scope: what it may do is the router's to decide). Missing, malformed, unknown and revoked
+/// keys are all the same 401. Records the key's use (see [`LAST_USED_GRANULARITY_MS`]).
+pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<ApiKeyRecord, ApiError> {
     let token = bearer(req).ok_or_else(ApiError::unauthorized)?;
     if !token.starts_with(KEY_PREFIX) || token.len() > 128 {
         return Err(ApiError::unauthorized());
@@ -109,7 +170,38 @@ pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<String, Ap
     if !secret_eq(&hash, &record.hash) || record.revoked_at.is_some() {
         return Err(ApiError::unauthorized());
     }
-    Ok(record.client_id)
+    touch(env, &record);
+    Ok(record)
+}
+
+/// Whether a key last used at `last` is due for a new `lastUsedAt` at `now`.
+fn stale(last: Option<u64>, now: u64) -> bool {
+    last.is_none_or(|t| now >= t.saturating_add(LAST_USED_GRANULARITY_MS))
+}
+
+/// Records a key's use at `env.now_ms`, if its `lastUsedAt` is an interval old: a
+/// compare-and-swap that never writes a revoked key and never moves the time back. A key
+/// issued before scopes (format 0xA1, in no index) is added to its client's index by the
+/// request whose write converts its record, so it is listed from its first use on. Best
+/// effort: a failure (the store, a lost race) never fails the request.
+fn touch<K: Kv>(env: &Env<'_, K>, record: &ApiKeyRecord) {
+    let now = env.now_ms;
+    if !stale(record.last_used_at, now) {
+        return;
+    }
+    let converted = update(env.kv, &keys::api_key(&record.hash), |current| {
+        let old = current.is_some_and(ApiKeyRecord::predates_scopes);
+        match current.and_then(ApiKeyRecord::decode) {
+            Some(mut r) if r.revoked_at.is_none() && stale(r.last_used_at, now) => {
+                r.last_used_at = Some(now);
+                Ok::<_, ()>(Update::Write(r.encode(), old))
+            }
+            _ => Ok(Update::Keep(false)),
+        }
+    });
+    if matches!(converted, Ok(true)) && !record.client_id.is_empty() {
+        let _ = index(&record.client_id).append(env.kv, &[record.hash.as_bytes()]);
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +237,14 @@ mod tests {
         Env::new(1_767_225_600_000, kv, settings, entropy)
     }
 
+    /// The client a request authenticates as.
+    fn client(
+        env: &Env<'_, edgehook_storage::kv::MemoryKv>,
+        req: &Request,
+    ) -> Result<String, ApiError> {
+        authenticate(env, req).map(|r| r.client_id)
+    }
+
     fn with_key(token: &str) -> Request {
         Request::new("GET", "/v1/webhooks").header("authorization", &format!("Bearer {token}"))
     }
@@ -157,6 +257,8 @@ mod tests {
             hash: sha256_hex(token),
             created_at: 1,
             revoked_at: None,
+            scope: Scope::Partner,
+            last_used_at: None,
         };
         kv.set(&keys::api_key(&record.hash), &record.encode())
             .expect("set");
@@ -172,7 +274,7 @@ mod tests {
         use edgehook_storage::kv::MemoryKv;
         let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(4));
         let env = test_env(&kv, &settings, &entropy);
-        let (record, key) = issue(&env, "acme").expect("issued");
+        let (record, key) = issue(&env, "acme", Scope::Partner).expect("issued");
         assert!(key.starts_with(KEY_PREFIX));
         assert_eq!(
             key.len(),
@@ -202,8 +304,8 @@ mod tests {
                 .and_then(|b| ApiKeyRecord::decode(b)),
             Some(record.clone())
         );
-        assert_eq!(authenticate(&env, &with_key(&key)), Ok("acme".to_owned()));
-        let (_, second) = issue(&env, "acme").expect("issued");
+        assert_eq!(client(&env, &with_key(&key)), Ok("acme".to_owned()));
+        let (_, second) = issue(&env, "acme", Scope::Partner).expect("issued");
         assert_ne!(second, key, "every key is new");
     }
 
@@ -223,10 +325,7 @@ mod tests {
         store_key(&kv, &longest, "acme");
         let too_long = format!("{longest}a");
         store_key(&kv, &too_long, "acme");
-        assert_eq!(
-            authenticate(&env, &with_key(&longest)),
-            Ok("acme".to_owned())
-        );
+        assert_eq!(client(&env, &with_key(&longest)), Ok("acme".to_owned()));
         let unauthorized = |req: &Request| {
             let e = authenticate(&env, req).expect_err("refused");
             assert_eq!((e.status, e.code), (401, "unauthorized"));
@@ -244,11 +343,13 @@ mod tests {
             hash: sha256_hex("ehk_other"),
             created_at: 1,
             revoked_at: None,
+            scope: Scope::Partner,
+            last_used_at: None,
         };
         kv.set(&keys::api_key(&sha256_hex(mismatched)), &record.encode())
             .expect("set");
         unauthorized(&with_key(mismatched));
-        let (key_record, key) = issue(&env, "acme").expect("issued");
+        let (key_record, key) = issue(&env, "acme", Scope::Partner).expect("issued");
         revoke(&env, "acme", &key_record.id).expect("revoked");
         unauthorized(&with_key(&key));
     }
@@ -262,7 +363,7 @@ mod tests {
         use edgehook_storage::kv::MemoryKv;
         let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(6));
         let env = test_env(&kv, &settings, &entropy);
-        let (record, key) = issue(&env, "acme").expect("issued");
+        let (record, key) = issue(&env, "acme", Scope::Partner).expect("issued");
         let status = |r: Result<ApiKeyRecord, ApiError>| r.map_err(|e| e.status).map(|_| ());
         assert_eq!(status(revoke(&env, "globex", &record.id)), Err(404));
         assert_eq!(status(revoke(&env, "acme", "key_nope")), Err(404));
@@ -280,7 +381,7 @@ mod tests {
             status(revoke(&env, "acme", "sub_0123456789abcdef01234567")),
             Err(404)
         );
-        assert_eq!(authenticate(&env, &with_key(&key)), Ok("acme".to_owned()));
+        assert_eq!(client(&env, &with_key(&key)), Ok("acme".to_owned()));
         let revoked = revoke(&env, "acme", &record.id).expect("its own client");
         assert_eq!(revoked.revoked_at, Some(env.now_ms));
         assert_eq!(status(revoke(&env, "acme", &record.id)), Err(404), "once");
@@ -296,5 +397,98 @@ mod tests {
         for bad in ["", &"x".repeat(65), "acme corp", "acme/1", "acme:1", "café"] {
             assert!(!valid_client_id(bad), "{bad}");
         }
+    }
+
+    /// #24 point 7: a key's use is recorded by compare-and-swap at most once an interval (a
+    /// request within the hour costs the one read it always did), never on a revoked key,
+    /// and a store failing that write fails nothing.
+    #[test]
+    fn last_use_is_written_at_most_once_an_hour_and_never_fails_a_request() {
+        use edgehook_model::config::Settings;
+        use edgehook_model::env::SeededEntropy;
+        use edgehook_storage::kv::MemoryKv;
+        let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(7));
+        let t = 1_767_225_600_000;
+        let at = |ms: u64| Env::new(ms, &kv, &settings, &entropy);
+        let (record, key) = issue(&at(t), "acme", Scope::PartnerRead).expect("issued");
+        let stored = || {
+            ApiKeyRecord::decode(&kv.dump()[keys::api_key(&record.hash).as_str()]).expect("record")
+        };
+        assert_eq!(stored().last_used_at, None);
+        let used = authenticate(&at(t + 5), &with_key(&key)).expect("authenticates");
+        assert_eq!(
+            (used.scope, used.client_id.as_str()),
+            (Scope::PartnerRead, "acme")
+        );
+        assert_eq!(stored().last_used_at, Some(t + 5));
+        let (ops, cas) = (kv.ops(), kv.cas_begun());
+        authenticate(&at(t + 5 + LAST_USED_GRANULARITY_MS - 1), &with_key(&key)).expect("ok");
+        assert_eq!(
+            (kv.ops(), kv.cas_begun()),
+            (ops + 1, cas),
+            "one read, no write"
+        );
+        assert_eq!(stored().last_used_at, Some(t + 5));
+        let next = t + 5 + LAST_USED_GRANULARITY_MS;
+        authenticate(&at(next), &with_key(&key)).expect("ok");
+        assert_eq!(stored().last_used_at, Some(next));
+        // The write fails (the operation after the read): the request does not.
+        let later = next + 3 * LAST_USED_GRANULARITY_MS;
+        kv.fail_at(Some(2));
+        assert!(authenticate(&at(later), &with_key(&key)).is_ok());
+        kv.fail_at(None);
+        assert_eq!(stored().last_used_at, Some(next));
+        // A clock that went back never moves the time back.
+        authenticate(&at(t), &with_key(&key)).expect("ok");
+        assert_eq!(stored().last_used_at, Some(next));
+        revoke(&at(later), "acme", &record.id).expect("revoked");
+        assert!(authenticate(&at(later + LAST_USED_GRANULARITY_MS), &with_key(&key)).is_err());
+        assert_eq!(stored().last_used_at, Some(next));
+        assert_eq!(stored().revoked_at, Some(later));
+    }
+
+    /// #24 point 7: a client's keys are listed in the order issued, revoked ones included,
+    /// and only its own; ingest keys (no client) are a list of their own; pages follow the
+    /// index numbers.
+    #[test]
+    fn keys_are_listed_per_client_and_ingest_keys_apart() {
+        use edgehook_model::config::Settings;
+        use edgehook_model::env::SeededEntropy;
+        use edgehook_storage::kv::MemoryKv;
+        let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(8));
+        let env = test_env(&kv, &settings, &entropy);
+        let (a, _) = issue(&env, "acme", Scope::Partner).expect("issued");
+        let (g, _) = issue(&env, "globex", Scope::Partner).expect("issued");
+        let (b, _) = issue(&env, "acme", Scope::PartnerRead).expect("issued");
+        let (i, _) = issue(&env, "", Scope::Ingest).expect("issued");
+        assert!(
+            issue(&env, "", Scope::Partner).is_err(),
+            "a partner key has a client"
+        );
+        assert!(
+            issue(&env, "acme", Scope::Ingest).is_err(),
+            "an ingest key has none"
+        );
+        revoke(&env, "acme", &a.id).expect("revoked");
+        let ids = |client: &str, after: u64, limit: usize| {
+            let (records, more, last) = list(&env, client, after, limit).expect("listed");
+            let ids: Vec<String> = records.into_iter().map(|r| r.id).collect();
+            (ids, more, last)
+        };
+        assert_eq!(
+            ids("acme", 0, 10),
+            (vec![a.id.clone(), b.id.clone()], false, Some(2))
+        );
+        assert_eq!(ids("acme", 0, 1), (vec![a.id.clone()], true, Some(1)));
+        assert_eq!(ids("acme", 1, 1), (vec![b.id.clone()], false, Some(2)));
+        assert_eq!(ids("globex", 0, 10), (vec![g.id], false, Some(1)));
+        assert_eq!(ids("", 0, 10), (vec![i.id.clone()], false, Some(1)));
+        assert_eq!(ids("initech", 0, 10), (vec![], false, None));
+        let (records, _, _) = list(&env, "acme", 0, 10).expect("listed");
+        assert_eq!(records[0].revoked_at, Some(env.now_ms));
+        assert_eq!(records[1].scope, Scope::PartnerRead);
+        // An ingest key is revoked as no client's.
+        assert!(revoke(&env, "acme", &i.id).is_err());
+        revoke(&env, "", &i.id).expect("revoked");
     }
 }

@@ -1,7 +1,8 @@
 //! # edgehook API — the HTTP face of the service
 //!
 //! Owns every route and what it answers: the [`router`] (routes, 404/405/413, the request id
-//! on every response), API keys and the operator token ([`auth`]), the partner rate limit
+//! on every response), API keys and the operator token ([`auth`]), the operator's key routes
+//! ([`keys`]), the partner rate limit
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
 //! deliveries for both ([`ping`]), and replays by range for both ([`replays`]).
@@ -11,7 +12,9 @@
 //! component's shell.
 
 pub mod auth;
+mod body;
 pub mod idempotency;
+pub mod keys;
 pub mod limits;
 pub mod operator;
 pub mod partner;

@@ -1,5 +1,6 @@
 //! The operator API (`/internal/v1/...`): authenticated with the admin token from
-//! `wasi:config` (`admin_token`), never with a partner API key.
+//! `wasi:config` (`admin_token`); of the API keys only an ingest key, on event ingest (the
+//! router decides that). The key routes are [`crate::keys`]'s.
 
 use crate::auth::{self, bearer};
 use crate::idempotency;
@@ -12,7 +13,8 @@ use edgehook_model::http::{Request, Response};
 use edgehook_model::ids::IdKind;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, Subscription};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 /// Accepts the request only if it carries the configured admin token (compared in constant
 /// time). With no admin token configured, every operator call is refused.
@@ -33,64 +35,30 @@ pub fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<(), ApiError>
 /// `GET /internal/v1/settings`: the settings this instance runs with (the admin token is
 /// never shown, only whether it is set).
 pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
-    let s = env.settings;
-    Response::json(
-        200,
-        &json!({
-            "data": {
-                "attemptTimeoutMs": s.attempt_timeout_ms,
-                "maxConcurrency": s.max_concurrency,
-                "disableAfterFailures": s.disable_after_failures,
-                "retentionDays": s.retention_days,
-                "subscriptionLimit": s.subscription_limit,
-                "allowPrivateTargets": s.allow_private_targets,
-                "allowHttp": s.allow_http,
-                "rateLimitPerMinute": s.rate_limit_per_minute,
-            },
-            "requestId": request_id,
-        }),
-    )
-}
-
-/// `POST /internal/v1/clients/{clientId}/keys`: issues an API key, shown only in this
-/// response.
-pub fn issue_key<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    if !auth::valid_client_id(client_id) {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "clientId",
-            "invalid_client_id",
-            "clientId must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'",
-        )]));
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct View {
+        allow_http: bool,
+        allow_private_targets: bool,
+        attempt_timeout_ms: u64,
+        disable_after_failures: u32,
+        max_concurrency: u32,
+        rate_limit_per_minute: u32,
+        retention_days: u32,
+        subscription_limit: u32,
     }
-    let (record, key) = auth::issue(env, client_id)?;
-    Ok(Response::json(
-        201,
-        &json!({
-            "data": {"id": record.id, "clientId": record.client_id, "apiKey": key, "createdAt": record.created_at},
-            "requestId": request_id,
-        }),
-    ))
-}
-
-/// `DELETE /internal/v1/clients/{clientId}/keys/{keyId}`: revokes an API key at once.
-pub fn revoke_key<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    key_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let record = auth::revoke(env, client_id, key_id)?;
-    Ok(Response::json(
-        200,
-        &json!({
-            "data": {"id": record.id, "clientId": record.client_id, "status": "revoked", "revokedAt": record.revoked_at},
-            "requestId": request_id,
-        }),
-    ))
+    let s = env.settings;
+    let view = View {
+        allow_http: s.allow_http,
+        allow_private_targets: s.allow_private_targets,
+        attempt_timeout_ms: s.attempt_timeout_ms,
+        disable_after_failures: s.disable_after_failures,
+        max_concurrency: s.max_concurrency,
+        rate_limit_per_minute: s.rate_limit_per_minute,
+        retention_days: s.retention_days,
+        subscription_limit: s.subscription_limit,
+    };
+    Response::data(200, view, request_id)
 }
 
 /// `POST /internal/v1/events`: ingest one load event. The body is the raw load JSON, the
@@ -172,14 +140,22 @@ pub fn ingest<K: Kv>(
 
 /// `POST /internal/v1/tick`: run due attempts now (for hosts without a timer, e.g. a cron).
 pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, request_id: &str) -> Response {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct View {
+        attempted: u32,
+        failed: u32,
+        next_due_ms: Option<u64>,
+        succeeded: u32,
+    }
     let r = delivery::tick(env, sender);
-    Response::json(
-        200,
-        &json!({
-            "data": {"attempted": r.attempted, "succeeded": r.succeeded, "failed": r.failed, "nextDueMs": r.next_due_ms},
-            "requestId": request_id,
-        }),
-    )
+    let view = View {
+        attempted: r.attempted,
+        failed: r.failed,
+        next_due_ms: r.next_due_ms,
+        succeeded: r.succeeded,
+    };
+    Response::data(200, view, request_id)
 }
 
 fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, ApiError> {
@@ -211,7 +187,7 @@ pub fn subscriptions_list<K: Kv>(
         }
     }
     let (found, has_more) = subscriptions::disabled_page(env, None, limit, after)?;
-    let data: Vec<Value> = found.iter().map(|(_, s)| s.operator_json()).collect();
+    let data: Vec<_> = found.iter().map(|(_, s)| s.operator_view()).collect();
     let last = found.last().map(|(seq, _)| *seq);
     Ok(partner::page_json(&data, has_more, last, request_id))
 }
@@ -224,7 +200,7 @@ pub fn subscription<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = subscription_any(env, id)?;
-    Ok(Response::data(200, sub.operator_json(), request_id))
+    Ok(Response::data(200, sub.operator_view(), request_id))
 }
 
 /// `POST /internal/v1/subscriptions/{id}/disable`: disables it and cancels its pending
@@ -240,43 +216,17 @@ pub fn disable_subscription<K: Kv>(
     let reason = disable_reason(req)?;
     subscription_any(env, id)?;
     match delivery::disable(env, id, &reason)? {
-        Some(sub) => Ok(Response::data(200, sub.operator_json(), request_id)),
+        Some(sub) => Ok(Response::data(200, sub.operator_view(), request_id)),
         None => Err(ApiError::conflict("The subscription is already disabled.")),
     }
 }
 
 /// The reason of an operator's disable (see [`disable_subscription`]).
 fn disable_reason(req: &Request) -> Result<String, ApiError> {
-    if req.body.is_empty() {
+    let Some(obj) = crate::body::optional_object(req, &["reason"])? else {
         return Ok("operator".to_owned());
-    }
-    let content_type = req.header_str("content-type").unwrap_or("");
-    let mime = content_type.split(';').next().unwrap_or("").trim();
-    if !mime.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::unsupported_media_type());
-    }
-    let body: Value = serde_json::from_slice(&req.body).map_err(ApiError::invalid_json)?;
-    let invalid = |field: &str, code: &'static str, message: &str| {
-        ApiError::validation(vec![FieldError::new(
-            field.to_owned(),
-            code,
-            message.to_owned(),
-        )])
     };
-    let Some(obj) = body.as_object() else {
-        return Err(invalid(
-            "body",
-            "invalid_type",
-            "the body must be a JSON object with reason",
-        ));
-    };
-    if let Some(other) = obj.keys().find(|k| *k != "reason") {
-        return Err(invalid(
-            other,
-            "unknown_field",
-            "a disable takes reason only",
-        ));
-    }
+    let invalid = crate::body::invalid;
     match obj.get("reason") {
         None => Ok("operator".to_owned()),
         Some(Value::String(r))
@@ -310,18 +260,18 @@ pub fn enable_subscription<K: Kv>(
     match delivery::enable(env, id, None)? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
             let Some(since) = replay_since else {
-                return Ok(Response::data(200, sub.operator_json(), request_id));
+                return Ok(Response::data(200, sub.operator_view(), request_id));
             };
             let job = crate::replays::after_enable(env, &sub.id, None, since)?;
             #[derive(serde::Serialize)]
             #[serde(rename_all = "camelCase")]
             struct Enabled<'a> {
-                data: Value,
+                data: edgehook_records::subscription::OperatorView<'a>,
                 replay: crate::replays::JobView<'a>,
                 request_id: &'a str,
             }
             let body = Enabled {
-                data: sub.operator_json(),
+                data: sub.operator_view(),
                 replay: crate::replays::view(&job),
                 request_id,
             };
@@ -347,28 +297,21 @@ pub fn subscription_deliveries<K: Kv>(
     subscription_any(env, id)?;
     let (limit, after) = partner::list_params(req)?;
     let (page, has_more) = delivery::history(env, id, after, limit)?;
-    let next_cursor = if has_more {
-        page.last().map(|(seq, _)| format!("cur_{seq:x}"))
-    } else {
-        None
-    };
-    let data: Vec<Value> = page.iter().map(|(_, d)| d.to_json()).collect();
-    Ok(Response::json(
-        200,
-        &json!({"data": data, "hasMore": has_more, "nextCursor": next_cursor, "requestId": request_id}),
-    ))
+    let data: Vec<_> = page.iter().map(|(_, d)| d.view()).collect();
+    let last = page.last().map(|(seq, _)| *seq);
+    Ok(partner::page_json(&data, has_more, last, request_id))
 }
 
 /// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
 pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
     let d = delivery::load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
-    Ok(Response::data(200, d.to_json(), request_id))
+    Ok(Response::data(200, d.view(), request_id))
 }
 
 /// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again.
 pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
     let d = delivery::replay(env, id)?;
-    Ok(Response::data(202, d.to_json(), request_id))
+    Ok(Response::data(202, d.view(), request_id))
 }
 
 #[cfg(test)]

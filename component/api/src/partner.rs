@@ -24,15 +24,6 @@ pub const DEFAULT_LIMIT: usize = 50;
 /// Largest page size of list.
 pub const MAX_LIMIT: usize = 100;
 
-pub(crate) fn require_json(req: &Request) -> Result<Value, ApiError> {
-    let content_type = req.header_str("content-type").unwrap_or("");
-    let mime = content_type.split(';').next().unwrap_or("").trim();
-    if !mime.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::unsupported_media_type());
-    }
-    serde_json::from_slice(&req.body).map_err(ApiError::invalid_json)
-}
-
 /// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
 /// as `eventType` is caught instead of silently creating a subscription without it.
 fn validate_create(
@@ -99,7 +90,7 @@ pub fn create<K: Kv>(
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let body = require_json(req)?;
+    let body = crate::body::json(req)?;
     let input = validate_create(&body, env.settings.target_policy())?;
     let idempotency_key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
         None => None,

@@ -5,7 +5,7 @@
 //! `POST /internal/v1/replays/{job}/cancel`). A request only records the job (202); the
 //! ticks run it (`edgehook_delivery::replays`).
 
-use crate::partner::require_json;
+use crate::body;
 use edgehook_delivery::replays::{self, NewReplay, ReplayJob, STATUS_NAMES};
 use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
@@ -16,7 +16,7 @@ use edgehook_records::delivery::Status;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, DELETED, Status as SubStatus};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Subscriptions one operator job may name.
 pub const MAX_SUBSCRIPTIONS: usize = 100;
@@ -65,28 +65,9 @@ pub(crate) fn view(job: &ReplayJob) -> JobView<'_> {
 /// `allowed` names the other fields the route takes.
 fn filters(
     env_now: u64,
-    body: &Value,
-    allowed: &[&str],
+    obj: &Map<String, Value>,
 ) -> Result<(u64, u64, Vec<Status>, Vec<String>), ApiError> {
-    let Some(obj) = body.as_object() else {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "body",
-            "invalid_type",
-            "The body must be a JSON object.",
-        )]));
-    };
     let mut errors = Vec::new();
-    for key in obj.keys() {
-        if !["since", "until", "status", "eventTypes"].contains(&key.as_str())
-            && !allowed.contains(&key.as_str())
-        {
-            errors.push(FieldError::new(
-                key.clone(),
-                "unknown_field",
-                "Unknown field.",
-            ));
-        }
-    }
     let time = |field: &str, errors: &mut Vec<FieldError>| match obj.get(field) {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
@@ -204,8 +185,8 @@ pub fn partner_start<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = subscriptions::owned(env, id, client_id)?;
-    let body = require_json(req)?;
-    let (since, until, statuses, event_types) = filters(env.now_ms, &body, &[])?;
+    let obj = body::object(req, &["since", "until", "status", "eventTypes"])?;
+    let (since, until, statuses, event_types) = filters(env.now_ms, &obj)?;
     let new = NewReplay {
         client_id: Some(client_id.to_owned()),
         subscriptions: vec![sub.id],
@@ -240,23 +221,10 @@ pub fn after_enable<K: Kv>(
 /// The `replaySince` of an enable's optional body (`{"replaySince": ms}`): `None` without a
 /// body.
 pub fn replay_since(req: &Request) -> Result<Option<u64>, ApiError> {
-    if req.body.is_empty() {
+    let Some(obj) = body::optional_object(req, &["replaySince"])? else {
         return Ok(None);
-    }
-    let body = require_json(req)?;
-    let invalid = |field: &str, code: &'static str, message: &str| {
-        ApiError::validation(vec![FieldError::new(field, code, message)])
     };
-    let Some(obj) = body.as_object() else {
-        return Err(invalid(
-            "body",
-            "invalid_type",
-            "The body must be a JSON object.",
-        ));
-    };
-    if let Some(other) = obj.keys().find(|k| *k != "replaySince") {
-        return Err(invalid(other, "unknown_field", "Unknown field."));
-    }
+    let invalid = body::invalid;
     match obj.get("replaySince") {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v.as_u64().map(Some).ok_or_else(|| {
@@ -276,9 +244,10 @@ pub fn operator_start<K: Kv>(
     req: &Request,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let body = require_json(req)?;
-    let (since, until, statuses, event_types) = filters(env.now_ms, &body, &["subscriptionIds"])?;
-    let ids: Vec<String> = match body.get("subscriptionIds").and_then(Value::as_array) {
+    let fields = ["since", "until", "status", "eventTypes", "subscriptionIds"];
+    let obj = body::object(req, &fields)?;
+    let (since, until, statuses, event_types) = filters(env.now_ms, &obj)?;
+    let ids: Vec<String> = match obj.get("subscriptionIds").and_then(Value::as_array) {
         Some(ids) if (1..=MAX_SUBSCRIPTIONS).contains(&ids.len()) => {
             let mut out: Vec<String> = Vec::new();
             for id in ids {
@@ -319,11 +288,7 @@ pub fn operator_start<K: Kv>(
 }
 
 fn invalid_ids(message: &str) -> ApiError {
-    ApiError::validation(vec![FieldError::new(
-        "subscriptionIds",
-        "invalid_value",
-        message,
-    )])
+    body::invalid("subscriptionIds", "invalid_value", message)
 }
 
 /// `GET /v1/replays/{job}` (the caller's own) and `GET /internal/v1/replays/{job}` (any).

@@ -1,13 +1,14 @@
 //! Request routing: path and method to handler, plus the checks every route shares (body
 //! limits, authentication, the request id on every response).
 
-use crate::{auth, operator, partner, ping, replays};
+use crate::auth::{self, Scope};
+use crate::{keys, operator, partner, ping, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::{Request, Response};
 use edgehook_model::ids::IdKind;
-use edgehook_storage::keys;
+use edgehook_storage::keys::HEALTH_PROBE;
 use edgehook_storage::kv::Kv;
 
 /// Largest body the partner and operator APIs accept.
@@ -38,10 +39,15 @@ pub enum Route {
     PartnerReplayCancel(String),
     /// `/internal/v1/settings`: the effective settings (operator).
     OperatorSettings,
-    /// `/internal/v1/clients/{clientId}/keys`: issue an API key (operator).
+    /// `/internal/v1/clients/{clientId}/keys`: list (GET) and issue (POST) a client's API
+    /// keys (operator).
     ClientKeys(String),
     /// `/internal/v1/clients/{clientId}/keys/{keyId}`: revoke an API key (operator).
     ClientKey(String, String),
+    /// `/internal/v1/ingest-keys`: list (GET) and issue (POST) ingest keys (operator).
+    IngestKeys,
+    /// `/internal/v1/ingest-keys/{keyId}`: revoke an ingest key (operator).
+    IngestKey(String),
     /// `/internal/v1/events`: ingest a load event (operator).
     Events,
     /// `/internal/v1/tick`: run due attempts (operator; for cron-driven hosts).
@@ -90,6 +96,8 @@ impl Route {
             ["internal", "v1", "clients", client, "keys", key] => {
                 Route::ClientKey((*client).to_owned(), (*key).to_owned())
             }
+            ["internal", "v1", "ingest-keys"] => Route::IngestKeys,
+            ["internal", "v1", "ingest-keys", key] => Route::IngestKey((*key).to_owned()),
             ["internal", "v1", "events"] => Route::Events,
             ["internal", "v1", "tick"] => Route::Tick,
             ["internal", "v1", "subscriptions"] => Route::OperatorSubscriptions,
@@ -131,10 +139,9 @@ impl Route {
             | Route::PartnerReplay(_)
             | Route::OperatorReplay(_)
             | Route::Delivery(_) => &["GET"],
-            Route::Webhooks => &["GET", "POST"],
+            Route::Webhooks | Route::ClientKeys(_) | Route::IngestKeys => &["GET", "POST"],
             Route::Webhook(_) => &["GET", "DELETE"],
-            Route::ClientKeys(_)
-            | Route::Events
+            Route::Events
             | Route::Tick
             | Route::DisableSubscription(_)
             | Route::EnableSubscription(_)
@@ -146,7 +153,7 @@ impl Route {
             | Route::Replays
             | Route::OperatorReplayCancel(_)
             | Route::Replay(_) => &["POST"],
-            Route::ClientKey(..) => &["DELETE"],
+            Route::ClientKey(..) | Route::IngestKey(_) => &["DELETE"],
         }
     }
 
@@ -163,6 +170,18 @@ impl Route {
                 | Route::PartnerReplay(_)
                 | Route::PartnerReplayCancel(_)
         )
+    }
+
+    /// Whether an API key of `scope` may call this route with `method` (the router asks
+    /// once the key is authenticated; `/healthz` takes no credentials at all): a `partner`
+    /// key every partner route, a `partner_read` key their `GET`s only, an `ingest` key event
+    /// ingest only. No key may call another operator route: those take the admin token.
+    pub fn allows(&self, scope: Scope, method: &str) -> bool {
+        match scope {
+            Scope::Partner => !self.is_operator(),
+            Scope::PartnerRead => !self.is_operator() && method == "GET",
+            Scope::Ingest => *self == Route::Events,
+        }
     }
 
     /// The body size limit of this route.
@@ -239,7 +258,7 @@ fn dispatch<K: Kv>(
         return Ok((health(env, request_id)?, None));
     }
     if route.is_operator() {
-        operator::authorize(env, req)?;
+        authorize_operator(env, req, &route)?;
         match route {
             Route::Events => {
                 let (resp, run) = operator::ingest(env, req, request_id)?;
@@ -253,8 +272,14 @@ fn dispatch<K: Kv>(
         }
         let resp = match route {
             Route::OperatorSettings => Ok(operator::settings(env, request_id)),
-            Route::ClientKeys(client) => operator::issue_key(env, &client, request_id),
-            Route::ClientKey(client, key) => operator::revoke_key(env, &client, &key, request_id),
+            Route::ClientKeys(client) if req.method == "GET" => {
+                keys::list(env, req, &client, request_id)
+            }
+            Route::ClientKeys(client) => keys::issue(env, req, &client, request_id),
+            Route::ClientKey(client, key) => keys::revoke(env, &client, &key, request_id),
+            Route::IngestKeys if req.method == "GET" => keys::list_ingest(env, req, request_id),
+            Route::IngestKeys => keys::issue_ingest(env, req, request_id),
+            Route::IngestKey(key) => keys::revoke_ingest(env, &key, request_id),
             Route::Tick => Ok(operator::tick(env, sender, request_id)),
             Route::OperatorSubscriptions => operator::subscriptions_list(env, req, request_id),
             Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
@@ -285,7 +310,11 @@ fn dispatch<K: Kv>(
         };
         return Ok((resp?, None));
     }
-    let client_id = auth::authenticate(env, req)?;
+    let key = auth::authenticate(env, req)?;
+    if !route.allows(key.scope, &req.method) {
+        return Err(ApiError::forbidden());
+    }
+    let client_id = key.client_id;
     crate::limits::count_request(env, &client_id)?;
     let resp = match (route, req.method.as_str()) {
         (Route::Webhooks, "GET") => partner::list(env, req, &client_id, request_id),
@@ -306,6 +335,30 @@ fn dispatch<K: Kv>(
     Ok((resp?, None))
 }
 
+/// Admits a request to an operator route: the admin token always; an API key (`ehk_...`)
+/// when its scope allows the route (an ingest key on event ingest), else 403 (a key the
+/// service knows, without the right); anything else, or an unknown or revoked key, the
+/// operator API's 401.
+fn authorize_operator<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    route: &Route,
+) -> Result<(), ApiError> {
+    let Err(refused) = operator::authorize(env, req) else {
+        return Ok(());
+    };
+    if !auth::bearer(req).is_some_and(|t| t.starts_with(auth::KEY_PREFIX)) {
+        return Err(refused);
+    }
+    let key =
+        auth::authenticate(env, req).map_err(|e| if e.status == 401 { refused } else { e })?;
+    if route.allows(key.scope, &req.method) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden())
+    }
+}
+
 /// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.
 /// Reports the component's view of the time, which makes the clock seam observable.
 fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiError> {
@@ -317,7 +370,7 @@ fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiErro
         server_time_ms: u64,
         status: &'static str,
     }
-    env.kv.get(&keys::HEALTH_PROBE)?;
+    env.kv.get(&HEALTH_PROBE)?;
     Ok(Response::json(
         200,
         &Health {
@@ -387,5 +440,131 @@ mod tests {
         req.body_truncated = true;
         let h = run(&MemoryKv::new(), req);
         assert_eq!(h.response.status, 413);
+    }
+
+    /// #24 point 7: what each scope may call. Every route and method the router serves,
+    /// through `Route::parse` and `methods`, so a new route is decided here too.
+    #[test]
+    fn each_scope_allows_exactly_its_routes() {
+        let paths = [
+            "/v1/webhooks",
+            "/v1/webhooks/sub_0123456789abcdef01234567",
+            "/v1/webhooks/sub_0123456789abcdef01234567/enable",
+            "/v1/webhooks/sub_0123456789abcdef01234567/test",
+            "/internal/v1/settings",
+            "/internal/v1/clients/acme/keys",
+            "/internal/v1/clients/acme/keys/key_0123456789abcdef01234567",
+            "/internal/v1/ingest-keys",
+            "/internal/v1/ingest-keys/key_0123456789abcdef01234567",
+            "/internal/v1/events",
+            "/internal/v1/tick",
+            "/internal/v1/subscriptions",
+            "/internal/v1/subscriptions/sub_0123456789abcdef01234567",
+            "/internal/v1/subscriptions/sub_0123456789abcdef01234567/disable",
+            "/internal/v1/subscriptions/sub_0123456789abcdef01234567/enable",
+            "/internal/v1/subscriptions/sub_0123456789abcdef01234567/test",
+            "/internal/v1/subscriptions/sub_0123456789abcdef01234567/deliveries",
+            "/internal/v1/deliveries/dlv_0123456789abcdef01234567",
+            "/internal/v1/deliveries/dlv_0123456789abcdef01234567/replay",
+        ];
+        for path in paths {
+            let route = Route::parse(path).expect(path);
+            for &method in route.methods() {
+                let partner = !path.starts_with("/internal/");
+                assert_eq!(
+                    route.allows(Scope::Partner, method),
+                    partner,
+                    "{method} {path}"
+                );
+                assert_eq!(
+                    route.allows(Scope::PartnerRead, method),
+                    partner && method == "GET",
+                    "{method} {path}"
+                );
+                assert_eq!(
+                    route.allows(Scope::Ingest, method),
+                    path == "/internal/v1/events",
+                    "{method} {path}"
+                );
+            }
+        }
+    }
+
+    fn issued(kv: &MemoryKv, client: &str, scope: Scope, seed: u64) -> String {
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(seed);
+        let env = Env::new(1_700_000_000_000, kv, &settings, &entropy);
+        auth::issue(&env, client, scope).expect("issued").1
+    }
+
+    fn with(req: Request, token: &str) -> Request {
+        req.header("authorization", &format!("Bearer {token}"))
+    }
+
+    /// A key the scope does not allow is a 403 `forbidden` (a write with a read-only key,
+    /// an ingest key on the partner API, a partner key on the operator API), before the
+    /// handler or the rate limit runs; unknown credentials stay 401; the admin token is
+    /// still no API key on the partner API.
+    #[test]
+    fn a_scope_that_does_not_allow_the_request_is_a_403_and_writes_nothing() {
+        let kv = MemoryKv::new();
+        let read = issued(&kv, "acme", Scope::PartnerRead, 1);
+        let ingest = issued(&kv, "", Scope::Ingest, 2);
+        let partner = issued(&kv, "acme", Scope::Partner, 3);
+        let body = r#"{"url":"https://hooks.example.com/x","eventTypes":["load.created"]}"#;
+        let create = || {
+            Request::new("POST", "/v1/webhooks")
+                .header("content-type", "application/json")
+                .body(body)
+        };
+        let status = |req: Request| {
+            let h = run(&kv, req);
+            (
+                h.response.status,
+                h.response.json_body()["error"]["code"].clone(),
+            )
+        };
+        let forbidden = (403, serde_json::json!("forbidden"));
+        let before = kv.dump().len();
+        assert_eq!(status(with(create(), &read)), forbidden);
+        assert_eq!(status(with(create(), &ingest)), forbidden);
+        assert_eq!(
+            status(with(Request::new("GET", "/v1/webhooks"), &ingest)),
+            forbidden
+        );
+        assert_eq!(
+            status(with(Request::new("GET", "/internal/v1/settings"), &partner)),
+            forbidden
+        );
+        assert_eq!(
+            status(with(Request::new("POST", "/internal/v1/tick"), &ingest)),
+            forbidden
+        );
+        assert_eq!(
+            status(with(Request::new("POST", "/internal/v1/events"), &read)),
+            forbidden
+        );
+        // Only `lastUsedAt` changed (one write per key, in place): no subscription, no rate
+        // counter.
+        assert_eq!(kv.dump().len(), before);
+        assert_eq!(
+            status(with(Request::new("GET", "/v1/webhooks"), &read)).0,
+            200
+        );
+        assert_eq!(status(with(create(), &partner)).0, 201);
+        // An ingest key reaches event ingest's own checks (here: no content type, 415).
+        assert_eq!(
+            status(with(Request::new("POST", "/internal/v1/events"), &ingest)).0,
+            415
+        );
+        let unknown = "ehk_unknown";
+        assert_eq!(
+            status(with(Request::new("POST", "/internal/v1/events"), unknown)).0,
+            401
+        );
+        assert_eq!(
+            status(with(Request::new("GET", "/v1/webhooks"), unknown)).0,
+            401
+        );
     }
 }

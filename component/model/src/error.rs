@@ -97,6 +97,16 @@ impl ApiError {
         .with_header("www-authenticate", "Bearer")
     }
 
+    /// 403: a valid API key whose scope does not allow this request (a read-only key's
+    /// write, an ingest key anywhere but event ingest, a partner key on the operator API).
+    pub fn forbidden() -> Self {
+        Self::new(
+            403,
+            "forbidden",
+            "This API key's scope does not allow this request.",
+        )
+    }
+
     /// 404: no such route or resource (for this caller).
     pub fn not_found(what: &str) -> Self {
         Self::new(404, "not_found", format!("{what} not found."))

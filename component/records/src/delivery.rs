@@ -5,7 +5,8 @@
 use edgehook_storage::codec::{Reader, Writer};
 use edgehook_storage::kv::KvError;
 use serde::Serialize;
-use serde_json::{Value, json};
+#[cfg(test)]
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// Where a delivery is in its life.
@@ -178,21 +179,39 @@ impl Delivery {
         self.attempts.iter().filter(|a| a.run == self.run).count()
     }
 
-    /// The operator view.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "eventId": self.event_id,
-            "eventType": self.event_type,
-            "subscriptionId": self.subscription_id,
-            "status": self.status,
-            "createdAt": self.created_at,
-            "nextAttemptAt": self.next_attempt_at,
-            "finishedAt": self.finished_at,
-            "replays": self.run,
-            "attempts": self.attempts,
-        })
+    /// The operator view (`Delivery` in the OpenAPI document).
+    pub fn view(&self) -> DeliveryView<'_> {
+        DeliveryView {
+            attempts: &self.attempts,
+            created_at: self.created_at,
+            event_id: &self.event_id,
+            event_type: &self.event_type,
+            finished_at: self.finished_at,
+            id: &self.id,
+            next_attempt_at: self.next_attempt_at,
+            replays: self.run,
+            status: self.status,
+            subscription_id: &self.subscription_id,
+        }
     }
+}
+
+/// A delivery as the operator API shows it ([`Delivery::view`]). Written from the record
+/// directly, never through a `serde_json::Value` (the component is size-budgeted); the
+/// fields are in the order the view always had (alphabetical).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryView<'a> {
+    attempts: &'a [Attempt],
+    created_at: u64,
+    event_id: &'a str,
+    event_type: &'a str,
+    finished_at: Option<u64>,
+    id: &'a str,
+    next_attempt_at: Option<u64>,
+    replays: u32,
+    status: Status,
+    subscription_id: &'a str,
 }
 
 impl Serialize for Attempt {

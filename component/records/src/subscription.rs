@@ -4,7 +4,6 @@
 use edgehook_model::error::ApiError;
 use edgehook_storage::codec::{Reader, Writer};
 use serde::Serialize;
-use serde_json::{Value, json};
 
 /// A signing secret. Its `Debug` never shows the value.
 #[derive(Clone, Serialize, PartialEq, Eq)]
@@ -85,20 +84,37 @@ pub struct Subscription {
     pub disabled_entries: (Option<u64>, Option<u64>),
 }
 
+/// A subscription as the operator API shows it ([`Subscription::operator_view`]): never the
+/// secret. Written from the record directly, never through a `serde_json::Value` (the
+/// component is size-budgeted); the fields are in the order the view always had.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorView<'a> {
+    client_id: &'a str,
+    consecutive_failures: u32,
+    created_at: u64,
+    disabled_at: Option<u64>,
+    disabled_reason: Option<&'a str>,
+    event_types: &'a [String],
+    id: &'a str,
+    status: Status,
+    url: &'a str,
+}
+
 impl Subscription {
     /// The operator view: state and disable reason included, never the secret.
-    pub fn operator_json(&self) -> Value {
-        json!({
-            "id": self.id,
-            "clientId": self.client_id,
-            "url": self.url,
-            "eventTypes": self.event_types,
-            "status": self.status,
-            "disabledReason": self.disabled_reason,
-            "disabledAt": self.disabled_at,
-            "createdAt": self.created_at,
-            "consecutiveFailures": self.consecutive_failures,
-        })
+    pub fn operator_view(&self) -> OperatorView<'_> {
+        OperatorView {
+            client_id: &self.client_id,
+            consecutive_failures: self.consecutive_failures,
+            created_at: self.created_at,
+            disabled_at: self.disabled_at,
+            disabled_reason: self.disabled_reason.as_deref(),
+            event_types: &self.event_types,
+            id: &self.id,
+            status: self.status,
+            url: &self.url,
+        }
     }
 
     /// The stored record: `SUBSCRIPTION_V2` (0xB2), then every field in declaration order

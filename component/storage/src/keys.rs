@@ -6,6 +6,10 @@
 //!   `ApiKeyRecord::encode`), found by
 //!   hashing the presented bearer token. Keys themselves are never stored.
 //! - `keyid:{key id}` — the hash of a key, so the operator can revoke it by id.
+//! - `client:{client id}:keys:...` — an [`AppendLog`](crate::applog::AppendLog) of the hashes
+//!   of the client's API keys in the order they were issued (revoked ones stay), for the
+//!   operator's key list; `ingestkeys:...` — the same for ingest keys, which belong to no
+//!   client. Appended before the key's records are written: every usable key is listed.
 //! - `sub:{id}` — a subscription record (the only place its signing secret is stored);
 //!   binary (`Subscription::encode`).
 //! - `client:{client id}:subs:...` — an [`AppendLog`](crate::applog::AppendLog) of the
@@ -141,6 +145,14 @@ pub fn api_key(hash_hex: &str) -> Key {
 pub fn api_key_id(key_id: &str) -> Key {
     owned(format!("keyid:{key_id}"))
 }
+
+/// Prefix of a client's index of API keys (an append log of key hashes).
+pub fn client_keys(client_id: &str) -> Key {
+    owned(format!("client:{client_id}:keys"))
+}
+
+/// Prefix of the index of ingest keys (an append log of key hashes; they have no client).
+pub const INGEST_KEYS: Key = Key::fixed("ingestkeys");
 
 /// A subscription record.
 pub fn subscription(id: &str) -> Key {

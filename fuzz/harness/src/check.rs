@@ -12,7 +12,7 @@ use serde_json::Value;
 /// Every status the API may answer (DESIGN.md §3), 500 excluded: the harness's store is
 /// healthy, so an `internal` error is always a bug.
 pub const STATUSES: &[u16] = &[
-    200, 201, 202, 400, 401, 404, 405, 409, 413, 415, 422, 429, 503,
+    200, 201, 202, 400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 503,
 ];
 
 /// The error codes each error status may carry.
@@ -20,6 +20,7 @@ pub fn codes_for(status: u16) -> &'static [&'static str] {
     match status {
         400 => &["invalid_json", "bad_request"],
         401 => &["unauthorized"],
+        403 => &["forbidden"],
         404 => &["not_found"],
         405 => &["method_not_allowed"],
         409 => &["idempotency_conflict", "conflict", "subscription_deleted"],

@@ -2,7 +2,7 @@
 //!
 //! - **Authentication.** Without the admin token no `/internal/` call succeeds, with it none
 //!   is a 401; without a live API key no `/v1/` call succeeds, with one none is a 401. A
-//!   revoked key is dead.
+//!   revoked key is dead; a read-only (`partner_read`) key's writes never succeed.
 //! - **Ownership.** A partner only ever sees, reads or deletes its own subscriptions; lists
 //!   are in creation order and never carry `signingSecret`; an own active subscription can be
 //!   read and deleted (unless a tick may have disabled it).
@@ -46,6 +46,8 @@ pub struct KeyInfo {
     pub id: String,
     /// Whether the operator revoked it.
     pub revoked: bool,
+    /// Whether its scope is `partner_read` (#24 point 7): it may only read.
+    pub read_only: bool,
 }
 
 /// A subscription the model knows.
@@ -261,6 +263,18 @@ impl Model {
                 what()
             );
         }
+        // A read-only key's write never succeeds (403 once routed), and changes nothing the
+        // model tracks.
+        let read_only = token
+            .as_deref()
+            .and_then(|t| self.keys.get(t))
+            .is_some_and(|k| !k.revoked && k.read_only);
+        let client = if read_only && req.method != "GET" {
+            assert!(!reply.ok(), "a read-only key wrote: {}", what());
+            None
+        } else {
+            client
+        };
         for (out, result) in sent {
             self.check_delivery(out, result, now, &what);
         }
@@ -342,6 +356,7 @@ impl Model {
                         client: (*client).to_owned(),
                         id: id.to_owned(),
                         revoked: false,
+                        read_only: reply.body["data"]["scope"] == "partner_read",
                     },
                 );
                 self.last_key = Some(key.to_owned());

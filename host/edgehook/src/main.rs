@@ -160,25 +160,55 @@ struct RemoteArgs {
 
 #[derive(Subcommand)]
 enum KeysCommand {
-    /// Issue an API key for a client id; the key is printed once.
+    /// Issue an API key for a client id (or, with --ingest, an ingest key); the key is
+    /// printed once.
     Issue {
         /// The API client (partner) id.
-        client: String,
+        #[arg(required_unless_present = "ingest")]
+        client: Option<String>,
+        /// What the key may do: partner (every partner route) or partner_read (only reads).
+        #[arg(long, value_parser = ["partner", "partner_read"], conflicts_with = "ingest")]
+        scope: Option<String>,
+        /// An ingest key: it may only publish events (POST /internal/v1/events), for no client.
+        #[arg(long, conflicts_with = "client")]
+        ingest: bool,
         /// Print only the API key (e.g. KEY=$(edgehook keys issue acme --quiet)).
         #[arg(long, short)]
         quiet: bool,
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// Revoke an API key at once.
-    Revoke {
+    /// List a client's API keys (or, with --ingest, the ingest keys): id, scope, created,
+    /// last used (to the hour), revoked. Never the keys themselves.
+    List {
         /// The API client id.
-        client: String,
-        /// The key id (key_...).
-        key_id: String,
+        #[arg(required_unless_present = "ingest")]
+        client: Option<String>,
+        /// List the ingest keys.
+        #[arg(long, conflicts_with = "client")]
+        ingest: bool,
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// Revoke an API key at once (an ingest key: `keys revoke --ingest KEY_ID`).
+    Revoke {
+        /// The API client id, then the key id (key_...); with --ingest, the key id only.
+        #[arg(required = true, num_args = 1..=2, value_names = ["CLIENT", "KEY_ID"])]
+        ids: Vec<String>,
+        /// Revoke an ingest key.
+        #[arg(long)]
+        ingest: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+/// The path of a client's keys, or (`None`) of the ingest keys.
+fn keys_path(client: Option<&str>) -> String {
+    match client {
+        Some(c) => format!("/internal/v1/clients/{}/keys", cli::segment(c)),
+        None => "/internal/v1/ingest-keys".to_owned(),
+    }
 }
 
 #[derive(clap::Args)]
@@ -260,30 +290,47 @@ fn run(cli: Cli) -> Result<()> {
         Command::Listen(args) => listen(args),
         Command::Keys(KeysCommand::Issue {
             client,
+            scope,
+            ingest,
             quiet,
             remote,
-        }) => remote_call_showing(
-            &remote,
-            "POST",
-            &format!("/internal/v1/clients/{}/keys", cli::segment(&client)),
-            quiet.then_some("apiKey"),
-        ),
+        }) => {
+            let client = if ingest { None } else { client.as_deref() };
+            let (body, headers) = match scope {
+                None => (None, Vec::new()),
+                Some(scope) => (
+                    Some(serde_json::to_vec(&serde_json::json!({ "scope": scope }))?),
+                    vec![("content-type".to_owned(), "application/json".to_owned())],
+                ),
+            };
+            let (status, text) =
+                remote_answer(&remote, "POST", &keys_path(client), body, &headers)?;
+            cli::print_answer(status, &text, quiet.then_some("apiKey"))
+        }
+        Command::Keys(KeysCommand::List {
+            client,
+            ingest,
+            remote,
+        }) => {
+            let client = if ingest { None } else { client.as_deref() };
+            let path = format!("{}?limit=100", keys_path(client));
+            remote_call(&remote, "GET", &path, None, &[])
+        }
         Command::Subscribe(args) => subscribe(args),
         Command::Keys(KeysCommand::Revoke {
-            client,
-            key_id,
+            ids,
+            ingest,
             remote,
-        }) => remote_call(
-            &remote,
-            "DELETE",
-            &format!(
-                "/internal/v1/clients/{}/keys/{}",
-                cli::segment(&client),
-                cli::segment(&key_id)
-            ),
-            None,
-            &[],
-        ),
+        }) => {
+            let (client, key_id) = match (ingest, ids.as_slice()) {
+                (false, [client, key_id]) => (Some(client.as_str()), key_id),
+                (true, [key_id]) => (None, key_id),
+                (false, _) => bail!("keys revoke takes CLIENT KEY_ID"),
+                (true, _) => bail!("keys revoke --ingest takes KEY_ID only"),
+            };
+            let path = format!("{}/{}", keys_path(client), cli::segment(key_id));
+            remote_call(&remote, "DELETE", &path, None, &[])
+        }
         Command::Publish(args) => {
             let body = cli::read_input(args.file.as_deref())?;
             let mut headers = vec![
@@ -394,17 +441,6 @@ fn remote_call(
 ) -> Result<()> {
     let (status, text) = remote_answer(remote, method, path, body, headers)?;
     cli::print_answer(status, &text, None)
-}
-
-/// [`remote_call`] without a body, printing only the answer's `data.<only>` if given.
-fn remote_call_showing(
-    remote: &RemoteArgs,
-    method: &str,
-    path: &str,
-    only: Option<&str>,
-) -> Result<()> {
-    let (status, text) = remote_answer(remote, method, path, None, &[])?;
-    cli::print_answer(status, &text, only)
 }
 
 /// One operator call: the answer's status and its (pretty-printed) body.

@@ -47,6 +47,7 @@ fn every_command_prints_help_for_help_and_h_and_does_nothing_else() {
         "serve",
         "listen",
         "keys issue",
+        "keys list",
         "keys revoke",
         "subscribe",
         "publish",

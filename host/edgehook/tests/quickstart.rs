@@ -291,6 +291,37 @@ fn keys_are_revoked_at_once_and_errors_say_why() {
     );
     let (ok, text) = run_cli(&dir, &base, &["keys", "revoke", "acme", key_id]);
     assert!(!ok && text.contains("404"), "it is revoked already: {text}");
+
+    // #24 point 7: scopes, the list, ingest keys.
+    let (ok, text) = run_cli(
+        &dir,
+        &base,
+        &["keys", "issue", "acme", "--scope", "partner_read"],
+    );
+    assert!(ok && text.contains("\"partner_read\""), "{text}");
+    let (ok, text) = run_cli(&dir, &base, &["keys", "list", "acme"]);
+    assert!(ok, "{text}");
+    let listed: Value = serde_json::from_str(&text).expect("json");
+    let scopes: Vec<&str> = listed["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|k| k["scope"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(scopes, ["partner", "partner_read"], "{text}");
+    assert_eq!(listed["data"][0]["status"], "revoked", "{text}");
+    assert!(!text.contains("ehk_"), "never the keys: {text}");
+    let (ok, ingest) = run_cli(&dir, &base, &["keys", "issue", "--ingest", "--quiet"]);
+    assert!(ok && ingest.trim().starts_with("ehk_"), "{ingest}");
+    let (ok, text) = run_cli(&dir, &base, &["keys", "list", "--ingest"]);
+    assert!(ok, "{text}");
+    let listed: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(listed["data"][0]["scope"], "ingest", "{text}");
+    let ingest_id = listed["data"][0]["id"].as_str().expect("id").to_owned();
+    let (ok, text) = run_cli(&dir, &base, &["keys", "revoke", "--ingest", &ingest_id]);
+    assert!(ok && text.contains("\"revoked\""), "{text}");
+    let (ok, text) = run_cli(&dir, &base, &["keys", "issue", "acme", "--scope", "admin"]);
+    assert!(!ok, "clap refuses a scope it does not know: {text}");
     let (ok, text) = run_cli(&dir, &base, &["keys", "issue", "bad client!"]);
     assert!(
         !ok && text.contains("422"),

@@ -225,9 +225,11 @@ fn audit(sim: &Simulation, wall: Duration) -> Result<Outcome> {
         if !key.starts_with("dlv:") {
             continue;
         }
-        let d: Value = Delivery::decode(&value)
-            .map_err(|e| anyhow::anyhow!("{key}: {e}"))?
-            .to_json();
+        let d: Value = serde_json::to_value(
+            Delivery::decode(&value)
+                .map_err(|e| anyhow::anyhow!("{key}: {e}"))?
+                .view(),
+        )?;
         o.created += 1;
         match d["status"].as_str() {
             Some("succeeded") => o.succeeded += 1,

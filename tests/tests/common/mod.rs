@@ -35,7 +35,7 @@ pub fn subscription_records(snapshot: &std::collections::BTreeMap<String, Vec<u8
 pub fn subscription_record(bytes: &[u8]) -> Option<Value> {
     edgehook_component::subscriptions::Subscription::decode(bytes)
         .ok()
-        .map(|s| s.operator_json())
+        .and_then(|s| serde_json::to_value(s.operator_view()).ok())
 }
 
 /// The operator token every test simulation is configured with.

@@ -409,6 +409,70 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
         "POST /internal/v1/clients/{clientId}/keys 201 issued" => {
             World::new(13).operator("POST", "/internal/v1/clients/acme/keys")
         }
+        "POST /internal/v1/clients/{clientId}/keys 201 readOnly"
+        | "POST /internal/v1/clients/{clientId}/keys 422 invalidScope" => {
+            let name = if key.contains(" 201 ") {
+                "readOnly"
+            } else {
+                "invalid"
+            };
+            let body = doc.request_example("POST", "/internal/v1/clients/{clientId}/keys", name);
+            World::new(48).operator_json("/internal/v1/clients/acme/keys", &body)
+        }
+        "GET /internal/v1/clients/{clientId}/keys 200 keys" => {
+            let mut w = World::new(49);
+            assert_eq!(w.partner("GET", "/v1/webhooks").status, 200, "used");
+            let body =
+                doc.request_example("POST", "/internal/v1/clients/{clientId}/keys", "readOnly");
+            let issued = w
+                .operator_json("/internal/v1/clients/acme/keys", &body)
+                .json();
+            let id = issued["data"]["id"].as_str().expect("key id").to_owned();
+            let path = format!("/internal/v1/clients/acme/keys/{id}");
+            assert_eq!(w.operator("DELETE", &path).status, 200);
+            w.operator("GET", "/internal/v1/clients/acme/keys")
+        }
+        "POST /internal/v1/ingest-keys 201 issued" => {
+            World::new(50).operator("POST", "/internal/v1/ingest-keys")
+        }
+        "POST /internal/v1/ingest-keys 422 invalidScope" => {
+            World::new(51).operator_json("/internal/v1/ingest-keys", &json!({"scope": "partner"}))
+        }
+        "GET /internal/v1/ingest-keys 200 keys" => {
+            let mut w = World::new(52);
+            let body = doc.request_example("POST", "/internal/v1/ingest-keys", "ingest");
+            let issued = w.operator_json("/internal/v1/ingest-keys", &body).json();
+            let ingest_key = issued["data"]["apiKey"].as_str().expect("key").to_owned();
+            let auth = bearer(&ingest_key);
+            let load = doc.load_bytes();
+            let published = w
+                .sim
+                .request(
+                    "POST",
+                    "/internal/v1/events",
+                    &[
+                        ("authorization", auth.as_str()),
+                        ("content-type", "application/json"),
+                        ("x-service-event", "load.created"),
+                    ],
+                    &load,
+                )
+                .expect("runs");
+            assert_eq!(published.status, 202, "{}", published.json());
+            w.operator("GET", "/internal/v1/ingest-keys")
+        }
+        "DELETE /internal/v1/ingest-keys/{keyId} 200 revoked" => {
+            let mut w = World::new(53);
+            let issued = w.operator("POST", "/internal/v1/ingest-keys").json();
+            let id = issued["data"]["id"].as_str().expect("key id").to_owned();
+            w.operator("DELETE", &format!("/internal/v1/ingest-keys/{id}"))
+        }
+        "DELETE /internal/v1/ingest-keys/{keyId} 404 notFound" => {
+            let mut w = World::new(54);
+            let issued = w.operator("POST", "/internal/v1/clients/acme/keys").json();
+            let id = issued["data"]["id"].as_str().expect("key id").to_owned();
+            w.operator("DELETE", &format!("/internal/v1/ingest-keys/{id}"))
+        }
         "POST /internal/v1/clients/{clientId}/keys 422 invalidClientId" => {
             World::new(14).operator("POST", "/internal/v1/clients/acme%20corp/keys")
         }
@@ -575,6 +639,34 @@ fn component_scenario(doc: &Doc, ex: &Example) -> Option<Vec<Observed>> {
         "components/responses/Unauthorized unauthorized"
         | "components/responses/OperatorUnauthorized unauthorized" => {
             observe_users(json, ex, &mut sim(40), Auth::None, None)
+        }
+        "components/responses/Forbidden forbidden" => {
+            // Every route that can answer 403, with a valid key its scope refuses: an ingest
+            // key everywhere but event ingest, a partner key there.
+            let mut w = World::new(47);
+            let issued = w.operator("POST", "/internal/v1/ingest-keys").json();
+            let ingest_key = issued["data"]["apiKey"].as_str().expect("key").to_owned();
+            let ops = operations(json);
+            ex.users
+                .iter()
+                .map(|(method, template, status)| {
+                    let op = ops
+                        .iter()
+                        .find(|o| &o.method == method && &o.template == template)
+                        .expect("a user is an operation");
+                    let key = if template == "/internal/v1/events" {
+                        &w.key
+                    } else {
+                        &ingest_key
+                    };
+                    let request = generic_request(json, op, Auth::Bearer(key), None);
+                    Observed {
+                        label: format!("{method} {template}"),
+                        status: *status,
+                        response: send(&mut w.sim, method, request),
+                    }
+                })
+                .collect()
         }
         "components/responses/PayloadTooLarge tooLarge" => {
             let mut w = World::new(41);

@@ -23,7 +23,7 @@
 mod conformance;
 mod document;
 mod headers;
-mod routes;
+pub(crate) mod routes;
 mod schemas;
 mod shape;
 
@@ -42,11 +42,11 @@ const HTTP_METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
 const URL: &str = "https://hooks.example.com/loads";
-const SAMPLE_SUB: &str = "sub_0123456789abcdef01234567";
-const SAMPLE_DLV: &str = "dlv_0123456789abcdef01234567";
+pub(crate) const SAMPLE_SUB: &str = "sub_0123456789abcdef01234567";
+pub(crate) const SAMPLE_DLV: &str = "dlv_0123456789abcdef01234567";
 /// A well-formed replay job id that names no job.
-const SAMPLE_RPL: &str = "rpl_0123456789abcdef01234567";
-const SAMPLE_KEY: &str = "key_0123456789abcdef01234567";
+pub(crate) const SAMPLE_RPL: &str = "rpl_0123456789abcdef01234567";
+pub(crate) const SAMPLE_KEY: &str = "key_0123456789abcdef01234567";
 static NULL: Value = Value::Null;
 
 fn load_doc() -> Value {
@@ -248,6 +248,8 @@ enum Auth<'a> {
     None,
     /// What the operation's security asks for, with this partner API key.
     AsDocumented(&'a str),
+    /// This bearer token, whatever the operation's security asks for.
+    Bearer(&'a str),
 }
 
 /// A request to an operation that passes every check before the one under test: a path
@@ -284,6 +286,9 @@ fn generic_request(
         .collect::<Vec<_>>()
         .join("/");
     let mut headers: Vec<(String, String)> = Vec::new();
+    if let Auth::Bearer(token) = auth {
+        headers.push(("authorization".into(), bearer(token)));
+    }
     if let Auth::AsDocumented(key) = auth {
         let scheme = op.op["security"][0]
             .as_object()

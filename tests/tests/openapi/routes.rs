@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One concrete request path per `Route` variant, mirroring `Route::parse`.
-fn served_paths() -> Vec<String> {
+pub(crate) fn served_paths() -> Vec<String> {
     vec![
         "/healthz".to_owned(),
         "/v1/webhooks".to_owned(),
@@ -25,6 +25,8 @@ fn served_paths() -> Vec<String> {
         "/internal/v1/settings".to_owned(),
         "/internal/v1/clients/acme/keys".to_owned(),
         format!("/internal/v1/clients/acme/keys/{SAMPLE_KEY}"),
+        "/internal/v1/ingest-keys".to_owned(),
+        format!("/internal/v1/ingest-keys/{SAMPLE_KEY}"),
         "/internal/v1/events".to_owned(),
         "/internal/v1/tick".to_owned(),
         "/internal/v1/subscriptions".to_owned(),
@@ -39,12 +41,12 @@ fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-const VARIANTS: usize = 24;
+pub(crate) const VARIANTS: usize = 26;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
 /// path for it.
-fn variant(route: &Route) -> usize {
+pub(crate) fn variant(route: &Route) -> usize {
     match route {
         Route::Health => 0,
         Route::Webhooks => 1,
@@ -64,12 +66,14 @@ fn variant(route: &Route) -> usize {
         Route::OperatorSubscriptions => 15,
         Route::WebhookTest(_) => 16,
         Route::TestSubscription(_) => 17,
-        Route::WebhookReplays(_) => 18,
-        Route::PartnerReplay(_) => 19,
-        Route::PartnerReplayCancel(_) => 20,
-        Route::Replays => 21,
-        Route::OperatorReplay(_) => 22,
-        Route::OperatorReplayCancel(_) => 23,
+        Route::IngestKeys => 18,
+        Route::IngestKey(_) => 19,
+        Route::WebhookReplays(_) => 20,
+        Route::PartnerReplay(_) => 21,
+        Route::PartnerReplayCancel(_) => 22,
+        Route::Replays => 23,
+        Route::OperatorReplay(_) => 24,
+        Route::OperatorReplayCancel(_) => 25,
     }
 }
 

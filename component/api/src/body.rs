@@ -1,0 +1,50 @@
+//! Request bodies every JSON route reads the same way: `Content-Type: application/json`
+//! (else 415), JSON (else 400 `invalid_json`), an object (else 422 `invalid_type`) whose
+//! fields are among the route's (else 422 `unknown_field`, so a typo is caught instead of
+//! ignored).
+
+use edgehook_model::error::{ApiError, FieldError};
+use edgehook_model::http::Request;
+use serde_json::{Map, Value};
+
+/// A 422 about one field.
+pub(crate) fn invalid(field: &str, code: &'static str, message: &str) -> ApiError {
+    ApiError::validation(vec![FieldError::new(field, code, message)])
+}
+
+/// The body, parsed as JSON, of any shape (415 and 400 as above).
+pub(crate) fn json(req: &Request) -> Result<Value, ApiError> {
+    let content_type = req.header_str("content-type").unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type());
+    }
+    serde_json::from_slice(&req.body).map_err(ApiError::invalid_json)
+}
+
+/// The body as an object whose fields are among `fields`.
+pub(crate) fn object(req: &Request, fields: &[&str]) -> Result<Map<String, Value>, ApiError> {
+    let Value::Object(obj) = json(req)? else {
+        return Err(invalid(
+            "body",
+            "invalid_type",
+            "The body must be a JSON object.",
+        ));
+    };
+    if let Some(other) = obj.keys().find(|k| !fields.contains(&k.as_str())) {
+        let message = format!("Unknown field; this request takes {}.", fields.join(", "));
+        return Err(invalid(other, "unknown_field", &message));
+    }
+    Ok(obj)
+}
+
+/// [`object`] for a route whose body is optional: `None` without one.
+pub(crate) fn optional_object(
+    req: &Request,
+    fields: &[&str],
+) -> Result<Option<Map<String, Value>>, ApiError> {
+    match req.body.is_empty() {
+        true => Ok(None),
+        false => object(req, fields).map(Some),
+    }
+}
