@@ -60,6 +60,9 @@ enum Command {
     /// Show a delivery with every attempt, or replay it (talks to a running server).
     #[command(subcommand)]
     Delivery(DeliveryCommand),
+    /// Replay deliveries by range (what failed or was skipped since a time, by default) and
+    /// follow the job with a progress bar (talks to a running server).
+    Replay(ReplayArgs),
 }
 
 #[derive(clap::Args)]
@@ -266,6 +269,32 @@ struct DisableArgs {
     remote: RemoteArgs,
 }
 
+#[derive(clap::Args)]
+struct ReplayArgs {
+    /// A subscription (sub_...) whose deliveries to replay; repeat for several (up to 100,
+    /// any clients').
+    #[arg(long = "subscription", required = true)]
+    subscriptions: Vec<String>,
+    /// Deliveries created since: a duration back from now (90s, 30m, 2h, 7d) or
+    /// milliseconds since the Unix epoch.
+    #[arg(long)]
+    since: String,
+    /// ... and before (same forms; default: now).
+    #[arg(long)]
+    until: Option<String>,
+    /// A status to replay; repeat for several (default: failed and skipped).
+    #[arg(long = "status", value_parser = ["failed", "skipped", "delivered", "cancelled"])]
+    statuses: Vec<String>,
+    /// Only this event type; repeat for several (default: all).
+    #[arg(long = "event-type")]
+    event_types: Vec<String>,
+    /// Print the new job and return; the server runs it either way.
+    #[arg(long)]
+    no_wait: bool,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
 #[derive(Subcommand)]
 enum DeliveryCommand {
     /// Show a delivery with every attempt.
@@ -317,6 +346,7 @@ fn run(cli: Cli) -> Result<()> {
             remote_call(&remote, "GET", &path, None, &[])
         }
         Command::Subscribe(args) => subscribe(args),
+        Command::Replay(args) => replay(args),
         Command::Keys(KeysCommand::Revoke {
             ids,
             ingest,
@@ -451,6 +481,12 @@ fn remote_answer(
     body: Option<Vec<u8>>,
     headers: &[(String, String)],
 ) -> Result<(u16, String)> {
+    let remote = operator_remote(remote)?;
+    runtime()?.block_on(remote.call(method, path, body, headers))
+}
+
+/// The server of an operator command, with the operator token.
+fn operator_remote(remote: &RemoteArgs) -> Result<Remote> {
     let token = match &remote.admin_token {
         Some(t) => t.clone(),
         None => cli::read_admin_token(&remote.data_dir).with_context(|| {
@@ -461,8 +497,28 @@ fn remote_answer(
             )
         })?,
     };
-    let remote = Remote::new(&remote.server, &token)?;
-    runtime()?.block_on(remote.call(method, path, body, headers))
+    Remote::new(&remote.server, &token)
+}
+
+fn replay(args: ReplayArgs) -> Result<()> {
+    let now = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?;
+    let request = edgehook::replay::Request {
+        subscriptions: args.subscriptions,
+        since: edgehook::replay::parse_time(&args.since, now)?,
+        until: args
+            .until
+            .as_deref()
+            .map(|u| edgehook::replay::parse_time(u, now))
+            .transpose()?,
+        statuses: args.statuses,
+        event_types: args.event_types,
+    };
+    let remote = operator_remote(&args.remote)?;
+    runtime()?.block_on(edgehook::replay::run(&remote, request, args.no_wait))
 }
 
 fn subscribe(args: SubscribeArgs) -> Result<()> {

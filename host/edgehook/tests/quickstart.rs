@@ -397,3 +397,85 @@ fn a_subscription_is_disabled_with_a_reason_and_enabled_again_from_the_cli() {
     assert!(ok && text.contains("\"operator\""), "{text}");
     drop(server);
 }
+
+/// #24 point 4 from the command line: events published while a subscription is disabled
+/// are skipped; after an enable, `edgehook replay --subscription ID --since 1h` starts a
+/// replay job, follows it with a progress bar on stderr to its end and prints the job; the
+/// receiver gets each skipped delivery once.
+#[test]
+fn a_replay_by_range_runs_from_the_cli_with_its_progress() {
+    let dir = temp_dir("quickstart-replay");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let recv = receiver(&rt);
+    let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=1000"), &dir);
+    let base = format!("http://{}", server.address());
+    let (ok, key) = run_cli(&dir, &base, &["keys", "issue", "acme", "--quiet"]);
+    assert!(ok, "{key}");
+    let url = format!("http://127.0.0.1:{}/in", recv.port);
+    let (status, text) = post_subscription(&rt, &base, key.trim(), &url, "load.created");
+    assert_eq!(status, 201, "{text}");
+    let created: Value = serde_json::from_str(&text).expect("json");
+    let id = created["data"]["id"].as_str().expect("id").to_owned();
+    let (ok, text) = run_cli(&dir, &base, &["subscription", "disable", &id]);
+    assert!(ok, "{text}");
+    for n in 0..3 {
+        let load = format!(r#"{{"id":"L-{n}"}}"#);
+        let out = Command::new(BIN)
+            .args(["publish", "--type", "load.created", "--server", &base])
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child
+                    .stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(load.as_bytes())?;
+                child.wait_with_output()
+            })
+            .expect("publish");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let (ok, text) = run_cli(&dir, &base, &["subscription", "enable", &id]);
+    assert!(ok, "{text}");
+    let args = ["replay", "--subscription", &id, "--since", "1h"];
+    let (ok, text) = run_cli(&dir, &base, &args);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("3/3 replayed, 0 failed"),
+        "the progress bar: {text}"
+    );
+    let json = &text[text.find('{').expect("the job")..];
+    // stdout (the job) comes first, then stderr (the progress bar).
+    let job: Value = serde_json::Deserializer::from_str(json)
+        .into_iter()
+        .next()
+        .expect("the job")
+        .expect("json");
+    assert_eq!(
+        (&job["data"]["state"], &job["data"]["total"]),
+        (&serde_json::json!("done"), &serde_json::json!(3))
+    );
+    let end = Instant::now() + Duration::from_secs(20);
+    while recv.counts.lock().expect("lock").len() < 3 {
+        assert!(
+            Instant::now() < end,
+            "the replayed deliveries did not arrive"
+        );
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    assert!(recv.counts.lock().expect("lock").values().all(|n| *n == 1));
+    let (ok, text) = run_cli(
+        &dir,
+        &base,
+        &["replay", "--subscription", &id, "--since", "soon"],
+    );
+    assert!(!ok && text.contains("is not a time"), "{text}");
+    drop(server);
+}
