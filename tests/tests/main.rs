@@ -8,6 +8,7 @@ mod common;
 mod alerts;
 mod component;
 mod delivery;
+mod delivery_lists;
 mod faults;
 mod host_quirks;
 mod injection;

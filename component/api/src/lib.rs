@@ -5,7 +5,7 @@
 //! ([`keys`]), the partner rate limit
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
-//! deliveries for both ([`ping`]), and replays by range for both ([`replays`]).
+//! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), and replays by range for both ([`replays`]).
 //!
 //! May use: `edgehook-delivery`, `edgehook-subscriptions`, `edgehook-records`,
 //! `edgehook-model`, `edgehook-storage` (everything below it). Nothing uses it but the
@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod body;
+pub mod deliveries;
 pub mod idempotency;
 pub mod keys;
 pub mod limits;

@@ -286,22 +286,6 @@ pub fn enable_subscription<K: Kv>(
     }
 }
 
-/// `GET /internal/v1/subscriptions/{id}/deliveries`: its deliveries, oldest first, paged
-/// like the partner list (`limit`, `cursor`).
-pub fn subscription_deliveries<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    subscription_any(env, id)?;
-    let (limit, after) = partner::list_params(req)?;
-    let (page, has_more) = delivery::history(env, id, after, limit)?;
-    let data: Vec<_> = page.iter().map(|(_, d)| d.view()).collect();
-    let last = page.last().map(|(seq, _)| *seq);
-    Ok(partner::page_json(&data, has_more, last, request_id))
-}
-
 /// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
 pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
     let d = delivery::load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;

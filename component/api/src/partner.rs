@@ -324,11 +324,19 @@ pub fn get<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = subscriptions::owned(env, id, client_id)?;
-    Ok(Response::data(
-        200,
-        subscriptions::partner_detail(&sub),
-        request_id,
-    ))
+    let last = delivery::last_attempt(env, &sub.id)?;
+    let mut detail = subscriptions::partner_detail(&sub);
+    if let Some((delivery_id, a)) = &last {
+        detail = detail.with_last_attempt(subscriptions::LastAttempt {
+            at: a.started_at,
+            delivery_id,
+            duration_ms: a.latency_ms,
+            error_class: edgehook_records::delivery::error_class(a.status_code, a.error.as_deref()),
+            status_code: a.status_code,
+            succeeded: a.succeeded,
+        });
+    }
+    Ok(Response::data(200, detail, request_id))
 }
 
 /// `POST /v1/webhooks/{id}/enable`: makes the caller's disabled subscription active again

@@ -2,7 +2,7 @@
 //! limits, authentication, the request id on every response).
 
 use crate::auth::{self, Scope};
-use crate::{keys, operator, partner, ping, replays};
+use crate::{deliveries, keys, operator, partner, ping, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -31,6 +31,8 @@ pub enum Route {
     WebhookEnable(String),
     /// `/v1/webhooks/{id}/test`: send a test delivery (`webhook.ping`) now (POST).
     WebhookTest(String),
+    /// `/v1/webhooks/{id}/deliveries`: its deliveries with their attempts, filtered (GET).
+    WebhookDeliveries(String),
     /// `/v1/webhooks/{id}/replays`: start a replay of its deliveries by range (POST).
     WebhookReplays(String),
     /// `/v1/replays/{id}`: a replay job of the caller's (GET).
@@ -87,6 +89,7 @@ impl Route {
             ["v1", "webhooks", id, "enable"] => Route::WebhookEnable((*id).to_owned()),
             ["v1", "webhooks", id, "test"] => Route::WebhookTest((*id).to_owned()),
             ["v1", "webhooks", id, "replays"] => Route::WebhookReplays((*id).to_owned()),
+            ["v1", "webhooks", id, "deliveries"] => Route::WebhookDeliveries((*id).to_owned()),
             ["v1", "replays", id] => Route::PartnerReplay((*id).to_owned()),
             ["v1", "replays", id, "cancel"] => Route::PartnerReplayCancel((*id).to_owned()),
             ["internal", "v1", "settings"] => Route::OperatorSettings,
@@ -137,6 +140,7 @@ impl Route {
             | Route::OperatorSubscription(_)
             | Route::SubscriptionDeliveries(_)
             | Route::PartnerReplay(_)
+            | Route::WebhookDeliveries(_)
             | Route::OperatorReplay(_)
             | Route::Delivery(_) => &["GET"],
             Route::Webhooks | Route::ClientKeys(_) | Route::IngestKeys => &["GET", "POST"],
@@ -167,6 +171,7 @@ impl Route {
                 | Route::WebhookEnable(_)
                 | Route::WebhookTest(_)
                 | Route::WebhookReplays(_)
+                | Route::WebhookDeliveries(_)
                 | Route::PartnerReplay(_)
                 | Route::PartnerReplayCancel(_)
         )
@@ -294,7 +299,7 @@ fn dispatch<K: Kv>(
             Route::OperatorReplay(id) => replays::get(env, &id, None, request_id),
             Route::OperatorReplayCancel(id) => replays::cancel(env, &id, None, request_id),
             Route::SubscriptionDeliveries(id) => {
-                operator::subscription_deliveries(env, req, &id, request_id)
+                deliveries::operator_list(env, req, &id, request_id)
             }
             Route::Delivery(id) => operator::delivery(env, &id, request_id),
             Route::Health
@@ -303,6 +308,7 @@ fn dispatch<K: Kv>(
             | Route::WebhookEnable(_)
             | Route::WebhookTest(_)
             | Route::WebhookReplays(_)
+            | Route::WebhookDeliveries(_)
             | Route::PartnerReplay(_)
             | Route::PartnerReplayCancel(_)
             | Route::Events
@@ -324,6 +330,9 @@ fn dispatch<K: Kv>(
         (Route::WebhookEnable(id), _) => partner::enable(env, req, &id, &client_id, request_id),
         (Route::WebhookReplays(id), _) => {
             replays::partner_start(env, req, &id, &client_id, request_id)
+        }
+        (Route::WebhookDeliveries(id), _) => {
+            deliveries::partner_list(env, req, &id, &client_id, request_id)
         }
         (Route::PartnerReplay(id), _) => replays::get(env, &id, Some(&client_id), request_id),
         (Route::PartnerReplayCancel(id), _) => {

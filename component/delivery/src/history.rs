@@ -3,7 +3,7 @@
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::ids::IdKind;
-use edgehook_records::delivery::{Delivery, EventRecord};
+use edgehook_records::delivery::{Attempt, Delivery, EventRecord, Status};
 use edgehook_storage::applog::{AppendLog, Entry};
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError};
@@ -24,32 +24,112 @@ pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Delivery>, ApiEr
     }
 }
 
-/// A page of a subscription's deliveries, oldest first, after history position `after`.
+/// Which deliveries a history page shows (each `None`: any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryFilter {
+    /// Only deliveries in this status.
+    pub status: Option<Status>,
+    /// Only deliveries of this event type.
+    pub event_type: Option<String>,
+    /// Only deliveries created at or after this (ms since the epoch)...
+    pub since: Option<u64>,
+    /// ... and before this.
+    pub until: Option<u64>,
+}
+
+impl HistoryFilter {
+    fn is_any(&self) -> bool {
+        *self == HistoryFilter::default()
+    }
+
+    fn matches(&self, d: &Delivery) -> bool {
+        self.status.is_none_or(|s| s == d.status)
+            && self.event_type.as_ref().is_none_or(|t| *t == d.event_type)
+            && self.since.is_none_or(|t| d.created_at >= t)
+            && self.until.is_none_or(|t| d.created_at < t)
+    }
+}
+
+/// A page of a history: the deliveries shown, each with its position, and the cursor to
+/// read on from (`None`: the history was read to its end).
+pub type HistoryPage = (Vec<(u64, Delivery)>, Option<u64>);
+
+/// History entries a filtered page reads at most, per item it may show: a page costs
+/// O(`limit`) however rare the matches are (it may then show fewer than `limit`, with a
+/// cursor to read on).
+pub const SCAN_PER_ITEM: usize = 4;
+
+/// A page of a subscription's deliveries, oldest first, after history position `after`,
+/// those `filter` shows: at most `limit`, read from at most `limit` history entries
+/// (× [`SCAN_PER_ITEM`] with a filter). Returns them with their positions, and the cursor
+/// to read on from (`None`: the history was read to its end).
 pub fn history<K: Kv>(
     env: &Env<'_, K>,
     sub_id: &str,
     after: u64,
     limit: usize,
-) -> Result<(Vec<(u64, Delivery)>, bool), ApiError> {
+    filter: &HistoryFilter,
+) -> Result<HistoryPage, ApiError> {
     let log = history_log(sub_id);
     // Pages the retention purge dropped are not read (a read from the start would walk
     // every one of them).
     let after = after.max(log.dropped_pages(env.kv)? * log.page_size());
-    let entries: Vec<Entry<String>> = log.read(env.kv, after, limit + 1)?;
-    let has_more = entries.len() > limit;
-    let entries = &entries[..entries.len().min(limit)];
+    let scan = match filter.is_any() {
+        true => limit,
+        false => limit * SCAN_PER_ITEM,
+    };
+    let entries: Vec<Entry<String>> = log.read(env.kv, after, scan + 1)?;
+    let more = entries.len() > scan;
+    let entries = &entries[..entries.len().min(scan)];
     let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
     let mut out: Vec<(u64, Delivery)> = Vec::new();
+    let mut last = after;
     for (e, v) in entries.iter().zip(env.kv.get_many(&keys)?) {
-        if let Some(d) = v.and_then(|b| Delivery::decode(&b).ok()) {
+        if out.len() == limit {
+            return Ok((out, Some(last)));
+        }
+        last = e.seq;
+        if let Some(d) = v.and_then(|b| Delivery::decode(&b).ok())
+            && filter.matches(&d)
             // A fan-out retried after a failure may have listed a delivery twice.
-            if !out.iter().any(|(_, seen)| seen.id == d.id) {
-                out.push((e.seq, d));
-            }
+            && !out.iter().any(|(_, seen)| seen.id == d.id)
+        {
+            out.push((e.seq, d));
         }
     }
-    Ok((out, has_more))
+    Ok((out, more.then_some(last)))
 }
+
+/// The most recent attempt to a subscription, with its delivery's id: the latest among the
+/// attempts of its last [`LAST_ATTEMPT_LOOKBACK`] deliveries (a retry of an older one made
+/// later is missed; its own record shows it). Two store operations and one batch read.
+pub fn last_attempt<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+) -> Result<Option<(String, Attempt)>, ApiError> {
+    let log = history_log(sub_id);
+    let len = log.len(env.kv)?;
+    let entries: Vec<Entry<String>> = log.read(
+        env.kv,
+        len.saturating_sub(LAST_ATTEMPT_LOOKBACK),
+        LAST_ATTEMPT_LOOKBACK as usize,
+    )?;
+    let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
+    Ok(env
+        .kv
+        .get_many(&keys)?
+        .into_iter()
+        .flatten()
+        .filter_map(|b| Delivery::decode(&b).ok())
+        .flat_map(|d| {
+            let id = d.id;
+            d.attempts.into_iter().map(move |a| (id.clone(), a))
+        })
+        .max_by_key(|(_, a)| a.started_at))
+}
+
+/// Deliveries [`last_attempt`] looks at.
+pub const LAST_ATTEMPT_LOOKBACK: u64 = 16;
 
 /// History pages a trim drops per subscription at most: more than one purge batch can empty
 /// ([`crate::purge::PURGE_ITEMS_PER_TICK`] events make less than one page of a

@@ -49,7 +49,7 @@ pub use batch::{MAX_ATTEMPTS_PER_TICK, TICK_TIME_BUDGET_MS};
 pub use edgehook_records::delivery::{Attempt, Delivery, EventRecord, Status, delivery_id};
 pub use fanout::{Prepared, Written, publish, publish_prepared};
 pub use health::{cancel_pending, disable, enable};
-pub use history::{history, load};
+pub use history::{HistoryFilter, history, last_attempt, load};
 pub use ping::{PING_EVENT, Ping, ping};
 pub use replay::replay;
 pub use report::TickReport;

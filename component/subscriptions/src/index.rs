@@ -158,8 +158,39 @@ pub struct PartnerDetail<'a> {
     pub(crate) disabled_reason: Option<&'a str>,
     pub(crate) event_types: &'a [String],
     pub(crate) id: &'a str,
+    /// Shown by a read once the subscription has had an attempt ([`PartnerDetail::with_last_attempt`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_attempt: Option<LastAttempt<'a>>,
     pub(crate) status: &'static str,
     pub(crate) url: &'a str,
+}
+
+/// The latest attempt to a subscription, as its read shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastAttempt<'a> {
+    /// When it was sent (ms since the epoch).
+    pub at: u64,
+    /// Its delivery.
+    pub delivery_id: &'a str,
+    /// Time to the response head (or the error), in ms.
+    pub duration_ms: u64,
+    /// Its error class (`http_status`, `timeout`, ...), `None` for a 2xx.
+    pub error_class: Option<&'static str>,
+    /// The receiver's status, if it answered.
+    pub status_code: Option<u16>,
+    /// Whether it got a 2xx.
+    pub succeeded: bool,
+}
+
+impl<'a> PartnerDetail<'a> {
+    /// The read with its latest attempt.
+    pub fn with_last_attempt(self, last: LastAttempt<'a>) -> Self {
+        PartnerDetail {
+            last_attempt: Some(last),
+            ..self
+        }
+    }
 }
 
 /// The partner's read of `sub` (active or disabled, see [`crate::owned`]).
@@ -172,6 +203,7 @@ pub fn partner_detail(sub: &Subscription) -> PartnerDetail<'_> {
         disabled_reason: sub.disabled_reason.as_deref().filter(|_| !active),
         event_types: &sub.event_types,
         id: &sub.id,
+        last_attempt: None,
         status: if active { "active" } else { "disabled" },
         url: &sub.url,
     }

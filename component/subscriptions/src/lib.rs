@@ -38,7 +38,7 @@ pub use disable::disable;
 pub use disabled::disabled_page;
 pub use edgehook_records::subscription::{Secret, Status, Subscription};
 pub use enable::{Enabled, enable};
-pub use index::{PartnerDetail, PartnerView, partner_detail, partner_view};
+pub use index::{LastAttempt, PartnerDetail, PartnerView, partner_detail, partner_view};
 pub use list::{Listed, list_page};
 pub use load::{fanout_ids, load, load_many, owned, owned_active};
 

@@ -553,15 +553,34 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             "POST",
             &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/disable"),
         ),
-        "GET /internal/v1/subscriptions/{id}/deliveries 200 oneDelivery" => {
+        "GET /internal/v1/subscriptions/{id}/deliveries 200 oneDelivery"
+        | "GET /v1/webhooks/{id}/deliveries 200 oneDelivery" => {
             let mut w = World::new(25);
             w.sim.net().endpoint(URL, [Reply::Status(204)]);
             let id = w.subscribe(&["load.created"]);
             assert_eq!(w.ingest("load.created", &doc.load_bytes(), &[]).status, 202);
-            w.operator(
-                "GET",
-                &format!("/internal/v1/subscriptions/{id}/deliveries"),
-            )
+            match key.starts_with("GET /v1/") {
+                true => w.partner("GET", &format!("/v1/webhooks/{id}/deliveries")),
+                false => w.operator(
+                    "GET",
+                    &format!("/internal/v1/subscriptions/{id}/deliveries"),
+                ),
+            }
+        }
+        "GET /v1/webhooks/{id}/deliveries 404 notFound" => {
+            World::new(27).partner("GET", &format!("/v1/webhooks/{SAMPLE_SUB}/deliveries"))
+        }
+        "GET /v1/webhooks/{id}/deliveries 422 badStatus"
+        | "GET /internal/v1/subscriptions/{id}/deliveries 422 badStatus" => {
+            let mut w = World::new(28);
+            let id = w.subscribe(&["load.created"]);
+            match key.starts_with("GET /v1/") {
+                true => w.partner("GET", &format!("/v1/webhooks/{id}/deliveries?status=done")),
+                false => w.operator(
+                    "GET",
+                    &format!("/internal/v1/subscriptions/{id}/deliveries?status=done"),
+                ),
+            }
         }
         "GET /internal/v1/subscriptions/{id}/deliveries 404 notFound" => World::new(26).operator(
             "GET",

@@ -17,6 +17,7 @@ pub(crate) fn served_paths() -> Vec<String> {
         format!("/v1/webhooks/{SAMPLE_SUB}/enable"),
         format!("/v1/webhooks/{SAMPLE_SUB}/test"),
         format!("/v1/webhooks/{SAMPLE_SUB}/replays"),
+        format!("/v1/webhooks/{SAMPLE_SUB}/deliveries"),
         format!("/v1/replays/{SAMPLE_RPL}"),
         format!("/v1/replays/{SAMPLE_RPL}/cancel"),
         "/internal/v1/replays".to_owned(),
@@ -41,7 +42,7 @@ pub(crate) fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 26;
+pub(crate) const VARIANTS: usize = 27;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -74,6 +75,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::Replays => 23,
         Route::OperatorReplay(_) => 24,
         Route::OperatorReplayCancel(_) => 25,
+        Route::WebhookDeliveries(_) => 26,
     }
 }
 

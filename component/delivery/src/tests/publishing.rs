@@ -415,7 +415,7 @@ fn a_disabled_subscription_records_skipped_deliveries_that_replay_after_an_enabl
         (event.subscriptions.len(), event.skipped),
         (0, vec![sub.clone()])
     );
-    let (listed, _) = history(&env, &sub, 0, 10).expect("history");
+    let (listed, _) = history(&env, &sub, 0, 10, &Default::default()).expect("history");
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].1.id, dlv);
     let sent = Counting(Cell::new(0));
