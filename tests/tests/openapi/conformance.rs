@@ -222,15 +222,6 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             "POST",
             &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/test"),
         ),
-        "POST /internal/v1/subscriptions/{id}/test 409 deleted" => {
-            let mut w = World::new(47);
-            let id = w.subscribe(&["load.created"]);
-            assert_eq!(
-                w.partner("DELETE", &format!("/v1/webhooks/{id}")).status,
-                200
-            );
-            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/test"))
-        }
         "POST /v1/webhooks/{id}/replays 202 started" => {
             let mut w = World::new(50);
             let id = w.subscribe(&["load.created"]);
@@ -358,14 +349,17 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             "POST",
             &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
         ),
-        "POST /internal/v1/subscriptions/{id}/enable 409 subscriptionDeleted" => {
+        "POST /internal/v1/subscriptions/{id}/enable 409 subscriptionDeleted"
+        | "POST /internal/v1/subscriptions/{id}/test 409 deleted" => {
             let mut w = World::new(37);
             let id = w.subscribe(&["load.created"]);
             assert_eq!(
                 w.partner("DELETE", &format!("/v1/webhooks/{id}")).status,
                 200
             );
-            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/enable"))
+            let action = key.split('/').nth(5).and_then(|a| a.split(' ').next());
+            let action = action.expect("enable or test");
+            w.operator("POST", &format!("/internal/v1/subscriptions/{id}/{action}"))
         }
         "POST /internal/v1/subscriptions/{id}/disable 415 unsupportedMediaType" => {
             let mut w = World::new(39);
