@@ -10,5 +10,6 @@ mod conventions;
 mod hardening;
 mod process;
 mod quickstart;
+mod recovery;
 mod redis;
 mod startup;
