@@ -11,11 +11,18 @@
 //!
 //! Only the partner API (`/v1/...`, after authentication) is limited: the operator API and
 //! event ingest are the operator's own traffic.
+//!
+//! Failed authentication is limited too, per source address and before any key lookup
+//! ([`check_auth_failures`]): [`AUTH_FAILURES_PER_MINUTE`] failures (401) a minute, then 429
+//! `too_many_auth_failures` for every request from that address that needs credentials, on
+//! both APIs, until the minute turns. It keeps a guesser from trying keys or the admin
+//! token at the store's pace.
 
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
+use edgehook_model::http::Request;
 use edgehook_storage::keys;
-use edgehook_storage::kv::Kv;
+use edgehook_storage::kv::{Kv, Update, update};
 
 /// Length of a window, in milliseconds.
 const WINDOW_MS: u64 = 60_000;
@@ -37,6 +44,74 @@ pub fn count_request<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(), Api
         return Err(ApiError::rate_limited(limit, retry_after_s));
     }
     Ok(())
+}
+
+/// Failed authentications one source address may make per clock minute; beyond it every
+/// request from it that needs credentials is answered 429 before any key is looked up, until
+/// the minute turns.
+pub const AUTH_FAILURES_PER_MINUTE: i64 = 30;
+
+/// The source address of a request: the `spin-client-addr` header, without its port (Spin
+/// sets it; `edgehook serve` sets it from the peer, replacing any the client sent). A host
+/// that names no address gets no limit.
+fn source_address(req: &Request) -> Option<&str> {
+    let addr = req.header_str("spin-client-addr")?.trim();
+    let host = match addr.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None if addr.matches(':').count() == 1 => addr.split(':').next()?,
+        None => addr,
+    };
+    (!host.is_empty()).then_some(host)
+}
+
+/// 429 if the request's source address has failed to authenticate too often this minute.
+/// One store operation (a read) for every request that needs credentials.
+pub fn check_auth_failures<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<(), ApiError> {
+    let Some(addr) = source_address(req) else {
+        return Ok(());
+    };
+    let window = env.now_ms / WINDOW_MS;
+    // A plain read: counting with `increment` would create a key for every address that
+    // ever sent a request, failed or not.
+    let failures = failures(env.kv.get(&keys::auth_failures(addr, window))?.as_deref());
+    if failures >= AUTH_FAILURES_PER_MINUTE {
+        let retry_after_s = ((window + 1) * WINDOW_MS - env.now_ms).div_ceil(1000);
+        return Err(ApiError::new(
+            429,
+            "too_many_auth_failures",
+            format!(
+                "Too many failed authentications from this address; retry after {retry_after_s} s."
+            ),
+        )
+        .with_header("retry-after", retry_after_s.to_string()));
+    }
+    Ok(())
+}
+
+/// Counts one failed authentication of the request's source address (best effort: the
+/// request has failed already).
+pub fn count_auth_failure<K: Kv>(env: &Env<'_, K>, req: &Request) {
+    let Some(addr) = source_address(req) else {
+        return;
+    };
+    let window = env.now_ms / WINDOW_MS;
+    let counted = update(env.kv, &keys::auth_failures(addr, window), |cur| {
+        let n = failures(cur) + 1;
+        Ok::<_, ()>(Update::Write(n.to_string().into_bytes(), n))
+    });
+    if let Ok(1) = counted
+        && window > 0
+    {
+        let _ = env.kv.delete(&keys::auth_failures(addr, window - 1));
+    }
+}
+
+/// A failure count as stored (decimal text; anything else counts as none).
+fn failures(stored: Option<&[u8]>) -> i64 {
+    stored
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -99,5 +174,45 @@ mod tests {
             "1 ms to the turn of the minute, rounded up to a second"
         );
         count_request(&at(WINDOW_MS), "acme").expect("the next minute");
+    }
+
+    #[test]
+    fn failed_authentication_is_limited_per_address_before_any_key_lookup() {
+        let kv = MemoryKv::new();
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(2);
+        let minute = 29_000_000 * WINDOW_MS;
+        let env = Env::new(minute + 1_000, &kv, &settings, &entropy);
+        let from = |addr: &str| {
+            let mut req = Request::new("GET", "/v1/webhooks");
+            req.headers
+                .push(("spin-client-addr".into(), addr.as_bytes().to_vec()));
+            req
+        };
+        let guesser = from("203.0.113.7:51234");
+        for _ in 0..AUTH_FAILURES_PER_MINUTE {
+            check_auth_failures(&env, &guesser).expect("under the limit");
+            count_auth_failure(&env, &guesser);
+        }
+        let refused = check_auth_failures(&env, &guesser).expect_err("over");
+        assert_eq!(
+            (refused.status, refused.code),
+            (429, "too_many_auth_failures")
+        );
+        // The same address on another port; other addresses, v6 with its port; no address.
+        assert!(check_auth_failures(&env, &from("203.0.113.7:40000")).is_err());
+        check_auth_failures(&env, &from("203.0.113.8:51234")).expect("another address");
+        check_auth_failures(&env, &from("[2001:db8::1]:443")).expect("v6");
+        check_auth_failures(&env, &Request::new("GET", "/v1/webhooks")).expect("no address");
+        // The next minute starts again, and the minute before's counter is gone.
+        let later = Env::new(minute + WINDOW_MS + 1_000, &kv, &settings, &entropy);
+        check_auth_failures(&later, &guesser).expect("a new minute");
+        count_auth_failure(&later, &guesser);
+        let counters = kv
+            .dump()
+            .into_keys()
+            .filter(|k| k.starts_with("authfail:203.0.113.7:"))
+            .count();
+        assert_eq!(counters, 1);
     }
 }

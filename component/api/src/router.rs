@@ -220,6 +220,9 @@ pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request, sender: &dyn Sender) -> Ha
     let (response, log, run_after) = match dispatch(env, req, &request_id, sender) {
         Ok((resp, run_after)) => (resp, None, run_after),
         Err(err) => {
+            if err.status == 401 {
+                crate::limits::count_auth_failure(env, req);
+            }
             let log = err.log.clone();
             (err.into_response(&request_id), log, None)
         }
@@ -262,6 +265,7 @@ fn dispatch<K: Kv>(
     if route == Route::Health {
         return Ok((health(env, request_id)?, None));
     }
+    crate::limits::check_auth_failures(env, req)?;
     if route.is_operator() {
         authorize_operator(env, req, &route)?;
         match route {

@@ -41,6 +41,8 @@
 //! - `rpl:{job id}` — a replay job (its filters, cursor and progress; binary,
 //!   `ReplayJob::encode`); `rpl:{job id}:items:...` — an append log of the delivery ids it
 //!   selected; `rpldir` — the ids of the running jobs, one per line, read by every tick.
+//! - `authfail:{address}:{minute}` — how many authentications failed (decimal) from a source
+//!   address in that minute (the one before is deleted when a minute's first is counted).
 //! - `retdir` — the days that have events or idempotency records, each with how far its log
 //!   has been purged (binary, as `duedir`);
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
@@ -240,6 +242,18 @@ pub fn retention(day: u64) -> Key {
 /// since the epoch).
 pub fn rate(client_id: &str, window: u64) -> Key {
     owned(format!("rate:{client_id}:{window}"))
+}
+
+/// The counter of failed authentications from one source address in one clock minute.
+/// The address is the host's (Spin's `spin-client-addr`, `serve`'s peer), shortened to
+/// what an address can hold.
+pub fn auth_failures(address: &str, window: u64) -> Key {
+    let address: String = address
+        .chars()
+        .filter(|c| c.is_ascii_hexdigit() || matches!(c, '.' | ':'))
+        .take(45)
+        .collect();
+    owned(format!("authfail:{address}:{window}"))
 }
 
 /// The entry counter of the append log under `prefix`.

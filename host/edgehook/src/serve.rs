@@ -18,6 +18,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
 
 /// The most of a request body the server reads; the component answers 413 past its limits.
+/// The header that names the client's address to the component (Spin's name for it).
+const CLIENT_ADDR: &str = "spin-client-addr";
+
 const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
 /// The least time between two ticks that a request's wake-up (not a due time) starts.
 const WAKE_INTERVAL: Duration = Duration::from_millis(250);
@@ -201,10 +204,15 @@ impl Server {
 
     async fn respond(
         &self,
-        req: hyper::Request<Incoming>,
+        mut req: hyper::Request<Incoming>,
         peer: SocketAddr,
     ) -> hyper::Response<Full<Bytes>> {
         let started = Instant::now();
+        // The component limits failed authentication per source address, which it reads
+        // where Spin puts it: the peer's, never one the client sent.
+        if let Ok(addr) = hyper::header::HeaderValue::from_str(&peer.to_string()) {
+            req.headers_mut().insert(CLIENT_ADDR, addr);
+        }
         let method = req.method().to_string();
         let path = req.uri().path().to_owned();
         let outcome = self.forward(req).await;

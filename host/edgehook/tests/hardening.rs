@@ -398,3 +398,35 @@ fn serve_answers_413_without_waiting_for_an_oversized_body() {
         .expect("healthz");
     assert_eq!(status, 200);
 }
+
+/// #24 point 11: failed authentication is limited per source address before any key lookup:
+/// 30 failures a minute from an address, then 429 for every credentialed request from it,
+/// whatever address header the client sends (`serve` sets it from the peer).
+#[test]
+fn failed_authentication_is_limited_per_peer_address() {
+    let dir = temp_dir("auth-failures");
+    let rt = rt();
+    let mut server = Proc::start(&["serve", "--listen", "127.0.0.1:0"], &dir);
+    let base = format!("http://{}", server.address());
+    let guesser = edgehook::cli::Remote::new(&base, "ehk_not-a-key").expect("client");
+    let spoofed = [("spin-client-addr".to_owned(), "198.51.100.9:1".to_owned())];
+    for n in 0..30 {
+        let headers: &[(String, String)] = if n % 2 == 0 { &spoofed } else { &[] };
+        let (status, text) = rt
+            .block_on(guesser.call("GET", "/v1/webhooks", None, headers))
+            .expect("call");
+        assert_eq!(status, 401, "attempt {n}: {text}");
+    }
+    for headers in [&spoofed[..], &[]] {
+        let (status, text) = rt
+            .block_on(guesser.call("GET", "/v1/webhooks", None, headers))
+            .expect("call");
+        assert_eq!(status, 429, "{text}");
+        assert!(text.contains("too_many_auth_failures"), "{text}");
+    }
+    let (status, _) = rt
+        .block_on(guesser.call("GET", "/healthz", None, &[]))
+        .expect("call");
+    assert_eq!(status, 200, "health needs no credentials");
+    drop(server);
+}
