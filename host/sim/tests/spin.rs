@@ -147,6 +147,7 @@ fn story(mut w: Walk, receiver: &Receiver) {
     listing(&mut w, &made);
     idempotency_and_validation(&mut w, &made, receiver);
     deliveries(&mut w, &made, receiver);
+    recovery(&mut w, &made, receiver);
     w.report();
 }
 
@@ -615,6 +616,79 @@ fn disable(w: &mut Walk, made: &Made, fail_delivery: Option<&str>) {
         let want = [made.id(0), made.id(3), made.id(4)];
         w.check(step, left == want, format!("expected {want:?}: {}", r.text));
     }
+}
+
+/// #24 on Spin: a test delivery from the handler itself (outbound HTTP inside a request);
+/// an event published while the subscription is disabled is a skipped delivery, listed for
+/// its owner; an enable with `replaySince` starts a replay job, which the tick route runs,
+/// and the receiver gets the missed event under its id.
+fn recovery(w: &mut Walk, made: &Made, receiver: &Receiver) {
+    let acme = Who::Bearer(&made.acme);
+    let id = made.id(0);
+    let step = "test delivery to /ok/1";
+    if let Some(r) = w.call(step, 200, post(format!("/v1/webhooks/{id}/test"), acme)) {
+        w.check(step, r.data()["succeeded"] == true, format!("{}", r.text));
+        let got = receiver.wait_for("/ok/1", 3);
+        let ping = got.get(2);
+        w.check(
+            step,
+            ping.is_some_and(|p| {
+                p.header("x-service-event") == Some("webhook.ping") && signed_by(&made.subs[0].1, p)
+            }),
+            format!("a signed webhook.ping: {:?}", ping.map(|p| &p.headers)),
+        );
+    }
+    let since = now_s().saturating_sub(60) * 1000;
+    let disable = post(
+        format!("/internal/v1/subscriptions/{id}/disable"),
+        Who::Operator,
+    );
+    if w.call("operator disables /ok/1", 200, disable).is_none() {
+        return w.skip("skipped delivery and its replay", "the disable");
+    }
+    let step = "publish load.created while disabled";
+    if let Some(r) = w.call(step, 202, publish("load.created")) {
+        w.check(
+            step,
+            r.data()["deliveries"] == 0,
+            format!("none to attempt: {}", r.text),
+        );
+    }
+    let step = "the owner lists the skipped delivery";
+    let listed = format!("/v1/webhooks/{id}/deliveries?status=skipped");
+    let skipped = w
+        .call(step, 200, get(listed, acme))
+        .and_then(|r| r.data()[0]["id"].as_str().map(str::to_owned));
+    let Some(skipped) = skipped else {
+        return w.fail(step, "no skipped delivery");
+    };
+    let step = "enable with replaySince";
+    let enable =
+        post(format!("/v1/webhooks/{id}/enable"), acme).json(&json!({"replaySince": since}));
+    if let Some(r) = w.call(step, 200, enable) {
+        w.check(
+            step,
+            r.json["replay"]["id"].is_string(),
+            format!("a job: {}", r.text),
+        );
+    }
+    for _ in 0..2 {
+        w.call(
+            "tick (the replay job)",
+            200,
+            post("/internal/v1/tick", Who::Operator),
+        );
+    }
+    let got = receiver.wait_for("/ok/1", 4);
+    let step = "the skipped delivery replayed to /ok/1";
+    w.check(
+        step,
+        got.get(3).is_some_and(|r| {
+            r.header("x-service-delivery-id") == Some(skipped.as_str())
+                && signed_by(&made.subs[0].1, r)
+        }),
+        format!("received {} requests", got.len()),
+    );
 }
 
 /// A failing receiver is retried through the tick route: attempt 1 answers 500, and attempt
