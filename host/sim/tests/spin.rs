@@ -627,7 +627,7 @@ fn recovery(w: &mut Walk, made: &Made, receiver: &Receiver) {
     let id = made.id(0);
     let step = "test delivery to /ok/1";
     if let Some(r) = w.call(step, 200, post(format!("/v1/webhooks/{id}/test"), acme)) {
-        w.check(step, r.data()["succeeded"] == true, format!("{}", r.text));
+        w.check(step, r.data()["succeeded"] == true, &r.text);
         let got = receiver.wait_for("/ok/1", 3);
         let ping = got.get(2);
         w.check(
