@@ -426,8 +426,12 @@ impl incoming_handler::Guest for Component {
         };
         if let Some(log) = &handled.log {
             eprintln!(
-                "request_id={} method={} path={} status={} error={log:?}",
-                handled.request_id, req.method, req.path, handled.response.status
+                "request_id={} method={} path={} status={} error={}",
+                handled.request_id,
+                req.method,
+                req.path,
+                handled.response.status,
+                edgehook_model::ids::quoted(log)
             );
         }
         write_response(handled.response, response_out);

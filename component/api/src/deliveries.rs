@@ -1,4 +1,4 @@
-//! Delivery lists: a partner's deliveries of its own subscription
+//! Delivery lists and search: a partner's deliveries of its own subscription
 //! (`GET /v1/webhooks/{id}/deliveries`) and the operator's of any
 //! (`GET /internal/v1/subscriptions/{id}/deliveries`), oldest first, each with its
 //! attempts (time, status code, duration, error class). Both page through the
@@ -28,14 +28,16 @@ const STATUSES: [(&str, Status); 5] = [
     ("skipped", Status::Skipped),
 ];
 
+/// A query parameter (422 if it is not valid percent-encoding).
+fn param(req: &Request, name: &str) -> Result<Option<String>, ApiError> {
+    req.query_param(name)
+        .map_err(|_| invalid(name, "invalid", "not valid percent-encoding"))
+}
+
 /// The filter of a list request (422 for a bad value).
 fn filter(req: &Request) -> Result<HistoryFilter, ApiError> {
-    let param = |name: &str| {
-        req.query_param(name)
-            .map_err(|_| invalid(name, "invalid", "not valid percent-encoding"))
-    };
     let time = |name: &str| -> Result<Option<u64>, ApiError> {
-        match param(name)? {
+        match param(req, name)? {
             None => Ok(None),
             Some(t) => t.parse().map(Some).map_err(|_| {
                 invalid(
@@ -46,7 +48,7 @@ fn filter(req: &Request) -> Result<HistoryFilter, ApiError> {
             }),
         }
     };
-    let status = match param("status")? {
+    let status = match param(req, "status")? {
         None => None,
         Some(s) => Some(
             STATUSES
@@ -62,7 +64,7 @@ fn filter(req: &Request) -> Result<HistoryFilter, ApiError> {
                 })?,
         ),
     };
-    let event_type = match param("eventType")? {
+    let event_type = match param(req, "eventType")? {
         Some(t) if !is_event_type(&t) => {
             return Err(invalid(
                 "eventType",
@@ -119,4 +121,52 @@ pub fn operator_list<K: Kv>(
         return Err(ApiError::not_found("Subscription"));
     }
     page(env, req, id, request_id)
+}
+
+/// `GET /internal/v1/deliveries`: the operator's search across subscriptions and clients,
+/// by `subscriptionId` (served by its history) or else by `clientId` and time (served by
+/// the retention day logs, `edgehook_delivery::search`), with the list filters.
+pub fn operator_search<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let (limit, cursor) = partner::list_params(req)?;
+    let filter = filter(req)?;
+    let client = param(req, "clientId")?;
+    if client
+        .as_deref()
+        .is_some_and(|c| !crate::auth::valid_client_id(c))
+    {
+        return Err(invalid(
+            "clientId",
+            "invalid_client_id",
+            "clientId is 1 to 64 of A-Z a-z 0-9 _ . -",
+        ));
+    }
+    let (found, next) = match param(req, "subscriptionId")? {
+        Some(sub_id) => {
+            if !edgehook_model::ids::IdKind::Subscription.matches(&sub_id) {
+                return Err(invalid(
+                    "subscriptionId",
+                    "invalid_id",
+                    "subscriptionId is a subscription id (sub_...)",
+                ));
+            }
+            let owner_ok = match &client {
+                None => true,
+                Some(c) => subscriptions::load(env, &sub_id)?.is_some_and(|s| s.client_id == *c),
+            };
+            match owner_ok {
+                true => {
+                    let (page, next) = delivery::history(env, &sub_id, cursor, limit, &filter)?;
+                    (page.into_iter().map(|(_, d)| d).collect(), next)
+                }
+                false => (Vec::new(), None),
+            }
+        }
+        None => delivery::search::search(env, client.as_deref(), &filter, cursor, limit)?,
+    };
+    let views: Vec<_> = found.iter().map(|d| d.view()).collect();
+    Ok(partner::page_json(&views, next.is_some(), next, request_id))
 }

@@ -124,7 +124,8 @@ pub fn ingest<K: Kv>(
             "X-Service-Event",
             "unknown_event_type",
             format!(
-                "unknown event type {t:?}; valid event types are {}",
+                "unknown event type {}; valid event types are {}",
+                edgehook_model::ids::quoted(&t),
                 EVENT_TYPES.join(", ")
             ),
         )])),

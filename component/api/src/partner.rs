@@ -43,7 +43,10 @@ fn validate_create(
             details.push(FieldError::new(
                 key.clone(),
                 "unknown_field",
-                format!("unknown field {key:?}; a subscription has url and eventTypes"),
+                format!(
+                    "unknown field {}; a subscription has url and eventTypes",
+                    edgehook_model::ids::quoted(key)
+                ),
             ));
         }
     }

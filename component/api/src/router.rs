@@ -66,6 +66,8 @@ pub enum Route {
     TestSubscription(String),
     /// `/internal/v1/subscriptions/{id}/deliveries`: delivery history (operator).
     SubscriptionDeliveries(String),
+    /// `/internal/v1/deliveries`: search deliveries across subscriptions (operator, GET).
+    Deliveries,
     /// `/internal/v1/deliveries/{id}`: one delivery with its attempts (operator).
     Delivery(String),
     /// `/internal/v1/deliveries/{id}/replay` (operator).
@@ -119,6 +121,7 @@ impl Route {
             ["internal", "v1", "subscriptions", id, "deliveries"] => {
                 Route::SubscriptionDeliveries((*id).to_owned())
             }
+            ["internal", "v1", "deliveries"] => Route::Deliveries,
             ["internal", "v1", "deliveries", id] => Route::Delivery((*id).to_owned()),
             ["internal", "v1", "deliveries", id, "replay"] => Route::Replay((*id).to_owned()),
             ["internal", "v1", "replays"] => Route::Replays,
@@ -141,6 +144,7 @@ impl Route {
             | Route::SubscriptionDeliveries(_)
             | Route::PartnerReplay(_)
             | Route::WebhookDeliveries(_)
+            | Route::Deliveries
             | Route::OperatorReplay(_)
             | Route::Delivery(_) => &["GET"],
             Route::Webhooks | Route::ClientKeys(_) | Route::IngestKeys => &["GET", "POST"],
@@ -300,6 +304,7 @@ fn dispatch<K: Kv>(
             }
             Route::TestSubscription(id) => ping::operator(env, sender, &id, request_id),
             Route::Replays => replays::operator_start(env, req, request_id),
+            Route::Deliveries => deliveries::operator_search(env, req, request_id),
             Route::OperatorReplay(id) => replays::get(env, &id, None, request_id),
             Route::OperatorReplayCancel(id) => replays::cancel(env, &id, None, request_id),
             Route::SubscriptionDeliveries(id) => {

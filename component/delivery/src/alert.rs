@@ -78,7 +78,7 @@ pub fn raise<K: Kv>(env: &Env<'_, K>, kind: &str, sub: &Subscription) {
 
 /// `scheme://host[:port]` of a URL (no user, path, query or fragment).
 fn origin(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some((scheme, rest)) = edgehook_model::validate::split_scheme(url) else {
         return String::new();
     };
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];

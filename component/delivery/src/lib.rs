@@ -4,9 +4,9 @@
 //! publish and fan-out ([`fanout`]), the due queue ([`queue`]), ticks ([`mod@tick`], which scan
 //! due seconds with [`scan`] and run [`batch`]es: [`claim`], [`attempt`], [`outcome`]), the
 //! retry schedule ([`retry`]), subscription health and disabling ([`health`]), operator
-//! alerts ([`alert`]), retention ([`purge`]), replay ([`mod@replay`]) and replays by range ([`replays`]), history
-//! ([`mod@history`]), sending ([`sender`]), test deliveries ([`mod@ping`]), and the
-//! opportunistic tick ([`scheduler`]).
+//! alerts ([`alert`]), retention ([`purge`]), replay ([`mod@replay`]) and replays by range
+//! ([`replays`]), history ([`mod@history`]), the operator's search ([`mod@search`]), sending
+//! ([`sender`]), test deliveries ([`mod@ping`]), and the opportunistic tick ([`scheduler`]).
 //!
 //! **Records.** `evt:{id}` (type, body hash, matched subscriptions) and `evt:{id}:body` (the
 //! raw load). `dlv:{id}` is one delivery: one event to one subscription, with every attempt.
@@ -41,6 +41,7 @@ pub mod report;
 pub mod retry;
 pub mod scan;
 pub mod scheduler;
+pub mod search;
 pub mod sender;
 pub mod tick;
 

@@ -138,7 +138,10 @@ impl Settings {
                 .filter(|n| (min..=max).contains(n))
                 .ok_or_else(|| ConfigError {
                     key: key.to_owned(),
-                    problem: format!("expected a whole number from {min} to {max}, got {raw:?}"),
+                    problem: format!(
+                        "expected a whole number from {min} to {max}, got {}",
+                        crate::ids::quoted(raw)
+                    ),
                 })
         };
         let flag = |key: &str| -> Result<bool, ConfigError> {
@@ -147,7 +150,7 @@ impl Settings {
                 Some("false") | Some("0") | Some("no") | None => Ok(false),
                 Some(other) => Err(ConfigError {
                     key: key.to_owned(),
-                    problem: format!("expected true or false, got {other:?}"),
+                    problem: format!("expected true or false, got {}", crate::ids::quoted(other)),
                 }),
             }
         };
@@ -174,7 +177,8 @@ impl Settings {
                     key: "retry_delays_ms".to_owned(),
                     problem: format!(
                         "expected two delays in ms, each from 1000 to 86400000, e.g. \
-                         60000,300000; got {raw:?}"
+                         60000,300000; got {}",
+                        crate::ids::quoted(raw)
                     ),
                 })?
             },

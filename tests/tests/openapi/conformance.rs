@@ -548,18 +548,25 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/disable"),
         ),
         "GET /internal/v1/subscriptions/{id}/deliveries 200 oneDelivery"
-        | "GET /v1/webhooks/{id}/deliveries 200 oneDelivery" => {
+        | "GET /v1/webhooks/{id}/deliveries 200 oneDelivery"
+        | "GET /internal/v1/deliveries 200 oneDelivery" => {
             let mut w = World::new(25);
             w.sim.net().endpoint(URL, [Reply::Status(204)]);
             let id = w.subscribe(&["load.created"]);
             assert_eq!(w.ingest("load.created", &doc.load_bytes(), &[]).status, 202);
-            match key.starts_with("GET /v1/") {
-                true => w.partner("GET", &format!("/v1/webhooks/{id}/deliveries")),
-                false => w.operator(
+            if key.starts_with("GET /v1/") {
+                w.partner("GET", &format!("/v1/webhooks/{id}/deliveries"))
+            } else if key.starts_with("GET /internal/v1/deliveries") {
+                w.operator("GET", "/internal/v1/deliveries?clientId=acme")
+            } else {
+                w.operator(
                     "GET",
                     &format!("/internal/v1/subscriptions/{id}/deliveries"),
-                ),
+                )
             }
+        }
+        "GET /internal/v1/deliveries 422 badStatus" => {
+            World::new(29).operator("GET", "/internal/v1/deliveries?status=done")
         }
         "GET /v1/webhooks/{id}/deliveries 404 notFound" => {
             World::new(27).partner("GET", &format!("/v1/webhooks/{SAMPLE_SUB}/deliveries"))

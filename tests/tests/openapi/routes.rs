@@ -36,13 +36,14 @@ pub(crate) fn served_paths() -> Vec<String> {
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/test"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/deliveries"),
+        "/internal/v1/deliveries".to_owned(),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}"),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}/replay"),
     ]
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 27;
+pub(crate) const VARIANTS: usize = 28;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -76,6 +77,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::OperatorReplay(_) => 24,
         Route::OperatorReplayCancel(_) => 25,
         Route::WebhookDeliveries(_) => 26,
+        Route::Deliveries => 27,
     }
 }
 
