@@ -199,7 +199,7 @@ fn the_operator_searches_deliveries_across_subscriptions_and_days() {
         "after its 410, globex's subscription skipped the rest"
     );
     let updated = search(&mut sim, "eventType=load.updated");
-    assert_eq!(subs_of(&updated), [a.clone()]);
+    assert_eq!(subs_of(&updated), std::slice::from_ref(&a));
     let second_day = search(&mut sim, &format!("since={day2}"));
     assert_eq!(second_day.len(), 4);
     let first_hour = search(&mut sim, &format!("since={t0}&until={}", t0 + 90_000));
