@@ -118,8 +118,11 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
         ("component/delivery/src/fanout.rs", "delivery"),
         // A new subscription's record, pending, before any index entry is trusted.
         ("component/subscriptions/src/create.rs", "subscription"),
-        // A new replay job (random id), before the ticks' list names it.
+        // A new replay job (random id; listed for the ticks first, a listed id without a
+        // record is dropped), and a selecting step's own record, which only the step that
+        // holds the job's lease writes (a step run again rewrites it with the same ids).
         ("component/delivery/src/replays.rs", "replay"),
+        ("component/delivery/src/replays.rs", "replay_selection"),
     ];
     let mut seen = std::collections::BTreeSet::new();
     let mut found = Vec::new();

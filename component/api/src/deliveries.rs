@@ -158,15 +158,12 @@ pub fn operator_search<K: Kv>(
                 Some(c) => subscriptions::load(env, &sub_id)?.is_some_and(|s| s.client_id == *c),
             };
             match owner_ok {
-                true => {
-                    let (page, next) = delivery::history(env, &sub_id, cursor, limit, &filter)?;
-                    (page.into_iter().map(|(_, d)| d).collect(), next)
-                }
+                true => delivery::history(env, &sub_id, cursor, limit, &filter)?,
                 false => (Vec::new(), None),
             }
         }
         None => delivery::search::search(env, client.as_deref(), &filter, cursor, limit)?,
     };
-    let views: Vec<_> = found.iter().map(|d| d.view()).collect();
+    let views: Vec<_> = found.iter().map(|(_, d)| d.view()).collect();
     Ok(partner::page_json(&views, next.is_some(), next, request_id))
 }

@@ -6,8 +6,10 @@
 //! instances never run the same step at once.
 //!
 //! A job first *selects*: it reads each subscription's history ([`SCAN_PER_STEP`] entries a
-//! step, from the first page the retention purge left) and lists the matching delivery ids
-//! in its own append log, which makes its `total` exact before anything is sent. It then
+//! step, from the first page the retention purge left) and writes the matching delivery ids
+//! of each step in a record of their own (`rpl:{id}:s{n}`: a step run again rewrites it, so
+//! a failure never lists a delivery twice or loses one), which makes its `total` exact
+//! before anything is sent. It then
 //! *replays* them, [`REPLAY_PER_STEP`] a step: the pace that keeps a replay of 100,000
 //! deliveries from delaying fresh events (those run attempt 1 at once, outside the queue;
 //! retries share the queue with at most one step's replays per tick). Progress: `total`,
@@ -23,7 +25,7 @@ use edgehook_model::error::ApiError;
 use edgehook_model::ids::IdKind;
 use edgehook_records::delivery::{Delivery, Status};
 pub use edgehook_records::replay::{JobState, ReplayJob, STATUS_NAMES};
-use edgehook_storage::applog::{AppendLog, Entry};
+use edgehook_storage::applog::Entry;
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
 
@@ -79,10 +81,15 @@ pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiEr
         done: 0,
         failed: 0,
         lease_until: 0,
+        selections: 0,
+        replay_record: 0,
+        replay_offset: 0,
     };
-    // A new record under a random id, then listed for the ticks.
-    env.kv.set(&keys::replay(&job.id), &job.encode())?;
+    // Listed for the ticks first, then the record under its random id: a start cut short
+    // leaves at most a listed id without a record, which the next tick takes off the list
+    // (never a record nobody lists, which no tick would run and nothing would purge).
     relist(env, &job.id, true)?;
+    env.kv.set(&keys::replay(&job.id), &job.encode())?;
     Ok(job)
 }
 
@@ -252,7 +259,8 @@ fn selects(job: &ReplayJob, d: &Delivery) -> bool {
 /// A selection step: up to [`SCAN_PER_STEP`] history entries read, the matches listed.
 fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
     let mut budget = SCAN_PER_STEP;
-    let mut selected: Vec<String> = Vec::new();
+    // The step's selection record: delivery ids, one per line.
+    let (mut selected, mut count) = (Vec::new(), 0u64);
     while budget > 0 {
         let Some(sub) = job.subscriptions.get(job.cursor_sub as usize) else {
             job.state = JobState::Replaying;
@@ -285,15 +293,21 @@ fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
             if let Ok(d) = Delivery::decode(&record)
                 && selects(job, &d)
             {
-                selected.push(d.id);
+                selected.extend_from_slice(d.id.as_bytes());
+                selected.push(b'\n');
+                count += 1;
             }
         }
         budget = budget.saturating_sub(entries.len());
         job.cursor_seq = last;
     }
-    if !selected.is_empty() {
-        AppendLog::new(keys::replay_items(&job.id)).append(env.kv, &selected)?;
-        job.total += selected.len() as u64;
+    if count > 0 {
+        // The step's own record (the next number): a step whose commit failed is run again
+        // from the same cursor and rewrites it, so nothing is listed twice or lost.
+        env.kv
+            .set(&keys::replay_selection(&job.id, job.selections), &selected)?;
+        job.selections += 1;
+        job.total += count;
     }
     if job.state == JobState::Replaying && job.total == 0 {
         finish(env, job);
@@ -301,14 +315,34 @@ fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
     Ok(())
 }
 
-/// A replay step: the next [`REPLAY_PER_STEP`] listed deliveries replayed.
+/// A replay step: the next [`REPLAY_PER_STEP`] selected deliveries replayed, read from the
+/// selection records from the job's position in them.
 fn replay_some<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
-    let position = job.done + job.failed;
-    let items: Vec<String> = AppendLog::new(keys::replay_items(&job.id))
-        .read(env.kv, position, REPLAY_PER_STEP)?
-        .into_iter()
-        .map(|e| e.item)
-        .collect();
+    let mut items: Vec<String> = Vec::new();
+    let (mut record, mut offset) = (job.replay_record, job.replay_offset);
+    while items.len() < REPLAY_PER_STEP && record < job.selections {
+        let bytes = env
+            .kv
+            .get(&keys::replay_selection(&job.id, record))?
+            .unwrap_or_default();
+        let ids = std::str::from_utf8(&bytes).unwrap_or_default();
+        let mut seen = 0;
+        let mut rest = false;
+        for id in ids.split('\n') {
+            if seen >= offset as usize && !id.is_empty() {
+                if items.len() == REPLAY_PER_STEP {
+                    rest = true;
+                    break;
+                }
+                items.push(id.to_owned());
+            }
+            seen += 1;
+        }
+        match rest {
+            true => offset = seen as u32,
+            false => (record, offset) = (record + 1, 0),
+        }
+    }
     let outcomes = replay_batch(env, &items).map_err(KvError::from)?;
     for outcome in outcomes {
         match outcome {
@@ -316,7 +350,8 @@ fn replay_some<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvErr
             Replayed::Refused => job.failed += 1,
         }
     }
-    if items.is_empty() || job.done + job.failed >= job.total {
+    (job.replay_record, job.replay_offset) = (record, offset);
+    if record >= job.selections {
         finish(env, job);
     }
     Ok(())

@@ -26,9 +26,9 @@ use edgehook_subscriptions as subscriptions;
 /// Bits of a search cursor that hold the position in a day's log (the rest: the day).
 const SEQ_BITS: u32 = 40;
 
-/// A page of a search: the deliveries shown, and the cursor to read on from (`None`: the
-/// range was read to its end).
-pub type SearchPage = (Vec<Delivery>, Option<u64>);
+/// A page of a search: as a history page ([`crate::history::HistoryPage`]), each delivery
+/// with its event's position in its day's log.
+pub type SearchPage = crate::history::HistoryPage;
 
 /// Deliveries created in the filter's time range (default: the retention period up to now),
 /// of `client_id`'s subscriptions if given, that `filter` shows; after `cursor` (0: from the
@@ -61,7 +61,7 @@ pub fn search<K: Kv>(
         until,
     };
     let mut budget = limit * SCAN_PER_ITEM;
-    let mut out: Vec<Delivery> = Vec::new();
+    let mut out: Vec<(u64, Delivery)> = Vec::new();
     for (d, purged) in days {
         if d < day || d * DAY_MS >= until {
             continue;
@@ -79,7 +79,7 @@ pub fn search<K: Kv>(
             budget -= 1;
             seq = entry.seq;
             if entry.item.starts_with("evt_") {
-                event_deliveries(env, &entry.item, &search, &mut out)?;
+                event_deliveries(env, &entry.item, &search, entry.seq, &mut out)?;
             }
             if out.len() >= limit {
                 return Ok((out, Some(day << SEQ_BITS | seq)));
@@ -98,7 +98,8 @@ fn event_deliveries<K: Kv>(
     env: &Env<'_, K>,
     event_id: &str,
     search: &Search<'_>,
-    out: &mut Vec<Delivery>,
+    seq: u64,
+    out: &mut Vec<(u64, Delivery)>,
 ) -> Result<(), ApiError> {
     let Some(bytes) = env.kv.get(&keys::event(event_id))? else {
         return Ok(());
@@ -134,8 +135,10 @@ fn event_deliveries<K: Kv>(
         let Ok(d) = Delivery::decode(&bytes) else {
             continue;
         };
-        if search.filter.status.is_none_or(|s| s == d.status) && !out.iter().any(|o| o.id == d.id) {
-            out.push(d);
+        if search.filter.status.is_none_or(|s| s == d.status)
+            && !out.iter().any(|(_, o)| o.id == d.id)
+        {
+            out.push((seq, d));
         }
     }
     Ok(())

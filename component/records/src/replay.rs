@@ -73,7 +73,8 @@ pub struct ReplayJob {
     /// ... and the history's length when its reading began (later deliveries are newer
     /// than `until` anyway).
     pub cursor_end: u64,
-    /// Deliveries selected (final once the state is past `selecting`).
+    /// Deliveries selected (final once the state is past `selecting`): the sum of the
+    /// selection records' lengths.
     pub total: u64,
     /// Deliveries replayed.
     pub done: u64,
@@ -82,6 +83,12 @@ pub struct ReplayJob {
     pub failed: u64,
     /// Until when a tick holds the job (ms since the epoch): one tick advances it at a time.
     pub lease_until: u64,
+    /// Selection records written (`rpl:{id}:s{n}`, one per selecting step that found some).
+    pub selections: u32,
+    /// Replaying: the selection record being replayed...
+    pub replay_record: u32,
+    /// ... and how many of its deliveries are done.
+    pub replay_offset: u32,
 }
 
 /// First byte of a replay job record ([`ReplayJob::encode`]): its format's version.
@@ -119,7 +126,10 @@ impl ReplayJob {
             .u64(self.total)
             .u64(self.done)
             .u64(self.failed)
-            .u64(self.lease_until);
+            .u64(self.lease_until)
+            .u32(self.selections)
+            .u32(self.replay_record)
+            .u32(self.replay_offset);
         w.finish()
     }
 
@@ -152,6 +162,9 @@ impl ReplayJob {
             done: r.u64()?,
             failed: r.u64()?,
             lease_until: r.u64()?,
+            selections: r.u32()?,
+            replay_record: r.u32()?,
+            replay_offset: r.u32()?,
         };
         r.end()?;
         Some(job)
@@ -182,6 +195,9 @@ mod tests {
             done: 5,
             failed: 1,
             lease_until: 6,
+            selections: 3,
+            replay_record: 1,
+            replay_offset: 7,
         };
         let bytes = job.encode();
         assert_eq!(bytes[0], REPLAY_V1);

@@ -39,8 +39,8 @@
 //!   `subdlv:{subscription id}:f` — how many of its leading pages the retention purge has
 //!   dropped (see `delivery::history`).
 //! - `rpl:{job id}` — a replay job (its filters, cursor and progress; binary,
-//!   `ReplayJob::encode`); `rpl:{job id}:items:...` — an append log of the delivery ids it
-//!   selected; `rpldir` — the ids of the running jobs, one per line, read by every tick.
+//!   `ReplayJob::encode`); `rpl:{job id}:s{n}` — the delivery ids its selecting step `n`
+//!   found, one per line (a step run again rewrites its own record); `rpldir` — the ids of the running jobs, one per line, read by every tick.
 //! - `authfail:{address}:{minute}` — how many authentications failed (decimal) from a source
 //!   address in that minute (the one before is deleted when a minute's first is counted).
 //! - `retdir` — the days that have events or idempotency records, each with how far its log
@@ -225,9 +225,9 @@ pub fn replay(job_id: &str) -> Key {
     owned(format!("rpl:{job_id}"))
 }
 
-/// Prefix of a replay job's selected deliveries (an append log of delivery ids).
-pub fn replay_items(job_id: &str) -> Key {
-    owned(format!("rpl:{job_id}:items"))
+/// Selection `n` of a replay job: the delivery ids one selecting step found, one per line.
+pub fn replay_selection(job_id: &str, n: u32) -> Key {
+    owned(format!("rpl:{job_id}:s{n}"))
 }
 
 /// The running replay jobs: their ids, one per line; every tick reads it.

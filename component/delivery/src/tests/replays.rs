@@ -156,3 +156,54 @@ fn a_replay_job_selects_by_time_range_status_and_type_and_can_be_cancelled() {
     // What the first job replayed was sent; nothing of the cancelled one.
     assert_eq!(sent.0.get() - before, 0, "{ids:?}");
 }
+
+#[test]
+fn a_replay_job_cut_short_at_any_store_operation_leaves_nothing_half_made_and_finishes() {
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(24);
+    let now = T0 + 120_000;
+    // Operations of a start, a selecting step and a replaying step, and then some.
+    for fail_at in 1..=90 {
+        let kv = MemoryKv::new();
+        let (sub, ids) = skipped_deliveries(&kv, &settings, 5);
+        let at = |t: u64| Env::new(t, &kv, &settings, &entropy);
+        kv.fail_at(Some(fail_at));
+        let started = replays::start(&at(now), job_of(&sub, T0, now));
+        let sent = Counting(Cell::new(0));
+        tick(&at(now + 1_000), &sent);
+        tick(&at(now + 2_000), &sent);
+        kv.fail_at(None);
+        let Ok(job) = started else {
+            // The start failed: no job record is left, and the ticks' list is clean again.
+            tick(&at(now + 3_000), &sent);
+            let left: Vec<String> = kv
+                .dump()
+                .into_keys()
+                .filter(|k| k.starts_with("rpl:"))
+                .collect();
+            assert!(left.is_empty(), "fault at {fail_at}: {left:?}");
+            let dir = kv.get("rpldir").expect("get").unwrap_or_default();
+            assert!(dir.is_empty(), "fault at {fail_at}: {dir:?}");
+            continue;
+        };
+        // Whatever step failed is run again once its lease is over: the job finishes, every
+        // skipped delivery is replayed and delivered.
+        let mut t = now + 3_000;
+        for _ in 0..10 {
+            tick(&at(t), &sent);
+            t += 31_000;
+        }
+        let state = replays::load(&at(t), &job.id, None)
+            .expect("load")
+            .expect("job");
+        assert_eq!(
+            (state.state, state.total, state.done, state.failed),
+            (JobState::Done, 5, 5, 0),
+            "fault at {fail_at}"
+        );
+        for id in &ids {
+            let d = stored_delivery(&kv, &keys::delivery(id).to_string());
+            assert_eq!(d.status, Status::Succeeded, "fault at {fail_at}: {id}");
+        }
+    }
+}
