@@ -185,9 +185,10 @@ fn replay_requests_are_checked_and_a_bad_one_starts_nothing() {
         );
     }
     for body in [
-        json!({"since": 1}),
         json!({"subscriptionIds": [], "since": 1}),
         json!({"subscriptionIds": ["sub_nope"], "since": 1}),
+        json!({"subscriptionIds": [id], "clientId": "acme", "since": 1}),
+        json!({"clientId": "bad client!", "since": 1}),
     ] {
         let resp = post_json(&mut sim, "/internal/v1/replays", ADMIN, &body);
         assert_eq!(resp.status, 422, "{body}: {}", resp.json());
@@ -267,5 +268,77 @@ fn a_large_replay_is_paced_and_fresh_work_is_not_held_up() {
         (published + 60_000..=retry_due_by).contains(&fresh[1].at_ms),
         "the retry on time: {} ms after publish",
         fresh[1].at_ms - published
+    );
+}
+
+/// The operator's replay across clients by time alone: no subscription named, every
+/// subscription's skipped deliveries in the range are replayed (or one client's).
+#[test]
+fn the_operator_replays_every_clients_deliveries_in_a_range() {
+    const OTHER: &str = "https://globex.example.com/r";
+    let mut sim = sim(74);
+    let acme = issue_key(&mut sim, "acme");
+    let globex = issue_key(&mut sim, "globex");
+    sim.net().endpoint(URL, [Reply::Status(200)]);
+    sim.net().endpoint(OTHER, [Reply::Status(200)]);
+    let a = create(&mut sim, &acme, URL, &["load.created"]);
+    let a = a["id"].as_str().expect("id").to_owned();
+    let g = create(&mut sim, &globex, OTHER, &["load.created"]);
+    let g = g["id"].as_str().expect("id").to_owned();
+    for sub in [&a, &g] {
+        let path = format!("/internal/v1/subscriptions/{sub}/disable");
+        assert_eq!(call(&mut sim, "POST", &path, ADMIN).status, 200);
+    }
+    let since = sim.now_ms();
+    for n in 0..3 {
+        let load = format!(r#"{{"id":"L-{n}"}}"#);
+        assert_eq!(
+            ingest(&mut sim, "load.created", load.as_bytes(), &[]).status,
+            202
+        );
+    }
+    for sub in [&a, &g] {
+        let path = format!("/internal/v1/subscriptions/{sub}/enable");
+        assert_eq!(call(&mut sim, "POST", &path, ADMIN).status, 200);
+    }
+    // globex's only first, then everyone's.
+    let mine = post_json(
+        &mut sim,
+        "/internal/v1/replays",
+        ADMIN,
+        &json!({"since": since, "clientId": "globex", "status": ["skipped"]}),
+    );
+    assert_eq!(mine.status, 202, "{}", mine.json());
+    assert_eq!(mine.json()["data"]["clientId"], "globex");
+    sim.tick().expect("tick");
+    sim.advance(Duration::from_secs(10)).expect("advance");
+    assert_eq!(sim.net().received_by(OTHER).len(), 3);
+    assert_eq!(sim.net().received_by(URL).len(), 0);
+    let all = post_json(
+        &mut sim,
+        "/internal/v1/replays",
+        ADMIN,
+        &json!({"since": since, "status": ["skipped"]}),
+    );
+    assert_eq!(all.status, 202, "{}", all.json());
+    let job = all.json()["data"]["id"].as_str().expect("job").to_owned();
+    sim.tick().expect("tick");
+    sim.advance(Duration::from_secs(10)).expect("advance");
+    assert_eq!(sim.net().received_by(URL).len(), 3, "acme's three");
+    assert_eq!(
+        sim.net().received_by(OTHER).len(),
+        3,
+        "globex's were replayed already"
+    );
+    let progress = call(
+        &mut sim,
+        "GET",
+        &format!("/internal/v1/replays/{job}"),
+        ADMIN,
+    )
+    .json();
+    assert_eq!(
+        (&progress["data"]["state"], &progress["data"]["total"]),
+        (&json!("done"), &json!(3))
     );
 }

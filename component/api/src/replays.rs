@@ -28,6 +28,8 @@ pub(crate) struct JobView<'a> {
     id: &'a str,
     state: &'static str,
     subscription_ids: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_id: Option<&'a str>,
     since: u64,
     until: u64,
     statuses: Vec<&'static str>,
@@ -44,6 +46,7 @@ pub(crate) fn view(job: &ReplayJob) -> JobView<'_> {
         id: &job.id,
         state: job.state.name(),
         subscription_ids: &job.subscriptions,
+        client_id: job.search_client.as_deref(),
         since: job.since,
         until: job.until,
         statuses: job
@@ -194,6 +197,7 @@ pub fn partner_start<K: Kv>(
         until,
         statuses,
         event_types,
+        search_client: None,
     };
     accepted(env, new, "/v1/replays", request_id)
 }
@@ -214,6 +218,7 @@ pub fn after_enable<K: Kv>(
         until: (env.now_ms + 1).max(since + 1),
         statuses: vec![Status::Failed, Status::Skipped],
         event_types: Vec::new(),
+        search_client: None,
     };
     replays::start(env, new)
 }
@@ -244,46 +249,73 @@ pub fn operator_start<K: Kv>(
     req: &Request,
     request_id: &str,
 ) -> Result<Response, ApiError> {
-    let fields = ["since", "until", "status", "eventTypes", "subscriptionIds"];
+    let fields = [
+        "since",
+        "until",
+        "status",
+        "eventTypes",
+        "subscriptionIds",
+        "clientId",
+    ];
     let obj = body::object(req, &fields)?;
     let (since, until, statuses, event_types) = filters(env.now_ms, &obj)?;
-    let ids: Vec<String> = match obj.get("subscriptionIds").and_then(Value::as_array) {
-        Some(ids) if (1..=MAX_SUBSCRIPTIONS).contains(&ids.len()) => {
-            let mut out: Vec<String> = Vec::new();
-            for id in ids {
-                let Some(id) = id.as_str().filter(|i| IdKind::Subscription.matches(i)) else {
-                    return Err(invalid_ids("Each id is a subscription id (sub_...)."));
-                };
-                if !out.iter().any(|o| o == id) {
-                    out.push(id.to_owned());
-                }
-            }
-            out
-        }
-        _ => {
-            return Err(invalid_ids(
-                "Required: an array of 1 to 100 subscription ids (sub_...).",
-            ));
-        }
-    };
-    for (id, sub) in ids.iter().zip(subscriptions::load_many(env, &ids)?) {
-        let replayable = sub.is_some_and(|s| {
-            s.status != SubStatus::Pending && s.disabled_reason.as_deref() != Some(DELETED)
-        });
-        if !replayable {
-            return Err(invalid_ids(&format!(
-                "{id}: no such subscription, or its owner deleted it."
-            )));
-        }
-    }
-    let new = NewReplay {
+    let mut new = NewReplay {
         client_id: None,
-        subscriptions: ids,
+        subscriptions: Vec::new(),
         since,
         until,
         statuses,
         event_types,
+        search_client: None,
     };
+    match (obj.get("subscriptionIds"), obj.get("clientId")) {
+        (Some(_), Some(_)) => {
+            return Err(invalid_ids("Give subscriptionIds or clientId, not both."));
+        }
+        // Every subscription's deliveries in the range, or one client's.
+        (None, client) => {
+            new.search_client = match client {
+                None => None,
+                Some(Value::String(c)) if crate::auth::valid_client_id(c) => Some(c.clone()),
+                Some(_) => {
+                    return Err(body::invalid(
+                        "clientId",
+                        "invalid_client_id",
+                        "clientId is 1 to 64 of A-Z a-z 0-9 _ . -",
+                    ));
+                }
+            };
+        }
+        (Some(ids), None) => {
+            let ids = match ids.as_array() {
+                Some(ids) if (1..=MAX_SUBSCRIPTIONS).contains(&ids.len()) => ids,
+                _ => {
+                    return Err(invalid_ids(
+                        "An array of 1 to 100 subscription ids (sub_...).",
+                    ));
+                }
+            };
+            for id in ids {
+                let Some(id) = id.as_str().filter(|i| IdKind::Subscription.matches(i)) else {
+                    return Err(invalid_ids("Each id is a subscription id (sub_...)."));
+                };
+                if !new.subscriptions.iter().any(|o| o == id) {
+                    new.subscriptions.push(id.to_owned());
+                }
+            }
+            let subs = subscriptions::load_many(env, &new.subscriptions)?;
+            for (id, sub) in new.subscriptions.iter().zip(subs) {
+                let replayable = sub.is_some_and(|s| {
+                    s.status != SubStatus::Pending && s.disabled_reason.as_deref() != Some(DELETED)
+                });
+                if !replayable {
+                    return Err(invalid_ids(&format!(
+                        "{id}: no such subscription, or its owner deleted it."
+                    )));
+                }
+            }
+        }
+    }
     accepted(env, new, "/internal/v1/replays", request_id)
 }
 

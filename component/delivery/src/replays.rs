@@ -18,8 +18,9 @@
 //! crash is run again once its lease expires: a delivery may be replayed twice then, which
 //! receivers deduplicate by its id like any retry.
 
-use crate::history::history_log;
+use crate::history::{HistoryFilter, SCAN_PER_ITEM, history_log};
 use crate::replay::{Replayed, replay_batch};
+use crate::search::search;
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::ids::IdKind;
@@ -49,8 +50,11 @@ const NOT_BEGUN: u64 = u64::MAX;
 pub struct NewReplay {
     /// The client that asks (a partner), or `None` for the operator.
     pub client_id: Option<String>,
-    /// The subscriptions whose deliveries it replays.
+    /// The subscriptions whose deliveries it replays; none: every subscription's (of
+    /// `search_client`'s only, if given), read by day as the operator's search does.
     pub subscriptions: Vec<String>,
+    /// With no `subscriptions`, only this client's.
+    pub search_client: Option<String>,
     /// Deliveries created at or after this (ms since the epoch)...
     pub since: u64,
     /// ... and before this.
@@ -84,6 +88,7 @@ pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiEr
         selections: 0,
         replay_record: 0,
         replay_offset: 0,
+        search_client: new.search_client,
     };
     // Listed for the ticks first, then the record under its random id: a start cut short
     // leaves at most a listed id without a record, which the next tick takes off the list
@@ -261,6 +266,32 @@ fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
     let mut budget = SCAN_PER_STEP;
     // The step's selection record: delivery ids, one per line.
     let (mut selected, mut count) = (Vec::new(), 0u64);
+    if job.subscriptions.is_empty() {
+        // Every subscription's deliveries in the range, read by day (the operator's search).
+        let filter = HistoryFilter {
+            since: Some(job.since),
+            until: Some(job.until),
+            ..HistoryFilter::default()
+        };
+        let cursor = match job.cursor_seq {
+            NOT_BEGUN => 0,
+            c => c,
+        };
+        let client = job.search_client.as_deref();
+        let (found, next) = search(env, client, &filter, cursor, SCAN_PER_STEP / SCAN_PER_ITEM)?;
+        for (_, d) in found {
+            if selects(job, &d) {
+                selected.extend_from_slice(d.id.as_bytes());
+                selected.push(b'\n');
+                count += 1;
+            }
+        }
+        match next {
+            Some(c) => job.cursor_seq = c,
+            None => job.state = JobState::Replaying,
+        }
+        budget = 0;
+    }
     while budget > 0 {
         let Some(sub) = job.subscriptions.get(job.cursor_sub as usize) else {
             job.state = JobState::Replaying;

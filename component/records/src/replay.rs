@@ -50,7 +50,7 @@ pub struct ReplayJob {
     /// The client that asked for it (a partner, for its own subscription), or `None` for
     /// the operator.
     pub client_id: Option<String>,
-    /// The subscriptions whose deliveries it replays, in order.
+    /// The subscriptions whose deliveries it replays, in order (none: see `search_client`).
     pub subscriptions: Vec<String>,
     /// Deliveries created at or after this (ms since the epoch)...
     pub since: u64,
@@ -89,6 +89,9 @@ pub struct ReplayJob {
     pub replay_record: u32,
     /// ... and how many of its deliveries are done.
     pub replay_offset: u32,
+    /// With no `subscriptions`: the job replays every subscription's deliveries in the range
+    /// (read by day, as the operator's search does), of this client's only if given.
+    pub search_client: Option<String>,
 }
 
 /// First byte of a replay job record ([`ReplayJob::encode`]): its format's version.
@@ -129,7 +132,8 @@ impl ReplayJob {
             .u64(self.lease_until)
             .u32(self.selections)
             .u32(self.replay_record)
-            .u32(self.replay_offset);
+            .u32(self.replay_offset)
+            .opt(self.search_client.as_deref(), Writer::str);
         w.finish()
     }
 
@@ -165,6 +169,7 @@ impl ReplayJob {
             selections: r.u32()?,
             replay_record: r.u32()?,
             replay_offset: r.u32()?,
+            search_client: r.opt(Reader::str)?,
         };
         r.end()?;
         Some(job)
@@ -198,6 +203,7 @@ mod tests {
             selections: 3,
             replay_record: 1,
             replay_offset: 7,
+            search_client: Some("acme".into()),
         };
         let bytes = job.encode();
         assert_eq!(bytes[0], REPLAY_V1);

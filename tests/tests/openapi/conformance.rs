@@ -287,7 +287,8 @@ fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             w.operator_json("/internal/v1/replays", &range)
         }
         "POST /internal/v1/replays 422 validationFailed" => {
-            World::new(59).operator_json("/internal/v1/replays", &json!({"since": 1}))
+            let bad = json!({"since": 1, "subscriptionIds": []});
+            World::new(59).operator_json("/internal/v1/replays", &bad)
         }
         "POST /v1/webhooks/{id}/enable 422 badReplaySince"
         | "POST /internal/v1/subscriptions/{id}/enable 422 badReplaySince" => {

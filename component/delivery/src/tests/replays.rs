@@ -37,6 +37,7 @@ fn job_of(sub: &str, since: u64, until: u64) -> NewReplay {
         until,
         statuses: vec![Status::Skipped, Status::Failed],
         event_types: Vec::new(),
+        search_client: None,
     }
 }
 
