@@ -272,9 +272,12 @@ struct DisableArgs {
 #[derive(clap::Args)]
 struct ReplayArgs {
     /// A subscription (sub_...) whose deliveries to replay; repeat for several (up to 100,
-    /// any clients').
-    #[arg(long = "subscription", required = true)]
+    /// any clients'). Without one: every subscription's (see --client).
+    #[arg(long = "subscription")]
     subscriptions: Vec<String>,
+    /// Without --subscription: only this client's subscriptions.
+    #[arg(long, conflicts_with = "subscriptions")]
+    client: Option<String>,
     /// Deliveries created since: a duration back from now (90s, 30m, 2h, 7d) or
     /// milliseconds since the Unix epoch.
     #[arg(long)]
@@ -508,6 +511,7 @@ fn replay(args: ReplayArgs) -> Result<()> {
     )?;
     let request = edgehook::replay::Request {
         subscriptions: args.subscriptions,
+        client: args.client,
         since: edgehook::replay::parse_time(&args.since, now)?,
         until: args
             .until

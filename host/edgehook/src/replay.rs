@@ -53,8 +53,10 @@ pub fn progress_line(job: &Value) -> String {
 
 /// What to replay.
 pub struct Request {
-    /// The subscriptions (`sub_...`).
+    /// The subscriptions (`sub_...`); none: every subscription's deliveries (or `client`'s).
     pub subscriptions: Vec<String>,
+    /// With no subscriptions: only this client's.
+    pub client: Option<String>,
     /// Start of the range (ms since the epoch).
     pub since: u64,
     /// End of the range (excluded), if not now.
@@ -67,7 +69,13 @@ pub struct Request {
 
 /// Starts the job and, unless `no_wait`, follows it to its end.
 pub async fn run(remote: &Remote, request: Request, no_wait: bool) -> Result<()> {
-    let mut body = json!({"subscriptionIds": request.subscriptions, "since": request.since});
+    let mut body = json!({"since": request.since});
+    if !request.subscriptions.is_empty() {
+        body["subscriptionIds"] = json!(request.subscriptions);
+    }
+    if let Some(client) = request.client {
+        body["clientId"] = json!(client);
+    }
     if let Some(until) = request.until {
         body["until"] = json!(until);
     }
