@@ -93,7 +93,33 @@ fn call(
 
 #[test]
 fn a_disabled_subscription_is_recovered_end_to_end_with_every_missed_event() {
-    let dir = temp_dir("recovery");
+    story("recovery", &[], None);
+}
+
+/// The same story with the store in Redis (`--kv`), as several instances would share it.
+#[test]
+fn the_recovery_story_holds_on_redis_too() {
+    if !edgehook_testkit::redis::redis_or_skip() {
+        return;
+    }
+    let redis = edgehook_testkit::redis::shared_redis();
+    let prefix = format!("recovery-{}:", std::process::id());
+    let token = format!("admin-token-{}", std::process::id());
+    let store = [
+        "--kv".to_owned(),
+        redis.url(),
+        "--kv-prefix".to_owned(),
+        prefix,
+        "--admin-token".to_owned(),
+        token.clone(),
+    ];
+    story("recovery-redis", &store, Some(token));
+}
+
+/// The story, on `serve` with `store` arguments added (none: the embedded file store) and
+/// `token` as the admin token (none: the one `serve` writes to its data directory).
+fn story(name: &str, store: &[String], token: Option<String>) {
+    let dir = temp_dir(name);
     let rt = rt();
     let (port, seen, failing) = receiver(&rt);
     let alert_url = format!("alert_url=http://127.0.0.1:{port}/alerts");
@@ -115,9 +141,13 @@ fn a_disabled_subscription_is_recovered_end_to_end_with_every_missed_event() {
         "--set",
         &alert_secret,
     ];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(store.iter().map(String::as_str));
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let token = token.unwrap_or_else(|| {
+        std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token")
+    });
     let operator = Remote::new(&base, token.trim()).expect("operator");
     let (status, issued) = call(
         &rt,
