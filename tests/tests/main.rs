@@ -16,6 +16,8 @@ mod invariants;
 mod lifecycle;
 mod openapi;
 mod partner_api;
+mod partner_faults;
+mod partner_idempotency;
 mod replays;
 mod retention;
 mod scenario;

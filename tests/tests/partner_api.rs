@@ -5,12 +5,11 @@ use crate::common;
 
 use common::*;
 use edgehook_runtime::HttpResponse;
-use edgehook_runtime::store::Faults;
 use edgehook_sim::sim::Simulation;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const URL: &str = "https://hooks.example.com/loads";
+pub(crate) const URL: &str = "https://hooks.example.com/loads";
 
 #[test]
 fn create_returns_201_location_and_the_secret_once() {
@@ -567,217 +566,6 @@ fn create_and_delete_cost_does_not_grow_with_the_clients_subscriptions() {
 }
 
 #[test]
-fn idempotent_create_replays_and_conflicts() {
-    let mut sim = sim(9);
-    let key = issue_key(&mut sim, "acme");
-    let body = json!({"url": URL, "eventTypes": ["load.created"]});
-    let first = create_with(&mut sim, &key, &body, &[("idempotency-key", "order-42")]);
-    assert_eq!(first.status, 201);
-    assert_eq!(first.header("idempotent-replayed"), None);
-    let again = create_with(&mut sim, &key, &body, &[("idempotency-key", "order-42")]);
-    assert_eq!(again.status, 201);
-    assert_eq!(again.header("idempotent-replayed"), Some("true"));
-    assert_eq!(
-        again.json()["data"],
-        first.json()["data"],
-        "same id, same secret"
-    );
-    assert_eq!(again.header("location"), first.header("location"));
-    assert_ne!(again.json()["requestId"], first.json()["requestId"]);
-    // Byte for byte the first answer but its request id (the first is written from a
-    // struct, the replay from the stored value: the same keys in the same order).
-    let (first_id, again_id) = (
-        first.json()["requestId"].clone(),
-        again.json()["requestId"].clone(),
-    );
-    let expected = String::from_utf8_lossy(&first.body).replace(
-        first_id.as_str().expect("id"),
-        again_id.as_str().expect("id"),
-    );
-    assert_eq!(String::from_utf8_lossy(&again.body), expected);
-    assert_eq!(list_ids(&mut sim, &key).len(), 1);
-
-    let other_body = json!({"url": URL, "eventTypes": ["load.updated"]});
-    assert_error(
-        &create_with(
-            &mut sim,
-            &key,
-            &other_body,
-            &[("idempotency-key", "order-42")],
-        ),
-        409,
-        "idempotency_conflict",
-    );
-
-    // Another client with the same key is independent.
-    let other = issue_key(&mut sim, "globex");
-    let theirs = create_with(&mut sim, &other, &body, &[("idempotency-key", "order-42")]);
-    assert_eq!(theirs.status, 201);
-    assert_eq!(theirs.header("idempotent-replayed"), None);
-    assert_ne!(theirs.json()["data"]["id"], first.json()["data"]["id"]);
-
-    // Keys expire after 24 hours.
-    sim.advance(Duration::from_secs(24 * 3600 + 1))
-        .expect("advance");
-    let later = create_with(&mut sim, &key, &body, &[("idempotency-key", "order-42")]);
-    assert_eq!(later.status, 201);
-    assert_eq!(later.header("idempotent-replayed"), None);
-    assert_ne!(later.json()["data"]["id"], first.json()["data"]["id"]);
-
-    let long = "k".repeat(256);
-    assert_error(
-        &create_with(&mut sim, &key, &body, &[("idempotency-key", &long)]),
-        422,
-        "validation_failed",
-    );
-}
-
-/// The keys of the store whose values hold `needle` anywhere.
-fn keys_holding(sim: &Simulation, needle: &[u8]) -> Vec<String> {
-    sim.store()
-        .snapshot()
-        .into_iter()
-        .filter(|(_, v)| v.windows(needle.len()).any(|w| w == needle))
-        .map(|(k, _)| k)
-        .collect()
-}
-
-#[test]
-fn the_signing_secret_is_stored_in_its_subscription_record_only() {
-    // An idempotent create keeps its response for replays: without the secret, which the
-    // replay reads back from the subscription record (DESIGN: "Stored only in the
-    // subscription record").
-    let mut sim = sim(15);
-    let key = issue_key(&mut sim, "acme");
-    let body = json!({"url": URL, "eventTypes": ["load.created"]});
-    let idem = [("idempotency-key", "order-7")];
-    let first = create_with(&mut sim, &key, &body, &idem);
-    assert_eq!(first.status, 201);
-    let data = first.json()["data"].clone();
-    let (id, secret) = (
-        data["id"].as_str().expect("id"),
-        data["signingSecret"].as_str().expect("secret"),
-    );
-    assert_eq!(keys_holding(&sim, secret.as_bytes()), [format!("sub:{id}")]);
-    let idem_records: Vec<String> = sim
-        .store()
-        .snapshot()
-        .into_keys()
-        .filter(|k| k.starts_with("idem:acme:"))
-        .collect();
-    assert_eq!(idem_records.len(), 1, "the replay record is there");
-
-    // The replay answers the secret all the same; after the subscription is deleted it
-    // answers 409 `subscription_deleted` and never the secret (#24 point 11).
-    let again = create_with(&mut sim, &key, &body, &idem);
-    assert_eq!(again.header("idempotent-replayed"), Some("true"));
-    assert_eq!(again.json()["data"], data);
-    assert_eq!(
-        call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key).status,
-        200
-    );
-    // A delete erases it: the store holds it nowhere, so no replay can answer it.
-    let after_delete = create_with(&mut sim, &key, &body, &idem);
-    assert_error(&after_delete, 409, "subscription_deleted");
-    assert!(!String::from_utf8_lossy(&after_delete.body).contains(secret));
-    // The delete erased the secret: no key holds it any more.
-    assert!(keys_holding(&sim, secret.as_bytes()).is_empty());
-}
-
-#[test]
-fn idempotency_records_are_purged_once_expired() {
-    const HOUR: u64 = 3600;
-    const DAY: u64 = 24 * HOUR;
-    let day0 = 20_000 * DAY; // a day start, in seconds
-    let mut sim = builder(16)
-        .start_ms((day0 + 23 * HOUR) * 1000)
-        .build()
-        .expect("sim");
-    let key = issue_key(&mut sim, "acme");
-    let body = json!({"url": URL, "eventTypes": ["load.created"]});
-    let idem_keys = |sim: &Simulation| -> Vec<String> {
-        sim.store()
-            .snapshot()
-            .into_keys()
-            .filter(|k| k.starts_with("idem:"))
-            .collect()
-    };
-    let create_keyed = |sim: &mut Simulation, k: &str| {
-        let resp = create_with(sim, &key, &body, &[("idempotency-key", k)]);
-        assert_eq!(resp.status, 201);
-        resp.header("idempotent-replayed").is_some()
-    };
-    assert!(!create_keyed(&mut sim, "a") && !create_keyed(&mut sim, "b"));
-    assert_eq!(idem_keys(&sim).len(), 2);
-    let until = |sim: &mut Simulation, at_s: u64| {
-        let by = at_s * 1000 - sim.now_ms();
-        sim.advance(Duration::from_millis(by)).expect("advance");
-        sim.tick().expect("tick");
-    };
-    // Key "b" is used again, long after its 24 hours, on the day before the first day's
-    // purge: its record is new, and outlives the purge of the day it was first listed on.
-    until(&mut sim, day0 + 30 * DAY + 12 * HOUR);
-    assert!(!create_keyed(&mut sim, "b"), "a new request");
-    assert_eq!(
-        idem_keys(&sim).len(),
-        2,
-        "nothing purged before its day is due"
-    );
-    // The first day is past the retention period (30 days by default).
-    until(&mut sim, day0 + 31 * DAY + HOUR);
-    assert_eq!(
-        idem_keys(&sim).len(),
-        1,
-        "the expired record of \"a\" is gone, b's stays"
-    );
-    assert!(create_keyed(&mut sim, "b"), "b's record still answers");
-    until(&mut sim, day0 + 61 * DAY + HOUR);
-    assert_eq!(idem_keys(&sim), Vec::<String>::new());
-}
-
-#[test]
-fn concurrent_creates_with_one_key_make_one_subscription() {
-    let mut sim = sim(10);
-    let key = issue_key(&mut sim, "acme");
-    let body = json!({"url": URL, "eventTypes": ["load.created"]});
-    let racers: Vec<_> = (0..4u64)
-        .map(|i| {
-            let mut twin = builder(100 + i).sharing(&sim).build().expect("twin");
-            let (key, body) = (key.clone(), body.clone());
-            std::thread::spawn(move || {
-                (0..8)
-                    .map(|k| {
-                        let resp = create_with(
-                            &mut twin,
-                            &key,
-                            &body,
-                            &[("idempotency-key", &format!("race-{k}"))],
-                        );
-                        (k, resp.status, resp.json()["data"]["id"].clone())
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let outcomes: Vec<(i32, u16, Value)> = racers
-        .into_iter()
-        .flat_map(|t| t.join().expect("thread"))
-        .collect();
-    for k in 0..8 {
-        let ids: std::collections::BTreeSet<String> = outcomes
-            .iter()
-            .filter(|(key, status, _)| *key == k && *status == 201)
-            .map(|(_, _, id)| id.to_string())
-            .collect();
-        assert_eq!(ids.len(), 1, "key race-{k} produced {ids:?}");
-        for (_, status, _) in outcomes.iter().filter(|(key, _, _)| *key == k) {
-            assert!(*status == 201 || *status == 409, "status {status}");
-        }
-    }
-    assert_eq!(list_ids(&mut sim, &key).len(), 8);
-}
-
-#[test]
 fn tenants_cannot_see_or_touch_each_other() {
     let mut sim = sim(11);
     let a = issue_key(&mut sim, "client-a");
@@ -864,14 +652,14 @@ fn a_list_page_is_one_read_of_the_clients_index() {
 /// An API key for `client`, used once: a key's first use in an hour also writes its
 /// `lastUsedAt` (#24 point 7, best effort), a write the operation counts of these tests are
 /// not about.
-fn used_key(sim: &mut Simulation, client: &str) -> String {
+pub(crate) fn used_key(sim: &mut Simulation, client: &str) -> String {
     let key = issue_key(sim, client);
     assert_eq!(call(sim, "GET", "/v1/webhooks", &key).status, 200);
     key
 }
 
 /// Store operations one successful call of `f` performs.
-fn ops_of(
+pub(crate) fn ops_of(
     sim: &mut edgehook_sim::sim::Simulation,
     f: impl FnOnce(&mut edgehook_sim::sim::Simulation),
 ) -> u64 {
@@ -880,11 +668,11 @@ fn ops_of(
     sim.store().ops() - before
 }
 
-fn fanout(sim: &edgehook_sim::sim::Simulation, event_type: &str) -> Vec<String> {
+pub(crate) fn fanout(sim: &edgehook_sim::sim::Simulation, event_type: &str) -> Vec<String> {
     fanout_in(&sim.store().snapshot(), event_type)
 }
 
-fn active_subscriptions(sim: &edgehook_sim::sim::Simulation) -> Vec<String> {
+pub(crate) fn active_subscriptions(sim: &edgehook_sim::sim::Simulation) -> Vec<String> {
     subscription_records(&sim.store().snapshot())
         .into_iter()
         .filter(|r| r["status"] == "active")
@@ -899,7 +687,13 @@ const CREATE_OPS_AFTER_COMMIT: u64 = 2;
 /// For a create whose store operation `n` of `steps` failed: `true` if it answered 201,
 /// which only a fault after the commit point may do, and then the subscription must be whole
 /// (listed, and in the fan-out index of its types).
-fn after_commit(sim: &mut Simulation, key: &str, resp: &HttpResponse, n: u64, steps: u64) -> bool {
+pub(crate) fn after_commit(
+    sim: &mut Simulation,
+    key: &str,
+    resp: &HttpResponse,
+    n: u64,
+    steps: u64,
+) -> bool {
     if resp.status != 201 {
         return false;
     }
@@ -917,210 +711,4 @@ fn after_commit(sim: &mut Simulation, key: &str, resp: &HttpResponse, n: u64, st
         );
     }
     true
-}
-
-#[test]
-fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
-    let body = json!({"url": URL, "eventTypes": ["load.created", "load.updated"]});
-    let mut probe = sim(12);
-    let key = used_key(&mut probe, "acme");
-    let steps = ops_of(&mut probe, |s| {
-        assert_eq!(create_with(s, &key, &body, &[]).status, 201)
-    });
-    assert!(steps >= 8, "create takes {steps} store operations");
-    let mut pending_seen = 0;
-    for n in 1..=steps {
-        let mut sim = sim(12);
-        let key = used_key(&mut sim, "acme");
-        let faults = Faults {
-            fail_nth: Some(sim.store().ops() + n),
-            ..Faults::default()
-        };
-        sim.store().set_faults(faults);
-        let resp = create_with(&mut sim, &key, &body, &[]);
-        sim.store().set_faults(Faults::default());
-        if after_commit(&mut sim, &key, &resp, n, steps) {
-            continue;
-        }
-        assert_error(&resp, 503, "store_unavailable");
-        assert!(
-            list_ids(&mut sim, &key).is_empty(),
-            "fault at op {n}: a half-made subscription is listed"
-        );
-        assert!(
-            active_subscriptions(&sim).is_empty(),
-            "fault at op {n}: an active record exists"
-        );
-        // A record left `pending` (the create stopped before its commit point) is shown as
-        // such to the operator, and to the partner not at all.
-        for record in subscription_records(&sim.store().snapshot()) {
-            let id = record["id"].as_str().expect("id").to_owned();
-            assert_eq!(record["status"], "pending", "fault at op {n}");
-            pending_seen += 1;
-            let view = call(
-                &mut sim,
-                "GET",
-                &format!("/internal/v1/subscriptions/{id}"),
-                ADMIN,
-            );
-            assert_eq!(view.json()["data"]["status"], "pending", "fault at op {n}");
-            call_fails(
-                &mut sim,
-                "GET",
-                &format!("/v1/webhooks/{id}"),
-                &key,
-                404,
-                "not_found",
-            );
-        }
-        for t in ["load.created", "load.updated"] {
-            for id in fanout(&sim, t) {
-                let rec = sim.store().snapshot().get(&format!("sub:{id}")).cloned();
-                let status = rec
-                    .map(|r| subscription_record(&r).expect("a readable record")["status"].clone());
-                assert_ne!(status, Some(json!("active")), "fault at op {n}");
-            }
-        }
-        // And the client can simply retry.
-        let again = create_with(&mut sim, &key, &body, &[]);
-        assert_eq!(again.status, 201, "fault at op {n}: retry");
-        let id = again.json()["data"]["id"].as_str().expect("id").to_owned();
-        assert_eq!(list_ids(&mut sim, &key), vec![id.clone()]);
-        assert!(
-            fanout(&sim, "load.created").contains(&id)
-                && fanout(&sim, "load.updated").contains(&id)
-        );
-    }
-    assert!(
-        pending_seen > 0,
-        "some fault stops a create between its pending record and its commit point"
-    );
-}
-
-#[test]
-fn a_fault_at_any_step_of_an_idempotent_create_is_retry_safe() {
-    let body = json!({"url": URL, "eventTypes": ["load.created"]});
-    let idem = [("idempotency-key", "k-1")];
-    let mut probe = sim(13);
-    let key = used_key(&mut probe, "acme");
-    let steps = ops_of(&mut probe, |s| {
-        assert_eq!(create_with(s, &key, &body, &idem).status, 201)
-    });
-    for n in 1..=steps {
-        let mut sim = sim(13);
-        let key = used_key(&mut sim, "acme");
-        sim.store().set_faults(Faults {
-            fail_nth: Some(sim.store().ops() + n),
-            ..Faults::default()
-        });
-        let resp = create_with(&mut sim, &key, &body, &idem);
-        sim.store().set_faults(Faults::default());
-        if after_commit(&mut sim, &key, &resp, n, steps) {
-            continue;
-        }
-        assert_error(&resp, 503, "store_unavailable");
-        // A retry with the same key either finishes the first attempt or starts afresh;
-        // if the claim was left behind it blocks only until it goes stale.
-        let mut retry = create_with(&mut sim, &key, &body, &idem);
-        if retry.status == 409 {
-            sim.advance(Duration::from_secs(61)).expect("advance");
-            retry = create_with(&mut sim, &key, &body, &idem);
-        }
-        assert_eq!(retry.status, 201, "fault at op {n}: {}", retry.json());
-        assert_eq!(
-            list_ids(&mut sim, &key).len(),
-            1,
-            "fault at op {n}: exactly one subscription"
-        );
-    }
-}
-
-#[test]
-fn a_fault_at_any_step_of_delete_is_all_or_nothing() {
-    let mut probe = sim(14);
-    let key = issue_key(&mut probe, "acme");
-    let id = create_id(&mut probe, &key, URL, &["load.created"]);
-    let path = format!("/v1/webhooks/{id}");
-    let steps = ops_of(&mut probe, |s| {
-        assert_eq!(call(s, "DELETE", &path, &key).status, 200)
-    });
-    let mut answered_503 = 0;
-    for n in 1..=steps {
-        let mut sim = sim(14);
-        let key = issue_key(&mut sim, "acme");
-        let id = create_id(&mut sim, &key, URL, &["load.created"]);
-        let path = format!("/v1/webhooks/{id}");
-        sim.store().set_faults(Faults {
-            fail_nth: Some(sim.store().ops() + n),
-            ..Faults::default()
-        });
-        let resp = call(&mut sim, "DELETE", &path, &key);
-        sim.store().set_faults(Faults::default());
-        match resp.status {
-            503 => {
-                answered_503 += 1;
-                assert_error(&resp, 503, "store_unavailable");
-                assert_eq!(
-                    list_ids(&mut sim, &key),
-                    vec![id.clone()],
-                    "fault at op {n}: still there"
-                );
-                assert!(fanout(&sim, "load.created").contains(&id));
-                assert_eq!(
-                    call(&mut sim, "DELETE", &path, &key).status,
-                    200,
-                    "retry works"
-                );
-            }
-            200 => {
-                // The fault hit index clean-up after the commit: the delete stands.
-                assert!(list_ids(&mut sim, &key).is_empty(), "fault at op {n}");
-                assert!(active_subscriptions(&sim).is_empty());
-            }
-            other => panic!("fault at op {n}: status {other}"),
-        }
-        assert!(list_ids(&mut sim, &key).is_empty());
-    }
-    assert!(
-        answered_503 >= 3,
-        "faults before the commit point answer 503"
-    );
-}
-
-#[test]
-fn a_client_over_its_rate_limit_gets_429_with_retry_after_until_the_minute_turns() {
-    let mut sim = sim_with(31, &[("rate_limit_per_minute", "3")]);
-    let key = issue_key(&mut sim, "acme");
-    let other = issue_key(&mut sim, "globex");
-    sim.advance(Duration::from_secs(20)).expect("advance");
-    for _ in 0..3 {
-        assert_eq!(call(&mut sim, "GET", "/v1/webhooks", &key).status, 200);
-    }
-    for (method, path) in [("GET", "/v1/webhooks"), ("DELETE", "/v1/webhooks/sub_0")] {
-        let resp = call(&mut sim, method, path, &key);
-        assert_error(&resp, 429, "rate_limited");
-        assert_eq!(
-            resp.header("retry-after"),
-            Some("40"),
-            "until the minute turns"
-        );
-    }
-    let refused = create_url(&mut sim, &key, URL);
-    assert_error(&refused, 429, "rate_limited");
-    assert!(
-        active_subscriptions(&sim).is_empty(),
-        "a refused create makes nothing"
-    );
-    assert_eq!(
-        call(&mut sim, "GET", "/v1/webhooks", &other).status,
-        200,
-        "each client has its own limit"
-    );
-    assert_eq!(
-        call(&mut sim, "GET", "/internal/v1/settings", ADMIN).json()["data"]["rateLimitPerMinute"],
-        3,
-        "the operator API is not limited, and shows the setting"
-    );
-    sim.advance(Duration::from_secs(40)).expect("advance");
-    assert_eq!(call(&mut sim, "GET", "/v1/webhooks", &key).status, 200);
 }

@@ -24,6 +24,7 @@ mod conformance;
 mod document;
 mod headers;
 pub(crate) mod routes;
+mod scenarios;
 mod schemas;
 mod shape;
 
