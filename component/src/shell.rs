@@ -431,7 +431,7 @@ impl incoming_handler::Guest for Component {
                 req.method,
                 req.path,
                 handled.response.status,
-                edgehook_model::ids::quoted(log)
+                edgehook_model::error::quoted(log)
             );
         }
         write_response(handled.response, response_out);

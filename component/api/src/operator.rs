@@ -125,7 +125,7 @@ pub fn ingest<K: Kv>(
             "unknown_event_type",
             format!(
                 "unknown event type {}; valid event types are {}",
-                edgehook_model::ids::quoted(&t),
+                edgehook_model::error::quoted(&t),
                 EVENT_TYPES.join(", ")
             ),
         )])),

@@ -45,7 +45,7 @@ fn validate_create(
                 "unknown_field",
                 format!(
                     "unknown field {}; a subscription has url and eventTypes",
-                    edgehook_model::ids::quoted(key)
+                    edgehook_model::error::quoted(key)
                 ),
             ));
         }

@@ -140,7 +140,7 @@ impl Settings {
                     key: key.to_owned(),
                     problem: format!(
                         "expected a whole number from {min} to {max}, got {}",
-                        crate::ids::quoted(raw)
+                        crate::error::quoted(raw)
                     ),
                 })
         };
@@ -150,7 +150,10 @@ impl Settings {
                 Some("false") | Some("0") | Some("no") | None => Ok(false),
                 Some(other) => Err(ConfigError {
                     key: key.to_owned(),
-                    problem: format!("expected true or false, got {}", crate::ids::quoted(other)),
+                    problem: format!(
+                        "expected true or false, got {}",
+                        crate::error::quoted(other)
+                    ),
                 }),
             }
         };
@@ -178,7 +181,7 @@ impl Settings {
                     problem: format!(
                         "expected two delays in ms, each from 1000 to 86400000, e.g. \
                          60000,300000; got {}",
-                        crate::ids::quoted(raw)
+                        crate::error::quoted(raw)
                     ),
                 })?
             },

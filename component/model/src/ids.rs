@@ -95,41 +95,9 @@ pub fn push_base64url(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// `text` in double quotes, with `"`, `\\` and control characters escaped (`\u{..}`): how
-/// an error message or a log line names a value a client sent. (`{:?}` does the same, but
-/// its Unicode tables cost the size-budgeted component about 4 KiB.)
-pub fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if c.is_control() => {
-                out.push_str("\\u{");
-                push_hex(&mut out, &(c as u32).to_be_bytes());
-                out.push('}');
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoted_escapes_quotes_backslashes_and_controls() {
-        assert_eq!(quoted("load.deleted"), "\"load.deleted\"");
-        assert_eq!(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
-        assert_eq!(quoted("x\ny\u{7f}"), "\"x\\u{0000000a}y\\u{0000007f}\"");
-        assert_eq!(quoted("é"), "\"é\"");
-    }
 
     #[test]
     fn base64url_follows_rfc_4648() {

@@ -476,7 +476,7 @@ pub fn event_types(value: Option<&serde_json::Value>) -> Result<Vec<String>, Vec
                 "unknown_event_type",
                 format!(
                     "unknown event type {}; valid event types are {valid}",
-                    crate::ids::quoted(t)
+                    crate::error::quoted(t)
                 ),
             )),
             None => errors.push(FieldError::new(
