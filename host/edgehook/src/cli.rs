@@ -62,6 +62,26 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
     Ok(token)
 }
 
+/// `edgehook backup`: copies the embedded store of `data_dir` (while `serve` may be running
+/// on it) and its admin token file into `to`, a new data directory that `serve --data-dir`
+/// starts from. Returns what to tell the operator.
+pub fn backup(data_dir: &Path, to: &Path) -> Result<String> {
+    let copied = edgehook_runtime::backup::backup(&data_dir.join("store"), &to.join("store"))
+        .with_context(|| format!("backing up {} to {}", data_dir.display(), to.display()))?;
+    let token = data_dir.join(ADMIN_TOKEN_FILE);
+    if token.exists() {
+        std::fs::copy(&token, to.join(ADMIN_TOKEN_FILE))
+            .with_context(|| format!("copying {}", token.display()))?;
+    }
+    Ok(format!(
+        "backed up {} keys ({} bytes of log) to {}; start from it with: edgehook serve --data-dir {}",
+        copied.keys,
+        copied.bytes,
+        to.display(),
+        to.display()
+    ))
+}
+
 /// Prints a server's answer: the whole (pretty-printed) body, or with `only` just the string
 /// `data.<only>` of it (e.g. `apiKey`, for `KEY=$(edgehook keys issue acme --quiet)`). An
 /// answer of 400 or more is an error; with `only` its body goes to stderr, so a command

@@ -60,6 +60,16 @@ enum Command {
     /// Show a delivery with every attempt, or replay it (talks to a running server).
     #[command(subcommand)]
     Delivery(DeliveryCommand),
+    /// Copy the embedded store (and the admin token) to a new data directory, consistently,
+    /// while `serve` may be running on it.
+    Backup {
+        /// The new data directory (must not exist, or be empty).
+        #[arg(long)]
+        to: PathBuf,
+        /// The server's data directory.
+        #[arg(long, default_value = "edgehook-data", env = "EDGEHOOK_DATA_DIR")]
+        data_dir: PathBuf,
+    },
     /// Replay deliveries by range (what failed or was skipped since a time, by default) and
     /// follow the job with a progress bar (talks to a running server).
     Replay(ReplayArgs),
@@ -105,6 +115,23 @@ struct ServeArgs {
     /// EDGEHOOK_ATTEMPT_TIMEOUT_MS=5000; --set wins.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Answer HTTPS with this certificate chain (PEM, the leaf first); HTTP/2 and HTTP/1.1
+    /// by ALPN. Read again, with --tls-key, on SIGHUP.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        env = "EDGEHOOK_TLS_CERT"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        env = "EDGEHOOK_TLS_KEY"
+    )]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -350,6 +377,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Subscribe(args) => subscribe(args),
         Command::Replay(args) => replay(args),
+        Command::Backup { to, data_dir } => {
+            println!("{}", cli::backup(&data_dir, &to)?);
+            Ok(())
+        }
         Command::Keys(KeysCommand::Revoke {
             ids,
             ingest,
@@ -655,7 +686,16 @@ fn serve(args: ServeArgs) -> Result<()> {
             seed: None,
             guest_log: None,
         };
-        let server = Server::new(env)?;
+        let mut server = Server::new(env)?;
+        let scheme = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => {
+                let tls = Arc::new(edgehook::tls::Tls::load(cert, key)?);
+                reload_on_sighup(tls.clone());
+                server = server.with_tls(tls);
+                "https"
+            }
+            _ => "http",
+        };
         let listener = bind(args.listen).await?;
         let addr = listener.local_addr()?;
         // Where things are: the first lines a newcomer reads.
@@ -663,7 +703,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             "info",
             "listening",
             &[
-                ("url", format!("http://{addr}")),
+                ("url", format!("{scheme}://{addr}")),
                 ("addr", addr.to_string()),
                 ("dataDir", absolute(&args.data_dir).display().to_string()),
                 ("store", store_name),
@@ -694,6 +734,30 @@ fn serve(args: ServeArgs) -> Result<()> {
         log_line("info", "stopped", &[]);
         Ok(())
     })
+}
+
+/// Reads the TLS certificate and key again on every `SIGHUP`: new connections use them,
+/// open ones keep theirs. A failed reload keeps the certificate in use and logs why.
+fn reload_on_sighup(tls: Arc<edgehook::tls::Tls>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => log_line("info", "tls certificate reloaded", &[]),
+                Err(e) => log_line(
+                    "error",
+                    "tls certificate reload failed; the one in use stays",
+                    &[("error", format!("{e:#}"))],
+                ),
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = tls;
 }
 
 /// `path` made absolute (against the working directory), for messages.

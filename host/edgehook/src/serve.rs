@@ -19,6 +19,12 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 /// The most of a request body the server reads; the component answers 413 past its limits.
 /// The header that names the client's address to the component (Spin's name for it).
+/// The readiness route, answered by the host ([`Server::ready`]).
+const READY_PATH: &str = "/readyz";
+
+/// How long `/readyz` waits for the store.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
 const CLIENT_ADDR: &str = "spin-client-addr";
 
 const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
@@ -85,6 +91,8 @@ pub struct Server {
     /// failing to instantiate; the timer waits its turn (the semaphore is first come, first
     /// served).
     instances: Arc<Semaphore>,
+    /// With TLS: the certificate new connections are accepted with (reloadable).
+    tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl Server {
@@ -99,7 +107,15 @@ impl Server {
             timeouts: Timeouts::default(),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             instances: Arc::new(Semaphore::new(POOL_INSTANCES as usize)),
+            tls: None,
         })
+    }
+
+    /// The same server answering HTTPS (HTTP/2 or HTTP/1.1, as the client's ALPN asks) with
+    /// `tls`'s certificate.
+    pub fn with_tls(mut self, tls: Arc<crate::tls::Tls>) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// The same server with another shutdown grace period (default 15 s).
@@ -160,27 +176,30 @@ impl Server {
                     let mut stop = shutdown.clone();
                     let stopping = async move { stop.wait_for(|stopping| *stopping).await.is_ok() };
                     let header_timeout = self.timeouts.header;
+                    let tls = self.tls.clone();
                     tokio::spawn(async move {
                         let _permit = permit;
                         let service = service_fn(move |req| {
                             let server = server.clone();
                             async move { Ok::<_, Infallible>(server.respond(req, peer).await) }
                         });
-                        // hyper's header read timeout only runs with a timer; it also ends
-                        // a keep-alive connection idle for as long.
-                        let conn = hyper::server::conn::http1::Builder::new()
-                            .timer(TokioTimer::new())
-                            .header_read_timeout(header_timeout)
-                            .serve_connection(TokioIo::new(stream), service);
-                        let mut conn = std::pin::pin!(conn);
-                        // At shutdown an idle keep-alive connection closes at once, and one
-                        // with a request in flight closes after its response: neither holds
-                        // the shutdown for the grace period.
-                        tokio::select! {
-                            _ = conn.as_mut() => {}
-                            true = stopping => {
-                                conn.as_mut().graceful_shutdown();
-                                let _ = conn.await;
+                        let Some(tls) = tls else {
+                            http1(TokioIo::new(stream), service, header_timeout, stopping).await;
+                            drop(guard);
+                            return;
+                        };
+                        // A handshake that fails or takes longer than a request's headers
+                        // may closes the connection.
+                        let accepted =
+                            tokio::time::timeout(header_timeout, tls.acceptor().accept(stream))
+                                .await;
+                        if let Ok(Ok(stream)) = accepted {
+                            match stream.get_ref().1.alpn_protocol() == Some(&b"h2"[..]) {
+                                true => http2(TokioIo::new(stream), service, stopping).await,
+                                false => {
+                                    let io = TokioIo::new(stream);
+                                    http1(io, service, header_timeout, stopping).await
+                                }
                             }
                         }
                         drop(guard);
@@ -215,7 +234,10 @@ impl Server {
         }
         let method = req.method().to_string();
         let path = req.uri().path().to_owned();
-        let outcome = self.forward(req).await;
+        let outcome = match (req.method() == hyper::Method::GET, path.as_str()) {
+            (true, READY_PATH) => Ok(self.ready().await),
+            _ => self.forward(req).await,
+        };
         let response = match outcome {
             Ok(resp) => resp,
             Err(e) => {
@@ -263,6 +285,33 @@ impl Server {
         builder
             .body(Full::new(response.body))
             .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())))
+    }
+
+    /// `GET /readyz`: readiness, answered by the host. 200 when the store answers a read
+    /// within [`READY_TIMEOUT`], else 503 `store_unavailable` (a load balancer stops sending
+    /// requests; `/healthz`, the component's own answer, stays the liveness probe).
+    async fn ready(&self) -> HttpResponse {
+        let probe = tokio::time::timeout(
+            READY_TIMEOUT,
+            self.env
+                .kv
+                .get(edgehook_component::storage::keys::HEALTH_PROBE.as_str()),
+        )
+        .await;
+        match probe {
+            Ok(Ok(_)) => {
+                let body = Bytes::from_static(b"{\"status\":\"ready\"}");
+                HttpResponse {
+                    status: 200,
+                    headers: vec![("content-type".into(), "application/json".into())],
+                    body,
+                }
+            }
+            Ok(Err(e)) => host_error(ApiError::store_unavailable(e)),
+            Err(_) => host_error(ApiError::store_unavailable(
+                "the store did not answer in time",
+            )),
+        }
     }
 
     async fn forward(&self, req: hyper::Request<Incoming>) -> Result<HttpResponse> {
@@ -397,6 +446,55 @@ async fn read_body(mut body: Incoming) -> Result<Bytes, hyper::Error> {
     }
     buf.truncate(BODY_READ_LIMIT);
     Ok(buf.freeze())
+}
+
+/// Serves one HTTP/1.1 connection. hyper's header read timeout only runs with a timer; it
+/// also ends a keep-alive connection idle for as long. At shutdown an idle keep-alive
+/// connection closes at once, and one with a request in flight closes after its response:
+/// neither holds the shutdown for the grace period.
+async fn http1<I, S>(
+    io: I,
+    service: S,
+    header_timeout: Duration,
+    stopping: impl std::future::Future<Output = bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        true = stopping => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Serves one HTTP/2 connection (a TLS client that chose `h2`), shut down as [`http1`].
+async fn http2<I, S>(io: I, service: S, stopping: impl std::future::Future<Output = bool>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        true = stopping => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 /// An error the host answers itself (the component never saw the request, or failed): the

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod backup;
 mod conventions;
 mod hardening;
 mod process;
@@ -13,3 +14,4 @@ mod quickstart;
 mod recovery;
 mod redis;
 mod startup;
+mod tls;

@@ -214,3 +214,50 @@ fn two_instances_on_one_redis_share_subscriptions_and_deliveries() {
     );
     assert!(duplicates <= 2, "{duplicates} duplicate sends");
 }
+
+/// #26 point 3: `/readyz` answers 503 `store_unavailable` while the Redis store is down and
+/// 200 again once it is back (the host answers it; nothing is restarted).
+#[test]
+fn readyz_follows_the_store_down_and_back() {
+    if !redis_or_skip() {
+        return;
+    }
+    let mut redis = edgehook_testkit::redis::start_redis();
+    let rt = rt();
+    let dir = temp_dir("readyz");
+    let url = redis.url();
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--kv",
+        &url,
+        "--admin-token",
+        "t0k",
+    ];
+    let mut server = Proc::start(&args, &dir);
+    let base = format!("http://{}", server.address());
+    let probe = Remote::new(&base, "none").expect("client");
+    let ready = |rt: &tokio::runtime::Runtime| -> (u16, String) {
+        rt.block_on(probe.call("GET", "/readyz", None, &[]))
+            .expect("readyz")
+    };
+    let (status, text) = ready(&rt);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("ready"), "{text}");
+    redis.stop();
+    let (status, text) = ready(&rt);
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("store_unavailable"), "{text}");
+    redis.restart();
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, text) = ready(&rt);
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < end, "not ready again: {status} {text}");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+    drop(server);
+}

@@ -47,7 +47,8 @@ pub enum SyncPolicy {
 
 const OP_SET: u8 = 1;
 const OP_DELETE: u8 = 2;
-const LOG_FILE: &str = "kv.log";
+/// The log file in the store's directory.
+pub const LOG_FILE: &str = "kv.log";
 /// Held locked (`flock`) while a process has the store open.
 const LOCK_FILE: &str = "kv.lock";
 /// Rewrite the log when it is this many times larger than the live data (and over 16 MiB).

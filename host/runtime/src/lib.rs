@@ -6,8 +6,8 @@
 //! `scheduler.tick`) in a fresh `Store`; a [`HostEnv`] says what that call is connected to:
 //!
 //! - a key-value store ([`store`]): [`store::MemoryStore`], the durable embedded
-//!   [`filestore::FileStore`], [`redisstore::RedisStore`], or any [`store::KvBackend`] /
-//!   [`store::RemoteKv`] of the embedder's;
+//!   [`filestore::FileStore`] (copied while in use by [`backup`]), [`redisstore::RedisStore`],
+//!   or any [`store::KvBackend`] / [`store::RemoteKv`] of the embedder's;
 //! - `wasi:config` values (snake_case keys, `edgehook_component::model::config::KEYS`);
 //! - outgoing HTTP ([`outbound::Outbound`]): the real sender [`net::NetOutbound`] (SSRF checks,
 //!   DNS pinning, no redirects) or [`outbound::NoNetwork`];
@@ -38,6 +38,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+pub mod backup;
 mod bindings;
 pub mod env;
 pub mod filestore;

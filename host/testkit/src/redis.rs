@@ -30,6 +30,32 @@ impl RedisServer {
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+
+    /// Stops the server (a store outage), keeping its port and directory for [`Self::restart`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port (empty: no persistence) and waits until it
+    /// answers `PING`.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("restart redis-server");
+        let end = Instant::now() + DEADLINE;
+        while !pong(self.port) {
+            assert!(Instant::now() < end, "redis-server did not come back");
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+    }
 }
 
 /// Whether a Redis answers `PING` on the port.
