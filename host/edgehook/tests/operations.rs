@@ -102,10 +102,7 @@ fn the_systemd_unit_is_valid_where_systemd_analyze_runs() {
     // A binary that is not installed here is the only complaint allowed.
     let complaints: Vec<&str> = text
         .lines()
-        .filter(|l| {
-            !l.trim().is_empty()
-                && !l.contains("/usr/local/bin/edgehook")
-        })
+        .filter(|l| !l.trim().is_empty() && !l.contains("/usr/local/bin/edgehook"))
         .collect();
     assert!(complaints.is_empty(), "{text}");
 }

@@ -10,13 +10,16 @@
 //! - simulation speed, component size and cost growth against their targets or smallest size.
 //!
 //! Build it in release: `cargo run --release -p edgehook-bench`.
-//! `--quick` shortens every measurement (for a smoke run; the figures are then noisy).
+//! `--quick` shortens every measurement (for a smoke run; the figures are then noisy). The
+//! exact rows (fuel, store operations) are judged against a committed baseline ([`exact`]):
+//! more than 5 % over it is exit status 3.
 //! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`,
 //! `redis`, `spin`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
 //! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
 //! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 mod api;
+mod exact;
 mod load;
 mod measure;
 mod redis;
@@ -45,12 +48,18 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
                   otherwise); the servers' log lines, then the table, go to stdout.\n\n\
                   Exit status:\n  0  the suite ran and printed its table\n  \
                   1  a measurement failed (the error is printed)\n  \
-                  2  usage error: an unknown flag or section"
+                  2  usage error: an unknown flag or section\n  \
+                  3  an exact row (fuel, store operations) exceeds its committed baseline by \
+                  more than 5 %"
 )]
 struct Args {
     /// Shorten every measurement (a smoke run; the figures are then noisy).
     #[arg(long)]
     quick: bool,
+    /// Record this run's exact rows (fuel, store operations) as the committed baseline
+    /// (tools/bench/exact-baseline.json) instead of judging them against it.
+    #[arg(long)]
+    write_baseline: bool,
     /// Sections to run (default: all). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
     /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
     /// ../shared/tools/spin).
@@ -160,5 +169,17 @@ fn main() -> Result<()> {
     // The servers' log lines first, then the table.
     edgehook_runtime::log::flush();
     table::print(&rows);
+    if args.write_baseline {
+        exact::write_baseline(&rows)?;
+        eprintln!("wrote {}", exact::baseline_path().display());
+        return Ok(());
+    }
+    let regressions = exact::regressions(&rows)?;
+    if !regressions.is_empty() {
+        for r in &regressions {
+            eprintln!("{r}");
+        }
+        std::process::exit(3);
+    }
     Ok(())
 }
