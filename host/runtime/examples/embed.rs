@@ -2,7 +2,8 @@
 //! in-process key-value store, your own outbound policy, your own timer.
 //!
 //! The store is a `BTreeMap` behind a mutex ([`KvBackend`]: reads, writes, counters and the
-//! compare-and-swap the component's claims rely on). The outbound policy sends nothing
+//! compare-and-swap the component's claims rely on; the runtime's `keys_after` and
+//! `parse_counter` do the listing and the counters' text). The outbound policy sends nothing
 //! itself: it refuses every host outside an allow list before any connection, and for the
 //! allowed ones it hands the signed request to the platform (here: prints it, and answers
 //! 204), as a platform that queues deliveries on its own egress would. The timer is a loop
@@ -13,7 +14,9 @@
 use anyhow::{Result, ensure};
 use bytes::Bytes;
 use edgehook_runtime::outbound::{Outbound, OutboundFuture};
-use edgehook_runtime::store::{KvBackend, KvStore, StoreError, StoreResult};
+use edgehook_runtime::store::{
+    KvBackend, KvStore, StoreError, StoreResult, keys_after, parse_counter,
+};
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::{BodyExt as _, Full};
 use std::collections::BTreeMap;
@@ -46,21 +49,14 @@ impl KvBackend for MapStore {
     }
 
     fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
-        let map = self.map();
-        let after = |k: &&String| cursor.is_none_or(|c| k.as_str() > c);
-        Ok(map.keys().filter(after).take(limit).cloned().collect())
+        Ok(keys_after(&self.map(), cursor, limit))
     }
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
         let mut map = self.map();
-        let current = match map.get(key) {
-            None => 0,
-            Some(bytes) => std::str::from_utf8(bytes)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-                .ok_or_else(|| StoreError(format!("{key} is not a counter")))?,
-        };
-        let next = current + delta;
+        let next = parse_counter(key, map.get(key))?
+            .checked_add(delta)
+            .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
         map.insert(key.to_owned(), next.to_string().into_bytes());
         Ok(next)
     }
