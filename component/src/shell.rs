@@ -75,7 +75,7 @@ impl WasiKv {
             return Ok(found.into_iter().map(|(_, v)| v).collect());
         }
         let mut found = found;
-        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        edgehook_storage::sort::sort_by(&mut found, |a, b| a.0 < b.0);
         Ok(keys
             .iter()
             .map(|k| {
@@ -186,11 +186,16 @@ fn env_at<'a>(opened: &'a (Settings, WasiKv), now_ms: u64) -> Env<'a, WasiKv> {
 }
 
 /// The component's stderr as the core's [`Log`]: every host keeps it as the component's log
-/// (`edgehook serve` passes it to its own stderr, Spin to its log files).
+/// (`edgehook serve` passes it to its own stderr, Spin to its log files). Metrics events go
+/// to stdout, so that a host reads them without sifting the log.
 struct StderrLog;
 
 impl Log for StderrLog {
     fn line(&self, line: &str) {
+        eprintln!("{line}");
+    }
+
+    fn event(&self, line: &str) {
         eprintln!("{line}");
     }
 }

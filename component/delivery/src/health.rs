@@ -109,5 +109,10 @@ pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiE
         })?;
         cancelled += u32::from(done);
     }
+    crate::report::TickReport {
+        cancelled,
+        ..Default::default()
+    }
+    .emit(env.log, false);
     Ok(cancelled)
 }

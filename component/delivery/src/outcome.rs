@@ -156,6 +156,9 @@ pub(crate) fn record_outcomes<K: Kv>(
         }
         // An operator alert's endpoint has no streak and is never disabled.
         let counts = c.delivery.subscription_id != alert::ALERTS;
+        if c.delivery.run == 0 && c.delivery.attempts.is_empty() && attempt.is_some() {
+            report.first_lag_ms.push(now.saturating_sub(c.due_at));
+        }
         match verdict {
             Verdict::Succeeded => {
                 report.attempted += 1;
@@ -171,6 +174,7 @@ pub(crate) fn record_outcomes<K: Kv>(
             Verdict::Failed { gone } => {
                 report.attempted += 1;
                 report.failed += 1;
+                report.exhausted += 1;
                 if !counts {
                     // Nothing to disable or count.
                 } else if *gone {
@@ -179,7 +183,7 @@ pub(crate) fn record_outcomes<K: Kv>(
                     note_streak(&c.delivery.subscription_id, false);
                 }
             }
-            Verdict::Cancelled => {}
+            Verdict::Cancelled => report.cancelled += 1,
         }
     }
     for (sub_id, success) in streaks {

@@ -80,7 +80,7 @@ pub(crate) fn replay_batch<K: Kv>(
         .flatten()
         .map(|d| d.subscription_id.clone())
         .collect();
-    sub_ids.sort_unstable();
+    edgehook_storage::sort::sort(&mut sub_ids);
     sub_ids.dedup();
     let active: Vec<String> = subscriptions::load_many(env, &sub_ids)?
         .into_iter()

@@ -141,18 +141,18 @@ pub fn cancel<K: Kv>(
 }
 
 /// Advances every running job by one step (up to [`JOBS_PER_TICK`]). Returns whether a job
-/// is still running, so the tick asks to run again in a second. Store failures leave the
-/// step to a later tick.
-pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> bool {
+/// is still running, so the tick asks to run again in a second, and how many jobs were
+/// listed as running. Store failures leave the step to a later tick.
+pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> (bool, usize) {
     let Ok(dir) = env.kv.get(&keys::REPLAY_DIRECTORY) else {
-        return true;
+        return (true, 0);
     };
     let ids = directory_ids(dir.as_deref());
     let mut running = ids.len() > JOBS_PER_TICK;
     for id in ids.iter().take(JOBS_PER_TICK) {
         running |= step(env, id).unwrap_or(true);
     }
-    running
+    (running, ids.len())
 }
 
 /// The job ids a directory record lists.

@@ -94,7 +94,7 @@ pub(crate) fn scan_second<K: Kv>(
     };
     // One look per delivery, at its first entry in this second.
     let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
-    first_seq.sort_unstable();
+    edgehook_storage::sort::sort(&mut first_seq);
     first_seq.dedup_by(|later, first| later.0 == first.0);
     let keys: Vec<Key> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
@@ -140,7 +140,7 @@ pub(crate) fn scan_second<K: Kv>(
             }
         }
     }
-    scan.candidates.sort_unstable_by_key(|(seq, _, _)| *seq);
+    edgehook_storage::sort::sort_by(&mut scan.candidates, |a, b| a.0 < b.0);
     Ok(scan)
 }
 
@@ -168,7 +168,9 @@ pub(crate) fn run_candidates<K: Kv>(
             }
         }
     }
-    work.sort_by_key(|(_, _, _, slow)| *slow);
+    // Fast ones first, each group in its order (a stable partition).
+    let (mut work, slow): (Vec<_>, Vec<_>) = work.into_iter().partition(|w| !w.3);
+    work.extend(slow);
     let mut budget = MAX_ATTEMPTS_PER_TICK;
     let batch_size = env.settings.max_concurrency.max(1) as usize;
     let mut start = 0;

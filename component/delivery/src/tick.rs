@@ -69,6 +69,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
             &mut report,
         );
     }
+    report.emit(env.log, false);
     report
 }
 
@@ -92,9 +93,11 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     let now = env.now_ms;
     // Replay jobs first: the deliveries a step replays are queued in this second, which
     // this tick then reads.
-    let replaying = crate::replays::advance(env);
+    let (replaying, jobs) = crate::replays::advance(env);
+    report.replays = u32::try_from(jobs).unwrap_or(u32::MAX);
     let Ok(directory) = read_directory(env.kv) else {
         report.next_due_ms = Some(now + 1000);
+        report.emit(env.log, true);
         return report;
     };
     let mut next_due: Option<u64> = None;
@@ -113,6 +116,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         due.iter().map(|(s, _)| due_log(*s).len(env.kv)).collect();
     let Ok(lens) = lens else {
         report.next_due_ms = Some(now + 1000);
+        report.emit(env.log, true);
         return report;
     };
     let clock = TickClock {
@@ -125,7 +129,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     // seconds, so one slow attempt in each second does not cost a whole batch per second.
     let mut scans: Vec<SecondScan> = Vec::new();
     let mut candidates = 0;
-    for ((second, seen), len) in due.iter().copied().zip(lens) {
+    for ((second, seen), len) in due.iter().copied().zip(lens.iter().copied()) {
         if len <= seen {
             if (second + QUEUE_GRACE_S) * 1000 < now {
                 expired.push(second);
@@ -184,5 +188,17 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         Err(_) => note_due(now + 1000),
     }
     report.next_due_ms = next_due;
+    // The backlog: what is left unread of every due second, as this tick leaves it.
+    for ((second, seen), len) in due.iter().zip(lens) {
+        let read = seen_now
+            .iter()
+            .find(|(s, _)| s == second)
+            .map_or(*seen, |(_, n)| *n);
+        if len > read {
+            report.backlog += len - read;
+            report.oldest_due_ms.get_or_insert(second * 1000);
+        }
+    }
+    report.emit(env.log, true);
     report
 }

@@ -17,6 +17,11 @@ pub trait Entropy {
 pub trait Log {
     /// Writes one line (without its line break).
     fn line(&self, line: &str);
+
+    /// Writes one metrics event (one JSON object, without its line break): what a run of
+    /// attempts did, for the host's metrics. The shell writes them to stdout, apart from the
+    /// log; `edgehook serve` turns them into its Prometheus metrics. Dropped by default.
+    fn event(&self, _line: &str) {}
 }
 
 /// A [`Log`] that drops every line: the default of [`Env::new`].

@@ -243,7 +243,7 @@ impl AppendLog {
     ) -> Result<(), KvError> {
         let mut entries =
             decode_page(value).map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
-        entries.sort_unstable_by_key(|e| e.seq);
+        crate::sort::sort_by(&mut entries, |a, b| a.seq < b.seq);
         out.extend(entries.into_iter().filter(|e| e.seq > after));
         Ok(())
     }

@@ -52,7 +52,7 @@ pub(crate) fn take_slot<K: Kv>(
             .map(|(_, i, _)| i.to_owned())
             .filter(|i| i != id)
             .collect();
-        ids.sort_unstable();
+        edgehook_storage::sort::sort(&mut ids);
         ids.dedup();
         let now = env.now_ms;
         let live = load_many(env, &ids)?

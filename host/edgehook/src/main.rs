@@ -5,12 +5,13 @@ use clap::{Parser, Subcommand};
 use edgehook::cli::{self, Remote};
 use edgehook::listen;
 use edgehook::serve::{Server, bind};
-use edgehook_runtime::HostEnv;
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::log::log_line;
+use edgehook_runtime::metrics::Metrics;
 use edgehook_runtime::net::{self, NetOptions, NetOutbound};
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::KvStore;
+use edgehook_runtime::{HostEnv, Runtime};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -132,6 +133,9 @@ struct ServeArgs {
         env = "EDGEHOOK_TLS_KEY"
     )]
     tls_key: Option<PathBuf>,
+    /// Address of the Prometheus endpoint (`GET /metrics`), apart from the API's; `off`: none.
+    #[arg(long, default_value = edgehook::metrics::DEFAULT_LISTEN, env = "EDGEHOOK_METRICS_LISTEN")]
+    metrics_listen: String,
 }
 
 #[derive(clap::Args)]
@@ -677,15 +681,19 @@ fn serve(args: ServeArgs) -> Result<()> {
                 (KvStore::Local(Arc::new(store.clone())), Some(store), name)
             }
         };
-        let outbound = NetOutbound::new(&net)?;
+        let metrics = Arc::new(Metrics::new());
+        let outbound = NetOutbound::new(&net)?.with_metrics(metrics.clone());
         let env = HostEnv {
-            kv,
+            kv: kv.metered(metrics.clone()),
             config: Arc::new(config),
             clock: None,
             outbound: Arc::new(outbound),
             seed: None,
             guest_log: None,
+            metrics: Some(metrics),
         };
+        let metrics_listener = edgehook::metrics::bind(&args.metrics_listen).await?;
+        let endpoint = edgehook::metrics::Endpoint::new(Runtime::embedded()?, env.clone());
         let mut server = Server::new(env)?;
         let scheme = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
@@ -709,6 +717,7 @@ fn serve(args: ServeArgs) -> Result<()> {
                 ("store", store_name),
                 ("adminToken", token_from),
                 ("outbound", net::describe(net.policy()).to_owned()),
+                ("metrics", edgehook::metrics::url(metrics_listener.as_ref())),
             ],
         );
         if net.allow_http || net.allow_private {
@@ -722,6 +731,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             );
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        endpoint.spawn(metrics_listener, stop_rx.clone());
         tokio::spawn(async move {
             shutdown_signal().await;
             log_line("info", "shutting down", &[]);

@@ -256,6 +256,10 @@ impl Server {
                 response
             }
         };
+        let elapsed = started.elapsed().as_secs_f64();
+        if let Some(m) = &self.env.metrics {
+            m.observe_request(&method, &path, response.status, elapsed);
+        }
         log_line(
             "info",
             "request",
@@ -267,10 +271,7 @@ impl Server {
                     "requestId",
                     response.header("x-request-id").unwrap_or("").to_owned(),
                 ),
-                (
-                    "ms",
-                    format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0),
-                ),
+                ("ms", format!("{:.3}", elapsed * 1000.0)),
                 ("peer", peer.to_string()),
             ],
         );
@@ -595,6 +596,7 @@ mod tests {
             outbound: Arc::new(Hang(sent)),
             seed: None,
             guest_log: None,
+            metrics: None,
         };
         let rt = Runtime::embedded().expect("runtime");
         let key = rt

@@ -9,6 +9,7 @@ mod common;
 mod backup;
 mod conventions;
 mod hardening;
+mod metrics;
 mod operations;
 mod process;
 mod quickstart;

@@ -152,6 +152,7 @@ fn main() -> Result<()> {
         outbound: Arc::new(Egress(policy.clone())),
         seed: None,
         guest_log: None,
+        metrics: None,
     };
     let runtime = Runtime::embedded()?;
     let tokio = tokio::runtime::Runtime::new()?;

@@ -2,6 +2,7 @@
 //! randomness, outbound HTTP, where its log goes), and the pieces it is made of that are not
 //! stores or senders: [`Clocks`] and [`GuestLog`].
 
+use crate::metrics::Metrics;
 use crate::outbound::Outbound;
 use crate::store::KvStore;
 use rand::{SeedableRng, rngs::StdRng};
@@ -27,6 +28,9 @@ pub struct HostEnv {
     /// Captures what the component writes to stderr (its log lines), or `None` to pass it
     /// straight to the process's stderr.
     pub guest_log: Option<GuestLog>,
+    /// Where the component's metrics events go ([`Metrics`]: taken off its stderr before
+    /// the log), or `None` to leave them in the log like any line.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// The component's stderr (its log lines), kept in memory so tests can read them, and also
@@ -35,6 +39,16 @@ pub struct HostEnv {
 pub struct GuestLog(Arc<Mutex<Vec<u8>>>);
 
 impl GuestLog {
+    /// Keeps `buf` and copies it to the process's stderr.
+    pub(crate) fn append(&self, buf: &[u8]) {
+        use std::io::Write as _;
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        let _ = std::io::stderr().write_all(buf);
+    }
+
     /// Everything the component has logged so far.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
@@ -47,12 +61,7 @@ impl tokio::io::AsyncWrite for GuestLog {
         _: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        use std::io::Write as _;
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        let _ = std::io::stderr().write_all(buf);
+        self.append(buf);
         std::task::Poll::Ready(Ok(buf.len()))
     }
 
@@ -67,6 +76,79 @@ impl tokio::io::AsyncWrite for GuestLog {
         self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// A guest's stderr as [`Metrics`] reads it: whole lines, metrics events taken off, every
+/// other line passed on (to a captured log, or the process's stderr).
+pub(crate) struct EventTap {
+    metrics: Arc<Metrics>,
+    partial: Vec<u8>,
+    log: Option<GuestLog>,
+}
+
+impl EventTap {
+    pub(crate) fn new(metrics: Arc<Metrics>, log: Option<GuestLog>) -> Self {
+        EventTap {
+            metrics,
+            partial: Vec::new(),
+            log,
+        }
+    }
+
+    fn pass(&self, bytes: &[u8]) {
+        match &self.log {
+            Some(log) => log.append(bytes),
+            None => {
+                use std::io::Write as _;
+                let _ = std::io::stderr().write_all(bytes);
+            }
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for EventTap {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        this.partial.extend_from_slice(buf);
+        let mut passed: Vec<u8> = Vec::new();
+        while let Some(end) = this.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = this.partial.drain(..=end).collect();
+            let text = std::str::from_utf8(&line[..end]).unwrap_or("");
+            if !this.metrics.observe_event(text) {
+                passed.extend_from_slice(&line);
+            }
+        }
+        // Lines are short; a guest that never ends one is not held back forever.
+        if this.partial.len() > 64 * 1024 {
+            passed.append(&mut this.partial);
+        }
+        if !passed.is_empty() {
+            this.pass(&passed);
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        // A last line with no line break is the log's.
+        if !self.partial.is_empty() {
+            self.pass(&self.partial);
+        }
         std::task::Poll::Ready(Ok(()))
     }
 }

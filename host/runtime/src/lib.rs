@@ -12,7 +12,8 @@
 //! - outgoing HTTP ([`outbound::Outbound`]): the real sender [`net::NetOutbound`] (SSRF checks,
 //!   DNS pinning, no redirects) or [`outbound::NoNetwork`];
 //! - optionally clocks, seeded randomness and a captured guest log (the simulator's, crate
-//!   `edgehook-sim`, are built on these).
+//!   `edgehook-sim`, are built on these), and [`metrics::Metrics`], the Prometheus registry
+//!   the component's metrics events and the host's own edges feed.
 //!
 //! The component itself is embedded: [`COMPONENT_WASM`], built by this crate's build script.
 //!
@@ -29,6 +30,7 @@
 //!     outbound: Arc::new(NoNetwork),
 //!     seed: None,
 //!     guest_log: None,
+//!     metrics: None,
 //! };
 //! let request = http::Request::get("http://localhost/healthz")
 //!     .body(http_body_util::Full::new(bytes::Bytes::new()))?;
@@ -43,6 +45,7 @@ mod bindings;
 pub mod env;
 pub mod filestore;
 pub mod log;
+pub mod metrics;
 pub mod net;
 pub mod outbound;
 pub mod redisstore;

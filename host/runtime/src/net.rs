@@ -7,6 +7,7 @@
 //! are never followed (a 3xx is handed to the component, which counts it a failure).
 
 use crate::log::log_line;
+use crate::metrics::Metrics;
 use crate::outbound::{Outbound, OutboundFuture};
 use bytes::Bytes;
 use edgehook_component::model::validate::{
@@ -347,6 +348,7 @@ impl tower_service::Service<http::Uri> for Connector {
 pub struct NetOutbound {
     client: Client<Connector, Full<Bytes>>,
     policy: TargetPolicy,
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// How `NetOutbound` connects.
@@ -421,7 +423,14 @@ impl NetOutbound {
         Ok(NetOutbound {
             client,
             policy: options.policy(),
+            metrics: None,
         })
+    }
+
+    /// This sender, counting every attempt (status class, duration) in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 
@@ -454,6 +463,7 @@ impl Outbound for NetOutbound {
         options: Option<RequestOptions>,
     ) -> OutboundFuture {
         let client = self.client.clone();
+        let metrics = self.metrics.clone();
         // Refused before anything else (the connector checks again where it connects): a
         // URL the component's rules refuse is never resolved, connected to, or pooled.
         let checked = check_target(request.uri(), self.policy).map(|_| ());
@@ -461,6 +471,9 @@ impl Outbound for NetOutbound {
             let started = Instant::now();
             let (parts, body) = request.into_parts();
             if let Err(refusal) = checked {
+                if let Some(m) = &metrics {
+                    m.observe_attempt(Err("refused"), started.elapsed().as_secs_f64());
+                }
                 log_line(
                     "warn",
                     "delivery refused",
@@ -494,7 +507,16 @@ impl Outbound for NetOutbound {
                 Ok(Err(e)) => Err(classify(&e)),
                 Ok(Ok(resp)) => Ok(resp),
             };
-            let ms = format!("{:.1}", started.elapsed().as_secs_f64() * 1000.0);
+            let elapsed = started.elapsed().as_secs_f64();
+            if let Some(m) = &metrics {
+                let status = match &outcome {
+                    Ok(resp) => Ok(resp.status().as_u16()),
+                    Err(HttpError::ConnectionReadTimeout) => Err("timeout"),
+                    Err(_) => Err("error"),
+                };
+                m.observe_attempt(status, elapsed);
+            }
+            let ms = format!("{:.1}", elapsed * 1000.0);
             match outcome {
                 Ok(resp) => {
                     let (parts, mut incoming) = resp.into_parts();

@@ -447,6 +447,8 @@ impl Runtime {
             succeeded: r.succeeded,
             failed: r.failed,
             next_due_ms: r.next_due_ms,
+            // The rest of the core's report reaches a host as the tick's metrics event.
+            ..TickReport::default()
         })
     }
 }

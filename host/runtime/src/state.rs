@@ -3,7 +3,7 @@
 //! ([`crate::bindings`], wasmtime-wasi) works on it; [`crate::runtime`] makes a fresh one for
 //! every call.
 
-use crate::env::{HostEnv, SharedMonotonic, SharedWall};
+use crate::env::{EventTap, HostEnv, SharedMonotonic, SharedWall};
 use crate::outbound::Hooks;
 use crate::store::KvStore;
 use rand::{Rng as _, SeedableRng, rngs::StdRng};
@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, Store};
+use wasmtime_wasi::cli::AsyncStdoutStream;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -49,15 +50,17 @@ pub(crate) const FUEL: u64 = 1 << 50;
 /// A fresh store for one call, connected as `env` says.
 pub(crate) fn new_store(engine: &Engine, env: &HostEnv) -> Store<State> {
     let mut wasi = WasiCtxBuilder::new();
-    match &env.guest_log {
-        Some(log) => {
-            wasi.stderr(wasmtime_wasi::cli::AsyncStdoutStream::new(
-                8192,
-                log.clone(),
-            ));
+    match (&env.guest_log, &env.metrics) {
+        (Some(log), None) => {
+            wasi.stderr(AsyncStdoutStream::new(8192, log.clone()));
         }
-        None => {
+        (None, None) => {
             wasi.inherit_stderr();
+        }
+        // Metrics events are taken off before the log sees them.
+        (log, Some(m)) => {
+            let tap = EventTap::new(m.clone(), log.clone());
+            wasi.stderr(AsyncStdoutStream::new(8192, tap));
         }
     }
     if let Some(clocks) = &env.clock {

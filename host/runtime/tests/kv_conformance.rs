@@ -117,6 +117,7 @@ impl Target {
             outbound: Arc::new(NoNetwork),
             seed: None,
             guest_log: None,
+            metrics: None,
         };
         Target::Local { probe, env }
     }

@@ -120,6 +120,7 @@ fn four_wait_one_answers(rt: &tokio::runtime::Runtime) {
         outbound: Arc::new(NoNetwork),
         seed: None,
         guest_log: None,
+        metrics: None,
     };
     let runtime = Runtime::embedded().expect("runtime");
     let issued = rt

@@ -99,6 +99,7 @@ impl SimBuilder {
             outbound: self.outbound.unwrap_or_else(|| Arc::new(net.clone())),
             seed: Some(HostEnv::seeded(self.seed)),
             guest_log: Some(guest_log.clone()),
+            metrics: None,
         };
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -34,6 +34,7 @@ pub fn env(kv: KvStore) -> HostEnv {
         outbound: Arc::new(NoNetwork),
         seed: None,
         guest_log: None,
+        metrics: None,
     }
 }
 

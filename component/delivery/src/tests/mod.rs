@@ -219,3 +219,15 @@ pub(super) fn stored_subscription(kv: &MemoryKv, id: &str) -> Subscription {
         .expect("record");
     Subscription::decode(&bytes).expect("decode")
 }
+
+/// A [`Log`](edgehook_model::env::Log) that keeps the metrics events only.
+#[derive(Default)]
+pub(super) struct Events(pub(super) RefCell<Vec<String>>);
+
+impl edgehook_model::env::Log for Events {
+    fn line(&self, _: &str) {}
+
+    fn event(&self, line: &str) {
+        self.0.borrow_mut().push(line.to_owned());
+    }
+}

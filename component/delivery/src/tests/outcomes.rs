@@ -252,7 +252,9 @@ fn disabling_cancels_pending_deliveries_but_not_leased_or_finished_ones() {
         d.finished_at = Some(now - 1);
     });
     history_log(&sub).append(&kv, &ids).expect("history");
-    let disabled = disable(&env, &sub, "operator").expect("disable");
+    let events = Events::default();
+    let logged = Env::new(now, &kv, &settings, &entropy).with_log(&events);
+    let disabled = disable(&logged, &sub, "operator").expect("disable");
     assert_eq!(
         disabled.map(|s| (s.status, s.disabled_reason)),
         Some((SubStatus::Disabled, Some("operator".to_owned())))
@@ -272,6 +274,10 @@ fn disabling_cancels_pending_deliveries_but_not_leased_or_finished_ones() {
     assert_eq!(cancel_pending(&later, &sub).expect("cancel"), 1);
     assert_eq!(status(&ids[2]).status, Status::Cancelled);
     assert_eq!(cancel_pending(&later, &sub).expect("cancel"), 0);
+    // The metrics event of the disable's cancels (a cancel of none says nothing).
+    let events = events.0.borrow();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].contains("\"cancelled\":3,"), "{}", events[0]);
 }
 
 /// Disabling decides under compare-and-swap: a delivery that another tick leased, or

@@ -264,10 +264,24 @@ fn a_tick_starts_no_batch_after_its_time_budget_and_reports_the_rest_due() {
         latency_ms: 15_000,
         seen: RefCell::default(),
     };
-    let report = tick(&env(now), &slow);
+    let events = Events::default();
+    let report = tick(&env(now).with_log(&events), &slow);
     assert_eq!(report.attempted, 2, "15 s, then 30 s: over the 20 s budget");
     assert_eq!(report.next_due_ms, Some(now), "the rest is due now");
-    assert_eq!(tick(&env(now + 30_000), &slow).attempted, 2);
+    // The metrics event: two first attempts, the second one 15 s late (after the first
+    // batch), and two entries of the second left unread, due since then.
+    assert_eq!(report.first_lag_ms, [0, 15_000]);
+    assert_eq!((report.backlog, report.oldest_due_ms), (2, Some(now)));
+    assert_eq!(
+        events.0.borrow().as_slice(),
+        [format!(
+            "{{\"type\":\"tick\",\"succeeded\":0,\"failed\":2,\"exhausted\":0,\"cancelled\":0,\
+             \"backlog\":2,\"oldestDueMs\":{now},\"replays\":0,\"firstLagMs\":[0,15000]}}"
+        )]
+    );
+    let report = tick(&env(now + 30_000), &slow);
+    assert_eq!(report.attempted, 2);
+    assert_eq!((report.backlog, report.oldest_due_ms), (0, None));
     assert_eq!(slow.seen.borrow().len(), 4);
 }
 
