@@ -151,4 +151,7 @@ async function main() {
   }
 }
 
-main().catch((e) => fail(e?.stack ?? JSON.stringify(e)));
+main().then(
+  () => process.exit(0),
+  (e) => fail(e?.stack ?? JSON.stringify(e)),
+);
