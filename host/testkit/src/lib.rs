@@ -60,14 +60,16 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
-/// A test that cannot run here because `why` (no `redis-server`, no Spin): prints a loud
+/// A test that cannot run here because `why` (no `redis-server`, no Spin, no Node.js or
+/// Python packages for the example hosts): prints a loud
 /// `SKIPPED` line so README's test command still passes on such a machine; under CI (`CI`
-/// set) it fails instead, since `.ci/run` provides both.
+/// set) it fails instead, since `.ci/run` provides them all.
 pub fn skipped(why: &str) {
     assert!(
         !in_ci(),
-        "{why}, and CI is set: CI must run this test (.ci/run installs redis-server; Spin is \
-         found at $SPIN_BIN, else <repo>/../shared/tools/spin)"
+        "{why}, and CI is set: CI must run this test (.ci/run installs redis-server and the \
+         packages of examples/node and examples/python; Spin is found at $SPIN_BIN, else \
+         <repo>/../shared/tools/spin)"
     );
     // Straight to stderr: the test harness captures `eprintln!` of a passing test.
     let _ = writeln!(
