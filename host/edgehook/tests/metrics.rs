@@ -238,6 +238,20 @@ fn metrics_scraped_under_load_add_up_to_what_the_receivers_saw() {
         value(&last, "edgehook_metrics_events_unreadable_total", &[]),
         0.0
     );
+    // Prometheus's own linter takes the exposition as it is.
+    if std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        lint(&rt, &metrics_url);
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "promtool is not installed (.ci/run installs it)"
+        );
+        eprintln!("SKIPPED: promtool check metrics (promtool is not installed)");
+    }
     // The component's metrics events were taken off its log, not printed in it.
     assert!(
         !server
@@ -247,6 +261,33 @@ fn metrics_scraped_under_load_add_up_to_what_the_receivers_saw() {
         "metrics events in serve's output"
     );
     drop(server);
+}
+
+/// `promtool check metrics` on a scrape: no complaint.
+fn lint(rt: &tokio::runtime::Runtime, url: &str) {
+    use std::io::Write as _;
+    let client = edgehook_testkit::http::HttpClient::new();
+    let (_, text) = rt.block_on(client.call("GET", url)).expect("scrape");
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! #26 point 5: the snippets of docs/operations.md (deploy/ops/) are checked by the tools that
-//! run them, where Debian has them: `nginx -t`, `caddy validate`, `systemd-analyze verify`.
-//! `.ci/run` installs nginx and caddy; without one the check is skipped, and fails under CI.
+//! run them, where Debian has them: `nginx -t`, `caddy validate`, `systemd-analyze verify`,
+//! and for the alert rules `promtool check rules` and `promtool test rules`. `.ci/run`
+//! installs nginx, caddy and prometheus (for promtool); without one the check is skipped,
+//! and fails under CI.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -105,4 +107,42 @@ fn the_systemd_unit_is_valid_where_systemd_analyze_runs() {
         .filter(|l| !l.trim().is_empty() && !l.contains("/usr/local/bin/edgehook"))
         .collect();
     assert!(complaints.is_empty(), "{text}");
+}
+
+#[test]
+fn the_alert_rules_are_valid_and_fire_when_they_should() {
+    if !have("promtool") {
+        return;
+    }
+    for args in [
+        &["check", "rules", "alerts.yml"][..],
+        &["test", "rules", "alerts.test.yml"][..],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(ops(""))
+            .output()
+            .expect("promtool");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Every metric an alert names is one serve exposes (docs/operations.md's table).
+    let rules = std::fs::read_to_string(ops("alerts.yml")).expect("alerts.yml");
+    let guide = std::fs::read_to_string(ops("../../docs/operations.md")).expect("guide");
+    let named: std::collections::BTreeSet<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("edgehook_"))
+        .map(|w| w.trim_end_matches("_bucket"))
+        .collect();
+    assert!(named.len() >= 8, "{named:?}");
+    for metric in named {
+        assert!(
+            guide.contains(&format!("`{metric}`")),
+            "{metric} is not in the guide"
+        );
+    }
 }

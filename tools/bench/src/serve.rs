@@ -9,6 +9,7 @@ use anyhow::{Result, ensure};
 use bytes::Bytes;
 use edgehook::serve::Server;
 use edgehook_runtime::Runtime;
+use edgehook_runtime::metrics::Metrics;
 use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use http_body_util::Full;
@@ -28,7 +29,37 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
     let empty = load(empty_port, connections, duration, usize::MAX, list.clone()).await?;
     let ours = load(port, connections, duration, usize::MAX, list).await?;
     let (rps, p99) = (ours.rps, ours.p99);
+    // The same server with its Prometheus metrics on (as `edgehook serve` runs): every store
+    // operation timed, every request counted, the component's events read off its stderr.
+    let metrics = Arc::new(Metrics::new());
+    let mut metered = crate::setup::env(file_store("serve-metrics")?.metered(metrics.clone()));
+    metered.metrics = Some(metrics);
+    let (metered_port, metered_list) = serve_webhooks(&metered).await?;
+    let with = load(
+        metered_port,
+        connections,
+        duration,
+        usize::MAX,
+        metered_list,
+    )
+    .await?;
     Ok(vec![
+        Row {
+            name: format!("serve GET /v1/webhooks with metrics, {connections} conns (vs without)"),
+            value: with.rps,
+            unit: "r/s",
+            baseline: Some(rps),
+            target: "within noise".into(),
+            met: None,
+        },
+        Row {
+            name: "serve GET /v1/webhooks p99 with metrics (vs without)".into(),
+            value: with.p99,
+            unit: "us",
+            baseline: Some(p99),
+            target: "within noise".into(),
+            met: None,
+        },
         Row {
             name: format!("serve GET /v1/webhooks, {connections} conns (vs empty component)"),
             value: rps,
