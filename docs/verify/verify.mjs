@@ -49,10 +49,14 @@ export function verify(secret, headers, rawBody, now) {
     .update(Buffer.from(timestamp + ".", "ascii"))
     .update(rawBody)
     .digest();
-  if (!/^[0-9a-f]{64}$/.test(signature)) throw new Rejected("signature mismatch");
-  if (!timingSafeEqual(expected, Buffer.from(signature, "hex"))) {
-    throw new Rejected("signature mismatch");
-  }
+  // During a secret rotation X-Service-Signatures lists the new secret's signature and the
+  // old one's: either secret verifies (X-Service-Signature stays the old one's).
+  const candidates = [signature, ...(headers["x-service-signatures"] ?? "").split(",")];
+  const matches = candidates
+    .map((c) => c.trim())
+    .filter((c) => /^[0-9a-f]{64}$/.test(c))
+    .map((c) => timingSafeEqual(expected, Buffer.from(c, "hex")));
+  if (!matches.includes(true)) throw new Rejected("signature mismatch");
   return { deliveryId, event };
 }
 

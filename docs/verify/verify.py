@@ -51,7 +51,12 @@ def verify(secret, headers, raw_body, now):
     # (the whole "whsec_..." string, not base64-decoded).
     signed = timestamp.encode("ascii") + b"." + raw_body
     expected = hmac.new(secret.encode("utf-8"), signed, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected.encode("ascii"), signature.encode("utf-8")):
+    # During a secret rotation X-Service-Signatures lists the new secret's signature and the
+    # old one's: either secret verifies (X-Service-Signature stays the old one's).
+    candidates = [signature] + headers.get("x-service-signatures", "").split(",")
+    matches = [hmac.compare_digest(expected.encode("ascii"), c.strip().encode("utf-8"))
+               for c in candidates]
+    if not any(matches):
         raise Rejected("signature mismatch")
     return delivery_id, event
 

@@ -81,10 +81,6 @@ pub fn verify<'h>(
         return Err(Rejected::FromTheFuture);
     }
     let lowercase_hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    if signature.len() != 64 || !lowercase_hex(signature) {
-        return Err(Rejected::BadSignature);
-    }
-    let claimed = hex::decode(signature).map_err(|_| Rejected::BadSignature)?;
     // HMAC-SHA256 over "<timestamp>.<raw body>", keyed with the secret's UTF-8 bytes
     // (the whole "whsec_..." string, not base64-decoded).
     let mut mac =
@@ -92,9 +88,19 @@ pub fn verify<'h>(
     mac.update(timestamp.as_bytes());
     mac.update(b".");
     mac.update(raw_body);
-    // verify_slice compares in constant time.
-    mac.verify_slice(&claimed)
-        .map_err(|_| Rejected::BadSignature)?;
+    // During a secret rotation X-Service-Signatures lists the new secret's signature and
+    // the old one's: either secret verifies (X-Service-Signature stays the old one's).
+    let rotating = header("x-service-signatures").unwrap_or("");
+    let verified = std::iter::once(signature)
+        .chain(rotating.split(','))
+        .map(str::trim)
+        .filter(|s| s.len() == 64 && lowercase_hex(s))
+        .filter_map(|s| hex::decode(s).ok())
+        // verify_slice compares in constant time.
+        .any(|claimed| mac.clone().verify_slice(&claimed).is_ok());
+    if !verified {
+        return Err(Rejected::BadSignature);
+    }
     Ok(Verified {
         delivery_id: delivery_id.to_owned(),
         event: event.to_owned(),

@@ -9,6 +9,7 @@ mod alerts;
 mod component;
 mod delivery;
 mod delivery_lists;
+mod delivery_options;
 mod faults;
 mod host_quirks;
 mod hosts;

@@ -480,3 +480,67 @@ fn every_verifier_accepts_real_deliveries_and_their_retries() {
         assert_every_verifier_accepts(&secret, r, r.at_ms);
     }
 }
+
+/// During a secret rotation's overlap (#25 point 2) every verifier accepts a real delivery
+/// with the old secret (through `X-Service-Signature`, as SPEC §5.2 reads) and with the new
+/// one (through `X-Service-Signatures`), and rejects it with any other.
+#[test]
+fn every_verifier_accepts_either_secret_during_a_rotation() {
+    let mut sim = edgehook_sim::sim::Simulation::builder()
+        .seed(78)
+        .config("admin_token", "t")
+        .build()
+        .expect("simulation");
+    let issued = sim
+        .request(
+            "POST",
+            "/internal/v1/clients/acme/keys",
+            &[("authorization", "Bearer t")],
+            b"",
+        )
+        .expect("issue");
+    let key = format!(
+        "Bearer {}",
+        issued.json()["data"]["apiKey"].as_str().expect("key")
+    );
+    let url = "https://hooks.example.com/rotating";
+    sim.net().endpoint(url, []);
+    let json = [
+        ("authorization", key.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let body = serde_json::json!({"url": url, "eventTypes": ["load.created"]}).to_string();
+    let created = sim
+        .request("POST", "/v1/webhooks", &json, body.as_bytes())
+        .expect("create")
+        .json();
+    let id = created["data"]["id"].as_str().expect("id");
+    let old = created["data"]["signingSecret"].as_str().expect("secret");
+    let path = format!("/v1/webhooks/{id}/rotate-secret");
+    let rotated = sim
+        .request("POST", &path, &json, b"{}")
+        .expect("rotate")
+        .json();
+    let new = rotated["data"]["signingSecret"].as_str().expect("secret");
+    sim.publish("load.created", b"{\"id\":\"L-1\"}")
+        .expect("runs")
+        .expect("accepted");
+    sim.advance(std::time::Duration::from_secs(1))
+        .expect("advance");
+    let received = sim.net().received_by(url).pop().expect("a delivery");
+    assert!(received.header("x-service-signatures").is_some());
+    for (secret, accepted) in [(old, true), (new, true), ("whsec_other", false)] {
+        let file = TempFile::new(
+            "capture.json",
+            &serde_json::to_string(&capture_of(secret, &received, received.at_ms)).expect("json"),
+        );
+        for verifier in ALL {
+            let (status, output) = run(verifier, "capture", &file.path);
+            assert_eq!(
+                status == 0,
+                accepted,
+                "{verifier:?} with {secret}: {output}"
+            );
+        }
+    }
+}

@@ -5,7 +5,8 @@
 //! ([`keys`]), the partner rate limit
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
-//! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), and replays by range for both ([`replays`]).
+//! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), replays by range for both ([`replays`]),
+//! and the partner's delivery options: scheme, headers, secret rotation ([`options`]).
 //!
 //! May use: `edgehook-delivery`, `edgehook-subscriptions`, `edgehook-records`,
 //! `edgehook-model`, `edgehook-storage` (everything below it). Nothing uses it but the
@@ -18,6 +19,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod limits;
 pub mod operator;
+pub mod options;
 pub mod partner;
 pub mod ping;
 pub mod replays;

@@ -39,17 +39,22 @@ fn validate_create(
     };
     let mut details = Vec::new();
     for key in obj.keys() {
-        if key != "url" && key != "eventTypes" {
+        if !["url", "eventTypes", "signatureScheme", "headers"].contains(&key.as_str()) {
             details.push(FieldError::new(
                 key.clone(),
                 "unknown_field",
                 format!(
-                    "unknown field {}; a subscription has url and eventTypes",
+                    "unknown field {}; a subscription has url, eventTypes, signatureScheme and headers",
                     edgehook_model::error::quoted(key)
                 ),
             ));
         }
     }
+    let options = subscriptions::DeliveryOptions {
+        scheme: crate::options::scheme(obj, &mut details).unwrap_or_default(),
+        headers: crate::options::headers(obj, &mut details).unwrap_or_default(),
+        previous_secret: None,
+    };
     let url = match obj.get("url") {
         None => {
             details.push(FieldError::new("url", "required", "url is required"));
@@ -79,9 +84,11 @@ fn validate_create(
         }
     };
     match (url, event_types) {
-        (Some(url), Some(event_types)) if details.is_empty() => {
-            Ok(NewSubscription { url, event_types })
-        }
+        (Some(url), Some(event_types)) if details.is_empty() => Ok(NewSubscription {
+            url,
+            event_types,
+            options,
+        }),
         _ => Err(ApiError::validation(details)),
     }
 }
@@ -136,7 +143,9 @@ pub fn create<K: Kv>(
 struct Created<'a> {
     created_at: u64,
     event_types: &'a [String],
+    header_names: Vec<&'a str>,
     id: &'a str,
+    signature_scheme: &'static str,
     signing_secret: &'a str,
     status: &'static str,
     url: &'a str,
@@ -203,7 +212,14 @@ fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(&Created {
         created_at: sub.created_at,
         event_types: &sub.event_types,
+        header_names: sub
+            .options
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect(),
         id: &sub.id,
+        signature_scheme: sub.options.scheme.name(),
         signing_secret: &sub.signing_secret.0,
         status: match sub.status {
             subscriptions::Status::Disabled => "disabled",

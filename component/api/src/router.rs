@@ -2,7 +2,7 @@
 //! limits, authentication, the request id on every response).
 
 use crate::auth::{self, Scope};
-use crate::{deliveries, keys, operator, partner, ping, replays};
+use crate::{deliveries, keys, operator, options, partner, ping, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -31,6 +31,9 @@ pub enum Route {
     WebhookEnable(String),
     /// `/v1/webhooks/{id}/test`: send a test delivery (`webhook.ping`) now (POST).
     WebhookTest(String),
+    /// `/v1/webhooks/{id}/rotate-secret`: a new signing secret, the old one signing beside it
+    /// for an overlap (POST).
+    WebhookRotate(String),
     /// `/v1/webhooks/{id}/deliveries`: its deliveries with their attempts, filtered (GET).
     WebhookDeliveries(String),
     /// `/v1/webhooks/{id}/replays`: start a replay of its deliveries by range (POST).
@@ -90,6 +93,7 @@ impl Route {
             ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
             ["v1", "webhooks", id, "enable"] => Route::WebhookEnable((*id).to_owned()),
             ["v1", "webhooks", id, "test"] => Route::WebhookTest((*id).to_owned()),
+            ["v1", "webhooks", id, "rotate-secret"] => Route::WebhookRotate((*id).to_owned()),
             ["v1", "webhooks", id, "replays"] => Route::WebhookReplays((*id).to_owned()),
             ["v1", "webhooks", id, "deliveries"] => Route::WebhookDeliveries((*id).to_owned()),
             ["v1", "replays", id] => Route::PartnerReplay((*id).to_owned()),
@@ -148,7 +152,7 @@ impl Route {
             | Route::OperatorReplay(_)
             | Route::Delivery(_) => &["GET"],
             Route::Webhooks | Route::ClientKeys(_) | Route::IngestKeys => &["GET", "POST"],
-            Route::Webhook(_) => &["GET", "DELETE"],
+            Route::Webhook(_) => &["GET", "PATCH", "DELETE"],
             Route::Events
             | Route::Tick
             | Route::DisableSubscription(_)
@@ -156,6 +160,7 @@ impl Route {
             | Route::TestSubscription(_)
             | Route::WebhookEnable(_)
             | Route::WebhookTest(_)
+            | Route::WebhookRotate(_)
             | Route::WebhookReplays(_)
             | Route::PartnerReplayCancel(_)
             | Route::Replays
@@ -174,6 +179,7 @@ impl Route {
                 | Route::Webhook(_)
                 | Route::WebhookEnable(_)
                 | Route::WebhookTest(_)
+                | Route::WebhookRotate(_)
                 | Route::WebhookReplays(_)
                 | Route::WebhookDeliveries(_)
                 | Route::PartnerReplay(_)
@@ -316,6 +322,7 @@ fn dispatch<K: Kv>(
             | Route::Webhook(_)
             | Route::WebhookEnable(_)
             | Route::WebhookTest(_)
+            | Route::WebhookRotate(_)
             | Route::WebhookReplays(_)
             | Route::WebhookDeliveries(_)
             | Route::PartnerReplay(_)
@@ -335,7 +342,9 @@ fn dispatch<K: Kv>(
         (Route::Webhooks, "GET") => partner::list(env, req, &client_id, request_id),
         (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),
         (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
+        (Route::Webhook(id), "PATCH") => options::update(env, req, &id, &client_id, request_id),
         (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
+        (Route::WebhookRotate(id), _) => options::rotate(env, req, &id, &client_id, request_id),
         (Route::WebhookEnable(id), _) => partner::enable(env, req, &id, &client_id, request_id),
         (Route::WebhookReplays(id), _) => {
             replays::partner_start(env, req, &id, &client_id, request_id)

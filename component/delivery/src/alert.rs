@@ -110,6 +110,7 @@ pub(crate) fn target(settings: &Settings) -> Option<Subscription> {
         consecutive_failures: 0,
         fanout_seqs: Vec::new(),
         disabled_entries: (None, None),
+        options: Default::default(),
     })
 }
 

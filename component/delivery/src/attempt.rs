@@ -7,7 +7,7 @@ use edgehook_model::signing;
 use edgehook_model::validate::TargetUrl;
 use edgehook_records::delivery::Delivery;
 use edgehook_storage::kv::Kv;
-use edgehook_subscriptions::Subscription;
+use edgehook_subscriptions::{Scheme, Subscription};
 use std::rc::Rc;
 
 /// `User-Agent` of every delivery.
@@ -39,24 +39,59 @@ pub(crate) fn signed<K: Kv>(
     body: Rc<Vec<u8>>,
 ) -> Outgoing {
     let timestamp = env.now_ms / 1000;
-    let signature = signing::sign(&sub.signing_secret.0, timestamp, &body);
+    let options = &sub.options;
+    // During a rotation's overlap the previous secret signs too.
+    let previous = options.previous_at(env.now_ms).map(|s| s.0.as_str());
+    let secret = sub.signing_secret.0.as_str();
     let authority = match url.port {
         Some(p) => format!("{}:{p}", url.host),
         None => url.host.clone(),
     };
+    let mut headers: Vec<(String, String)> = vec![
+        ("content-type".into(), "application/json".into()),
+        ("content-length".into(), body.len().to_string()),
+        ("user-agent".into(), USER_AGENT.into()),
+    ];
+    let mut header = |name: &str, value: String| headers.push((name.into(), value));
+    match options.scheme {
+        Scheme::Spec => {
+            header("x-service-delivery-id", id.to_owned());
+            header("x-service-event", event_type.to_owned());
+            header("x-service-timestamp", timestamp.to_string());
+            let current = signing::sign(secret, timestamp, &body);
+            match previous {
+                None => header("x-service-signature", current),
+                // A receiver that checks X-Service-Signature (SPEC §5.2) with the previous
+                // secret keeps verifying; one with the new secret finds it in the list.
+                Some(old) => {
+                    let old = signing::sign(old, timestamp, &body);
+                    header("x-service-signatures", format!("{current},{old}"));
+                    header("x-service-signature", old);
+                }
+            }
+        }
+        Scheme::Standard => {
+            header("webhook-id", id.to_owned());
+            header("webhook-timestamp", timestamp.to_string());
+            header("x-service-event", event_type.to_owned());
+            // The standard's list: space-separated `v1,<base64>`, the current one first.
+            let mut signatures =
+                signing::sign_standard(secret, id, timestamp, &body).unwrap_or_default();
+            if let Some(old) =
+                previous.and_then(|s| signing::sign_standard(s, id, timestamp, &body))
+            {
+                signatures.push(' ');
+                signatures.push_str(&old);
+            }
+            header("webhook-signature", signatures);
+        }
+    }
+    headers.extend(options.headers.iter().cloned());
     Outgoing {
         scheme: url.scheme,
         authority,
         path_and_query: url.path_and_query,
-        headers: vec![
-            ("content-type".into(), "application/json".into()),
-            ("content-length".into(), body.len().to_string()),
-            ("user-agent".into(), USER_AGENT.into()),
-            ("x-service-delivery-id".into(), id.to_owned()),
-            ("x-service-event".into(), event_type.to_owned()),
-            ("x-service-timestamp".into(), timestamp.to_string()),
-            ("x-service-signature".into(), signature),
-        ],
+        headers,
         body,
     }
 }

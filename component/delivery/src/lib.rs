@@ -55,6 +55,7 @@ pub use ping::{PING_EVENT, Ping, ping};
 pub use replay::replay;
 pub use report::TickReport;
 pub use retry::{MAX_ATTEMPTS, RETRY_DELAYS_MS, retry_due, retry_due_after};
+pub use scan::schedule_secret_erasure;
 pub use sender::{NoNetwork, Outgoing, SendResult, Sender};
 pub use tick::{RunNow, run_now, tick};
 

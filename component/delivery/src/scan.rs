@@ -92,7 +92,16 @@ pub(crate) fn scan_second<K: Kv>(
         unfinished_until: None,
         first_unfinished: None,
     };
-    // One look per delivery, at its first entry in this second.
+    // One look per delivery, at its first entry in this second. A subscription's id is not
+    // a delivery: a rotation queued it for when its previous secret stops signing.
+    let (erasures, entries): (Vec<_>, Vec<_>) = entries
+        .into_iter()
+        .partition(|e| e.item.starts_with(SUBSCRIPTION_PREFIX));
+    for e in &erasures {
+        if edgehook_subscriptions::erase_expired_secret(env, &e.item).is_err() {
+            scan.hold(e.seq, now + 1000);
+        }
+    }
     let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
     edgehook_storage::sort::sort(&mut first_seq);
     first_seq.dedup_by(|later, first| later.0 == first.0);
@@ -142,6 +151,23 @@ pub(crate) fn scan_second<K: Kv>(
     }
     edgehook_storage::sort::sort_by(&mut scan.candidates, |a, b| a.0 < b.0);
     Ok(scan)
+}
+
+/// The prefix of a subscription id (`sub_`), which a due-queue entry holds when it is a
+/// rotation's erasure rather than a delivery.
+const SUBSCRIPTION_PREFIX: &str = "sub_";
+
+/// Queues the erasure of subscription `sub_id`'s previous secret for when its overlap ends
+/// (`until_ms`): the tick that reads that second erases it ([`scan_second`]). The second is
+/// rounded up, so the tick never comes before the end.
+pub fn schedule_secret_erasure<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &str,
+    until_ms: u64,
+) -> Result<(), KvError> {
+    let mut by_second = std::collections::BTreeMap::new();
+    by_second.insert(until_ms.div_ceil(1000), vec![sub_id.to_owned()]);
+    crate::queue::enqueue(env.kv, &by_second, None)
 }
 
 /// Sends the candidates of every scanned second, `max_concurrency` at a time. A batch lasts

@@ -77,27 +77,90 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The base64 alphabet (RFC 4648 §4); base64url's differs in its last two characters.
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
 /// Appends `bytes` to `out` in base64url without padding (RFC 4648 §5): the text of signing
 /// secrets and API keys. Written here rather than taken from a crate: it is a dozen lines,
 /// and the crate's engine cost the size-budgeted component about 4 KiB.
 pub fn push_base64url(out: &mut String, bytes: &[u8]) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    out.reserve((bytes.len() * 4).div_ceil(3));
+    push_base64_with(out, bytes, false);
+}
+
+/// Appends `bytes` to `out` in base64 with padding (RFC 4648 §4): Standard Webhooks'
+/// secrets and signatures.
+pub fn push_base64(out: &mut String, bytes: &[u8]) {
+    push_base64_with(out, bytes, true);
+}
+
+fn push_base64_with(out: &mut String, bytes: &[u8], standard: bool) {
+    out.reserve((bytes.len() * 4).div_ceil(3) + 2);
     for chunk in bytes.chunks(3) {
         let n = chunk
             .iter()
             .enumerate()
             .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        // 3 bytes make 4 characters; 2 make 3; 1 makes 2 (no padding).
-        for i in 0..=chunk.len() {
-            out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+        // 3 bytes make 4 characters; 2 make 3; 1 makes 2 (then padding, in base64).
+        for i in 0..4 {
+            let c = match (i <= chunk.len(), BASE64[(n >> (18 - 6 * i) & 63) as usize]) {
+                (false, _) if standard => b'=',
+                (false, _) => break,
+                (true, b'+') if !standard => b'-',
+                (true, b'/') if !standard => b'_',
+                (true, c) => c,
+            };
+            out.push(char::from(c));
         }
     }
+}
+
+/// Decodes base64 (RFC 4648 §4, padding optional); `None` for any other character.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = BASE64.iter().position(|a| *a == c)? as u32;
+        acc = acc << 6 | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_follows_rfc_4648_both_ways() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            let mut s = String::new();
+            push_base64(&mut s, plain.as_bytes());
+            assert_eq!(s, encoded);
+            assert_eq!(base64_decode(encoded).as_deref(), Some(plain.as_bytes()));
+        }
+        let mut s = String::new();
+        push_base64(&mut s, &[0xfb, 0xff, 0xfe]);
+        assert_eq!(s, "+//+");
+        assert_eq!(base64_decode("+//+"), Some(vec![0xfb, 0xff, 0xfe]));
+        assert_eq!(
+            base64_decode("-_"),
+            None,
+            "base64url's characters are not base64's"
+        );
+    }
 
     #[test]
     fn base64url_follows_rfc_4648() {

@@ -9,22 +9,67 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 /// The signature of one delivery attempt.
-#[inline]
 pub fn sign(secret: &str, timestamp: u64, body: &[u8]) -> String {
+    let timestamp = timestamp.to_string();
+    crate::ids::hex(&hmac(
+        secret.as_bytes(),
+        &[timestamp.as_bytes(), b".", body],
+    ))
+}
+
+/// HMAC-SHA256 with `key` over `parts` in order: one copy of the MAC for both schemes.
+#[inline(never)]
+fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     // HMAC accepts keys of any length, so `new_from_slice` cannot fail here.
-    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
         Ok(mac) => mac,
         Err(_) => unreachable!("HMAC-SHA256 takes keys of any length"),
     };
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    crate::ids::hex(&mac.finalize().into_bytes())
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// A Standard Webhooks signature (standardwebhooks.com): `v1,` and the base64 HMAC-SHA256,
+/// keyed with the secret's bytes (`whsec_` and base64 of them), over
+/// `<id>.<timestamp>.<raw body>`. `None` if the secret is not of that form.
+pub fn sign_standard(secret: &str, id: &str, timestamp: u64, body: &[u8]) -> Option<String> {
+    let key = crate::ids::base64_decode(secret.strip_prefix("whsec_")?)?;
+    let timestamp = timestamp.to_string();
+    let mac = hmac(
+        &key,
+        &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body],
+    );
+    let mut out = String::from("v1,");
+    crate::ids::push_base64(&mut out, &mac);
+    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Standard Webhooks' own example: the secret, id, timestamp, payload and signature of
+    /// the specification's test vector (standard-webhooks spec, "Signature scheme").
+    #[test]
+    fn the_standard_webhooks_vector() {
+        assert_eq!(
+            sign_standard(
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1_614_265_330,
+                br#"{"test": 2432232314}"#,
+            )
+            .as_deref(),
+            Some("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+        );
+        assert_eq!(sign_standard("whsec_not-base64!", "id", 1, b""), None);
+        assert_eq!(
+            sign_standard("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "id", 1, b""),
+            None
+        );
+    }
 
     #[test]
     fn known_vector() {

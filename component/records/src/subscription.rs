@@ -24,6 +24,19 @@ impl Secret {
         Secret(secret)
     }
 
+    /// A fresh secret for `scheme`: [`Secret::generate`]'s, or for Standard Webhooks `whsec_`
+    /// + base64 (with padding) of the 32 random bytes, which are then the HMAC key.
+    pub fn generate_for(scheme: Scheme, random: [u8; 32]) -> Self {
+        match scheme {
+            Scheme::Spec => Self::generate(random),
+            Scheme::Standard => {
+                let mut secret = String::from("whsec_");
+                edgehook_model::ids::push_base64(&mut secret, &random);
+                Secret(secret)
+            }
+        }
+    }
+
     /// What a deleted subscription's record holds instead of its secret: the empty string
     /// (the record format is unchanged; no secret is ever empty).
     pub fn erased() -> Self {
@@ -33,6 +46,53 @@ impl Secret {
     /// Whether this is [`Secret::erased`].
     pub fn is_erased(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+/// How a subscription's deliveries are signed.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Scheme {
+    /// SPEC §5.2: `X-Service-Signature`, hex HMAC-SHA256 over `<timestamp>.<body>`, keyed
+    /// with the secret string. The default.
+    #[default]
+    Spec,
+    /// Standard Webhooks (standardwebhooks.com): `webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature: v1,<base64 HMAC-SHA256 over "<id>.<timestamp>.<body>">`, keyed
+    /// with the secret's decoded bytes.
+    Standard,
+}
+
+impl Scheme {
+    /// Its name in the API (`spec`, `standard`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Spec => "spec",
+            Scheme::Standard => "standard",
+        }
+    }
+}
+
+/// What a subscription's deliveries carry besides the body (since format 0xB3): the
+/// signature scheme, the partner's own headers, and during a secret rotation the previous
+/// secret, which signs beside the current one until `previous_until`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryOptions {
+    /// The signature scheme.
+    pub scheme: Scheme,
+    /// Headers sent with every delivery (names as given; values write-only, never shown).
+    pub headers: Vec<(String, String)>,
+    /// The secret a rotation replaced, and until when (ms since the epoch) it still signs.
+    pub previous_secret: Option<(Secret, u64)>,
+}
+
+impl DeliveryOptions {
+    /// The previous secret if it still signs at `now_ms`.
+    pub fn previous_at(&self, now_ms: u64) -> Option<&Secret> {
+        self.previous_secret
+            .as_ref()
+            .filter(|(_, until)| now_ms < *until)
+            .map(|(s, _)| s)
     }
 }
 
@@ -82,6 +142,8 @@ pub struct Subscription {
     /// show an entry only if the record names it, so entries left by an earlier disable
     /// (the subscription was enabled since) are skipped.
     pub disabled_entries: (Option<u64>, Option<u64>),
+    /// Signature scheme, headers, a rotation's previous secret (default before 0xB3).
+    pub options: DeliveryOptions,
 }
 
 /// A subscription as the operator API shows it ([`Subscription::operator_view`]): never the
@@ -117,14 +179,17 @@ impl Subscription {
         }
     }
 
-    /// The stored record: `SUBSCRIPTION_V2` (0xB2), then every field in declaration order
-    /// (see [`edgehook_storage::codec`]; a list is its length, then its items). A record is written
-    /// twice by a create and read by every fan-out, so it is copied rather than escaped.
-    /// `SUBSCRIPTION_V1` (0xB1), still read, is the same without `disabled_entries`.
+    /// The stored record: `SUBSCRIPTION_V3` (0xB3), then every field in declaration order
+    /// (see [`edgehook_storage::codec`]; a list is its length, then its items; the options:
+    /// the scheme's code, the headers as name-value pairs, the previous secret and its end).
+    /// A record is written twice by a create and read by every fan-out, so it is copied
+    /// rather than escaped. Still read: `SUBSCRIPTION_V2` (0xB2), the same without the
+    /// options, and `SUBSCRIPTION_V1` (0xB1), without `disabled_entries` too.
     pub fn encode(&self) -> Vec<u8> {
+        let o = &self.options;
         let mut w = Writer::new(
-            SUBSCRIPTION_V2,
-            128 + self.url.len() + 24 * self.event_types.len(),
+            SUBSCRIPTION_V3,
+            160 + self.url.len() + 24 * self.event_types.len(),
         );
         w.str(&self.id)
             .str(&self.client_id)
@@ -139,7 +204,12 @@ impl Subscription {
             .u32(self.consecutive_failures)
             .list(&self.fanout_seqs, |w, n| w.u64(*n))
             .opt(self.disabled_entries.0, Writer::u64)
-            .opt(self.disabled_entries.1, Writer::u64);
+            .opt(self.disabled_entries.1, Writer::u64)
+            .u8(o.scheme as u8)
+            .list(&o.headers, |w, (n, v)| w.str(n).str(v))
+            .opt(o.previous_secret.as_ref(), |w, (s, until)| {
+                w.str(&s.0).u64(*until)
+            });
         w.finish()
     }
 
@@ -149,9 +219,12 @@ impl Subscription {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
-        let (mut r, v2) = match Reader::new(bytes, SUBSCRIPTION_V2) {
-            Some(r) => (r, true),
-            None => (Reader::new(bytes, SUBSCRIPTION_V1)?, false),
+        let (mut r, version) = match Reader::new(bytes, SUBSCRIPTION_V3) {
+            Some(r) => (r, 3),
+            None => match Reader::new(bytes, SUBSCRIPTION_V2) {
+                Some(r) => (r, 2),
+                None => (Reader::new(bytes, SUBSCRIPTION_V1)?, 1),
+            },
         };
         let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
         let event_types = r.list(4, Reader::str)?;
@@ -163,9 +236,21 @@ impl Subscription {
         let seq = r.u64()?;
         let consecutive_failures = r.u32()?;
         let fanout_seqs = r.list(8, Reader::u64)?;
-        let disabled_entries = match v2 {
+        let disabled_entries = match version >= 2 {
             true => (r.opt(Reader::u64)?, r.opt(Reader::u64)?),
             false => (None, None),
+        };
+        let options = match version >= 3 {
+            true => DeliveryOptions {
+                scheme: match r.u8()? {
+                    0 => Scheme::Spec,
+                    1 => Scheme::Standard,
+                    _ => return None,
+                },
+                headers: r.list(8, |r| Some((r.str()?, r.str()?)))?,
+                previous_secret: r.opt(|r| Some((Secret(r.str()?), r.u64()?)))?,
+            },
+            false => DeliveryOptions::default(),
         };
         r.end()?;
         Some(Subscription {
@@ -182,11 +267,14 @@ impl Subscription {
             consecutive_failures,
             fanout_seqs,
             disabled_entries,
+            options,
         })
     }
 }
 
 /// The first byte of a subscription record ([`Subscription::encode`]): its format's version.
+const SUBSCRIPTION_V3: u8 = 0xB3;
+/// The format before the delivery options (read, no longer written).
 const SUBSCRIPTION_V2: u8 = 0xB2;
 /// The format before `disabled_entries` (read, no longer written).
 const SUBSCRIPTION_V1: u8 = 0xB1;

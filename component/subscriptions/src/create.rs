@@ -8,7 +8,7 @@ use crate::cap::take_slot;
 use crate::index::{
     Listing, PartnerView, append_one, client_index, encode_index_item, fanout_index, set_listing,
 };
-use crate::{ApiError, Env, Kv, Secret, Status, Subscription};
+use crate::{ApiError, DeliveryOptions, Env, Kv, Secret, Status, Subscription};
 use edgehook_model::ids::IdKind;
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Update, update};
@@ -20,6 +20,8 @@ pub struct NewSubscription {
     pub url: String,
     /// Event types it listens to.
     pub event_types: Vec<String>,
+    /// Signature scheme and headers (no previous secret: a new subscription has one).
+    pub options: DeliveryOptions,
 }
 
 /// The first steps of a create, up to a pending record that holds a slot under the cap:
@@ -34,7 +36,7 @@ pub fn create_pending<K: Kv>(
     // fan-out lists every publish reads. A slot taken by a create that then fails is given
     // back by the recount when the cap next seems reached.
     take_slot(env, client_id, &id)?;
-    let secret = Secret::generate(env.random_bytes::<32>());
+    let secret = Secret::generate_for(input.options.scheme, env.random_bytes::<32>());
     let mut fanout_seqs = Vec::with_capacity(input.event_types.len());
     for event_type in &input.event_types {
         fanout_seqs.push(append_one(env, &fanout_index(event_type), id.as_bytes())?);
@@ -63,6 +65,7 @@ pub fn create_pending<K: Kv>(
         consecutive_failures: 0,
         fanout_seqs,
         disabled_entries: (None, None),
+        options: input.options,
     };
     let pending = sub.encode();
     env.kv.set(&keys::subscription(&id), &pending)?;

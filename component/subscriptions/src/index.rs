@@ -157,10 +157,16 @@ pub struct PartnerDetail<'a> {
     pub(crate) disabled_at: Option<u64>,
     pub(crate) disabled_reason: Option<&'a str>,
     pub(crate) event_types: &'a [String],
+    /// The names of its own headers (their values are never shown).
+    pub(crate) header_names: Vec<&'a str>,
     pub(crate) id: &'a str,
     /// Shown by a read once the subscription has had an attempt ([`PartnerDetail::with_last_attempt`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_attempt: Option<LastAttempt<'a>>,
+    /// During a rotation's overlap: when the previous secret stops signing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) previous_secret_expires_at: Option<u64>,
+    pub(crate) signature_scheme: &'static str,
     pub(crate) status: &'static str,
     pub(crate) url: &'a str,
 }
@@ -202,8 +208,20 @@ pub fn partner_detail(sub: &Subscription) -> PartnerDetail<'_> {
         disabled_at: sub.disabled_at.filter(|_| !active),
         disabled_reason: sub.disabled_reason.as_deref().filter(|_| !active),
         event_types: &sub.event_types,
+        header_names: sub
+            .options
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect(),
         id: &sub.id,
         last_attempt: None,
+        previous_secret_expires_at: sub
+            .options
+            .previous_secret
+            .as_ref()
+            .map(|(_, until)| *until),
+        signature_scheme: sub.options.scheme.name(),
         status: if active { "active" } else { "disabled" },
         url: &sub.url,
     }

@@ -32,15 +32,17 @@ pub mod enable;
 pub mod index;
 pub mod list;
 pub mod load;
+pub mod options;
 
 pub use create::{NewSubscription, activate, create_pending};
 pub use disable::disable;
 pub use disabled::disabled_page;
-pub use edgehook_records::subscription::{Secret, Status, Subscription};
+pub use edgehook_records::subscription::{DeliveryOptions, Scheme, Secret, Status, Subscription};
 pub use enable::{Enabled, enable};
 pub use index::{LastAttempt, PartnerDetail, PartnerView, partner_detail, partner_view};
 pub use list::{Listed, list_page};
 pub use load::{fanout_ids, load, load_many, owned, owned_active};
+pub use options::{OptionsChange, erase_expired_secret, rotate, update_options};
 
 use edgehook_model::env::Env;
 

@@ -15,5 +15,6 @@ mod process;
 mod quickstart;
 mod recovery;
 mod redis;
+mod standard;
 mod startup;
 mod tls;

@@ -195,13 +195,17 @@ impl World {
 
     /// A partner `POST` with a JSON body.
     fn partner_json(&mut self, path: &str, body: &Value) -> HttpResponse {
+        self.partner_send("POST", path, body)
+    }
+
+    fn partner_send(&mut self, method: &str, path: &str, body: &Value) -> HttpResponse {
         let auth = bearer(&self.key);
         let headers = [
             ("authorization", auth.as_str()),
             ("content-type", "application/json"),
         ];
         self.sim
-            .request("POST", path, &headers, body.to_string().as_bytes())
+            .request(method, path, &headers, body.to_string().as_bytes())
             .expect("request runs")
     }
 

@@ -16,6 +16,7 @@ pub(crate) fn served_paths() -> Vec<String> {
         format!("/v1/webhooks/{SAMPLE_SUB}"),
         format!("/v1/webhooks/{SAMPLE_SUB}/enable"),
         format!("/v1/webhooks/{SAMPLE_SUB}/test"),
+        format!("/v1/webhooks/{SAMPLE_SUB}/rotate-secret"),
         format!("/v1/webhooks/{SAMPLE_SUB}/replays"),
         format!("/v1/webhooks/{SAMPLE_SUB}/deliveries"),
         format!("/v1/replays/{SAMPLE_RPL}"),
@@ -43,7 +44,7 @@ pub(crate) fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 28;
+pub(crate) const VARIANTS: usize = 29;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -78,6 +79,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::OperatorReplayCancel(_) => 25,
         Route::WebhookDeliveries(_) => 26,
         Route::Deliveries => 27,
+        Route::WebhookRotate(_) => 28,
     }
 }
 

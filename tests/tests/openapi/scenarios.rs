@@ -65,6 +65,51 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
         }
         "GET /v1/webhooks 422 badLimit" => World::new(3).partner("GET", "/v1/webhooks?limit=0"),
         "POST /v1/webhooks 201 created" => World::new(4).create(&subscription(), &[]),
+        "PATCH /v1/webhooks/{id} 200 switched" => {
+            let mut w = World::new(60);
+            let id = w.subscribe(&["load.created", "load.status_changed"]);
+            let body = doc.request_example("PATCH", "/v1/webhooks/{id}", "standardWithHeaders");
+            w.partner_send("PATCH", &format!("/v1/webhooks/{id}"), &body)
+        }
+        "PATCH /v1/webhooks/{id} 404 notFound" => World::new(61).partner_send(
+            "PATCH",
+            &format!("/v1/webhooks/{SAMPLE_SUB}"),
+            &json!({"headers": {}}),
+        ),
+        "PATCH /v1/webhooks/{id} 422 headerNotAllowed" => {
+            let mut w = World::new(62);
+            let id = w.subscribe(&["load.created"]);
+            let body = doc.request_example("PATCH", "/v1/webhooks/{id}", "serviceHeader");
+            w.partner_send("PATCH", &format!("/v1/webhooks/{id}"), &body)
+        }
+        "PATCH /v1/webhooks/{id} 422 notUpdatable" => {
+            let mut w = World::new(63);
+            let id = w.subscribe(&["load.created"]);
+            let body = json!({"url": "https://hooks.example.com/other"});
+            w.partner_send("PATCH", &format!("/v1/webhooks/{id}"), &body)
+        }
+        "POST /v1/webhooks/{id}/rotate-secret 200 rotated" => {
+            let mut w = World::new(64);
+            let create = doc.request_example("POST", "/v1/webhooks", "standardWithHeaders");
+            let created = w.create(&create, &[]);
+            assert_eq!(created.status, 201, "{}", created.json());
+            let id = created.json()["data"]["id"]
+                .as_str()
+                .expect("id")
+                .to_owned();
+            let body = doc.request_example("POST", "/v1/webhooks/{id}/rotate-secret", "oneHour");
+            w.partner_json(&format!("/v1/webhooks/{id}/rotate-secret"), &body)
+        }
+        "POST /v1/webhooks/{id}/rotate-secret 404 notFound" => {
+            World::new(65).partner("POST", &format!("/v1/webhooks/{SAMPLE_SUB}/rotate-secret"))
+        }
+        "POST /v1/webhooks/{id}/rotate-secret 422 badOverlap" => {
+            let mut w = World::new(66);
+            let id = w.subscribe(&["load.created"]);
+            let body =
+                doc.request_example("POST", "/v1/webhooks/{id}/rotate-secret", "invalidOverlap");
+            w.partner_json(&format!("/v1/webhooks/{id}/rotate-secret"), &body)
+        }
         "POST /v1/webhooks 400 invalidJson" => {
             let mut w = World::new(5);
             let auth = bearer(&w.key);

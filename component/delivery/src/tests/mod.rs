@@ -142,6 +142,7 @@ pub(super) fn active_subscription(kv: &MemoryKv) -> String {
         consecutive_failures: 0,
         fanout_seqs: vec![1],
         disabled_entries: (None, None),
+        options: Default::default(),
     };
     kv.set(&keys::subscription(&sub.id), &sub.encode())
         .expect("set");

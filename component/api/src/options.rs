@@ -1,0 +1,232 @@
+//! Delivery options in the partner API: `signatureScheme` and `headers` on create and on
+//! `PATCH /v1/webhooks/{id}`, and `POST /v1/webhooks/{id}/rotate-secret`.
+//!
+//! A subscription's own headers: at most [`MAX_HEADERS`], each name an HTTP token of at
+//! most [`MAX_HEADER_NAME`] characters that no delivery header of either scheme, no
+//! hop-by-hop header and none the sender sets already ([`DENIED`], [`DENIED_PREFIXES`])
+//! may take, each value printable ASCII of at most [`MAX_HEADER_VALUE`] bytes. Values are
+//! write-only, like the secret: reads show the names only.
+
+use crate::body;
+use edgehook_delivery as delivery;
+use edgehook_model::env::Env;
+use edgehook_model::error::{ApiError, FieldError};
+use edgehook_model::http::{Request, Response};
+use edgehook_storage::kv::Kv;
+use edgehook_subscriptions::{self as subscriptions, OptionsChange, Scheme};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Most headers a subscription may have.
+pub const MAX_HEADERS: usize = 10;
+/// Longest header name.
+pub const MAX_HEADER_NAME: usize = 64;
+/// Longest header value, in bytes.
+pub const MAX_HEADER_VALUE: usize = 1024;
+/// Header names a subscription may not set (lower case): hop-by-hop headers and those the
+/// sender sets itself.
+pub const DENIED: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "user-agent",
+];
+/// Name prefixes a subscription may not use: every id, timestamp and signature header of
+/// either scheme.
+pub const DENIED_PREFIXES: &[&str] = &["x-service-", "webhook-"];
+/// Default overlap of a rotation: 24 hours.
+pub const DEFAULT_OVERLAP_S: u64 = 86_400;
+/// Longest overlap of a rotation: 7 days.
+pub const MAX_OVERLAP_S: u64 = 7 * 86_400;
+
+/// `signatureScheme` if `obj` has it (a bad one added to `details`).
+pub(crate) fn scheme(obj: &Map<String, Value>, details: &mut Vec<FieldError>) -> Option<Scheme> {
+    match obj.get("signatureScheme")? {
+        Value::String(s) if s == "spec" => Some(Scheme::Spec),
+        Value::String(s) if s == "standard" => Some(Scheme::Standard),
+        _ => {
+            details.push(FieldError::new(
+                "signatureScheme",
+                "invalid_value",
+                "signatureScheme is \"spec\" (the default) or \"standard\" (Standard Webhooks)",
+            ));
+            None
+        }
+    }
+}
+
+/// `headers` if `obj` has it: an object of names to string values (problems added to
+/// `details`, one per bad header).
+pub(crate) fn headers(
+    obj: &Map<String, Value>,
+    details: &mut Vec<FieldError>,
+) -> Option<Vec<(String, String)>> {
+    let given = obj.get("headers")?;
+    let Value::Object(map) = given else {
+        details.push(FieldError::new(
+            "headers",
+            "invalid_type",
+            "headers is an object of header names to string values",
+        ));
+        return None;
+    };
+    let before = details.len();
+    if map.len() > MAX_HEADERS {
+        details.push(FieldError::new(
+            "headers",
+            "too_many_headers",
+            format!("at most {MAX_HEADERS} headers"),
+        ));
+    }
+    let mut out: Vec<(String, String)> = Vec::with_capacity(map.len());
+    for (name, value) in map {
+        let field = format!("headers.{name}");
+        let lower = name.to_ascii_lowercase();
+        let token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c);
+        if name.is_empty() || name.len() > MAX_HEADER_NAME || !name.bytes().all(token) {
+            details.push(FieldError::new(
+                field,
+                "invalid_header_name",
+                format!(
+                    "a header name is 1 to {MAX_HEADER_NAME} letters, digits or !#$%&'*+-.^_`|~"
+                ),
+            ));
+        } else if DENIED.contains(&lower.as_str())
+            || DENIED_PREFIXES.iter().any(|p| lower.starts_with(p))
+        {
+            details.push(FieldError::new(
+                field,
+                "header_not_allowed",
+                "this header is set by the service (or is hop-by-hop) and cannot be replaced",
+            ));
+        } else if out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            details.push(FieldError::new(
+                field,
+                "duplicate_header",
+                "the same header name twice (names are case-insensitive)",
+            ));
+        } else {
+            match value {
+                Value::String(v)
+                    if !v.is_empty()
+                        && v.len() <= MAX_HEADER_VALUE
+                        && v.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) =>
+                {
+                    out.push((name.clone(), v.clone()));
+                }
+                _ => details.push(FieldError::new(
+                    field,
+                    "invalid_header_value",
+                    format!(
+                        "a header value is a string of 1 to {MAX_HEADER_VALUE} printable ASCII characters"
+                    ),
+                )),
+            }
+        }
+    }
+    (details.len() == before).then_some(out)
+}
+
+/// `PATCH /v1/webhooks/{id}`: changes `signatureScheme` and/or `headers`; answers the read,
+/// with the new `signingSecret` when the scheme changed (a new secret of its form; shown
+/// this once).
+pub fn update<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let obj = body::object(req, &["signatureScheme", "headers"]).map_err(|e| {
+        // The fields a subscription has but an update cannot change say so.
+        match e.details.first().map(|d| d.field.as_str()) {
+            Some(f @ ("url" | "eventTypes")) => body::invalid(
+                f,
+                "not_updatable",
+                "url and eventTypes cannot be changed; create a new subscription (and delete this one)",
+            ),
+            _ => e,
+        }
+    })?;
+    let mut details = Vec::new();
+    let change = OptionsChange {
+        scheme: scheme(&obj, &mut details),
+        headers: headers(&obj, &mut details),
+    };
+    if !details.is_empty() {
+        return Err(ApiError::validation(details));
+    }
+    let (sub, secret) = subscriptions::update_options(env, client_id, id, change)?;
+    let detail =
+        serde_json::to_vec(&subscriptions::partner_detail(&sub)).map_err(ApiError::internal)?;
+    let data = match secret {
+        // The read's fields, the secret first.
+        Some(secret) => [
+            &b"{\"signingSecret\":\""[..],
+            secret.0.as_bytes(),
+            b"\",",
+            &detail[1..],
+        ]
+        .concat(),
+        None => detail,
+    };
+    Ok(Response::data_json(200, &data, request_id))
+}
+
+/// The `data` of a rotation's 200.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Rotated<'a> {
+    id: &'a str,
+    previous_secret_expires_at: Option<u64>,
+    signature_scheme: &'static str,
+    signing_secret: &'a str,
+}
+
+/// `POST /v1/webhooks/{id}/rotate-secret` (`{"overlapSeconds": n}`, optional, default 24 h,
+/// at most 7 days; 0: the old secret stops at once): a new secret, shown this once.
+pub fn rotate<K: Kv>(
+    env: &Env<'_, K>,
+    req: &Request,
+    id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let obj = body::optional_object(req, &["overlapSeconds"])?.unwrap_or_default();
+    let overlap_s = match obj.get("overlapSeconds") {
+        None => DEFAULT_OVERLAP_S,
+        Some(v) => v.as_u64().filter(|s| *s <= MAX_OVERLAP_S).ok_or_else(|| {
+            body::invalid(
+                "overlapSeconds",
+                "out_of_range",
+                "overlapSeconds is a whole number of seconds from 0 to 604800 (7 days)",
+            )
+        })?,
+    };
+    let overlap_ms = overlap_s * 1000;
+    // The erasure is queued first: if the rotation then fails, the entry finds nothing to
+    // erase; the other way round, a failure could leave an old secret with no erasure.
+    if overlap_ms > 0 && edgehook_model::ids::IdKind::Subscription.matches(id) {
+        delivery::schedule_secret_erasure(env, id, env.now_ms + overlap_ms)?;
+    }
+    let (sub, secret) = subscriptions::rotate(env, client_id, id, overlap_ms)?;
+    let data = serde_json::to_vec(&Rotated {
+        id: &sub.id,
+        previous_secret_expires_at: sub.options.previous_secret.as_ref().map(|(_, u)| *u),
+        signature_scheme: sub.options.scheme.name(),
+        signing_secret: &secret.0,
+    })
+    .map_err(ApiError::internal)?;
+    Ok(Response::data_json(200, &data, request_id))
+}

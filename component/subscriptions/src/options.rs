@@ -1,0 +1,114 @@
+//! Changing a subscription's delivery options after its create: the scheme and headers
+//! (`PATCH /v1/webhooks/{id}`), the signing secret with an overlap (`rotate-secret`), and
+//! the erasure of a rotation's previous secret once its overlap has ended.
+
+use crate::{ApiError, Env, Kv, Scheme, Secret, Status, Subscription};
+use edgehook_storage::keys;
+use edgehook_storage::kv::{Update, update};
+
+/// What an update asks for: each `None` is left as it is.
+pub struct OptionsChange {
+    /// A new signature scheme. A change of scheme comes with a new secret of its form (the
+    /// two schemes read secrets differently), with no overlap.
+    pub scheme: Option<Scheme>,
+    /// The headers, replacing the whole set (empty: none).
+    pub headers: Option<Vec<(String, String)>>,
+}
+
+/// The owner's subscription `id` (`client_id`'s, not deleted) with `change` applied; the
+/// record as written, and the new secret if the scheme changed (shown once).
+pub fn update_options<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    id: &str,
+    change: OptionsChange,
+) -> Result<(Subscription, Option<Secret>), ApiError> {
+    let random = env.random_bytes::<32>();
+    change_owned(env, client_id, id, &mut |sub| {
+        let mut secret = None;
+        if let Some(scheme) = change.scheme.filter(|s| *s != sub.options.scheme) {
+            let fresh = Secret::generate_for(scheme, random);
+            sub.signing_secret = fresh.clone();
+            sub.options.scheme = scheme;
+            sub.options.previous_secret = None;
+            secret = Some(fresh);
+        }
+        if let Some(headers) = &change.headers {
+            sub.options.headers = headers.clone();
+        }
+        secret
+    })
+}
+
+/// Gives the owner's subscription `id` a new secret of its scheme (shown once). With an
+/// overlap, the secret it replaces keeps signing beside it until `now + overlap_ms`; a
+/// rotation during an overlap keeps the secret from before the first one (the one receivers
+/// may still hold) for the new window, and drops the one in between. With none, the old
+/// secret stops at once. Returns the record as written and the new secret.
+pub fn rotate<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    id: &str,
+    overlap_ms: u64,
+) -> Result<(Subscription, Secret), ApiError> {
+    let random = env.random_bytes::<32>();
+    let now = env.now_ms;
+    let (sub, secret) = change_owned(env, client_id, id, &mut |sub| {
+        let fresh = Secret::generate_for(sub.options.scheme, random);
+        let replaced = std::mem::replace(&mut sub.signing_secret, fresh.clone());
+        let kept = match sub.options.previous_at(now) {
+            Some(older) => older.clone(),
+            None => replaced,
+        };
+        sub.options.previous_secret = (overlap_ms > 0).then(|| (kept, now + overlap_ms));
+        Some(fresh)
+    })?;
+    Ok((sub, secret.unwrap_or_else(Secret::erased)))
+}
+
+/// Erases subscription `id`'s previous secret if its overlap has ended at `env.now_ms`
+/// (the tick calls this when the queue entry a rotation left comes due).
+pub fn erase_expired_secret<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
+    let now = env.now_ms;
+    update(env.kv, &keys::subscription(id), |cur| {
+        let Some(bytes) = cur else {
+            return Ok(Update::Keep(()));
+        };
+        let mut sub = Subscription::decode(bytes)?;
+        match &sub.options.previous_secret {
+            Some((_, until)) if *until <= now => {
+                sub.options.previous_secret = None;
+                Ok(Update::Write(sub.encode(), ()))
+            }
+            _ => Ok(Update::Keep(())),
+        }
+    })?;
+    Ok(())
+}
+
+/// Applies `f` to the record of `client_id`'s subscription `id` under compare-and-swap; a
+/// missing, another client's, pending or deleted one is 404 (as a read). Returns the record
+/// as written and what `f` returned (a new secret, if any).
+fn change_owned<K: Kv>(
+    env: &Env<'_, K>,
+    client_id: &str,
+    id: &str,
+    f: &mut dyn FnMut(&mut Subscription) -> Option<Secret>,
+) -> Result<(Subscription, Option<Secret>), ApiError> {
+    if !edgehook_model::ids::IdKind::Subscription.matches(id) {
+        return Err(ApiError::not_found("Subscription"));
+    }
+    update(env.kv, &keys::subscription(id), |cur| {
+        let sub = cur.map(Subscription::decode).transpose()?;
+        let Some(mut sub) = sub.filter(|s| {
+            s.client_id == client_id
+                && s.status != Status::Pending
+                && s.disabled_reason.as_deref() != Some(crate::DELETED)
+        }) else {
+            return Err(ApiError::not_found("Subscription"));
+        };
+        let out = f(&mut sub);
+        Ok(Update::Write(sub.encode(), (sub, out)))
+    })
+    .map_err(ApiError::from)
+}

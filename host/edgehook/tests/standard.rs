@@ -1,0 +1,189 @@
+//! #25 point 1: real deliveries of `serve` in Standard Webhooks mode, verified by the
+//! official `standardwebhooks` libraries, from npm and from PyPI (pinned in
+//! docs/verify/standard/; `.ci/run` installs both). Also during a rotation's overlap, when
+//! `webhook-signature` lists two signatures: a receiver with either secret verifies. Without
+//! the packages the test is skipped, and fails under CI.
+
+use crate::common::*;
+use bytes::Bytes;
+use edgehook::cli::Remote;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+fn standard_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/verify/standard")
+}
+
+/// The two verifiers' commands, if their packages are installed.
+fn verifiers() -> Option<[(String, Vec<String>); 2]> {
+    let dir = standard_dir();
+    let python = dir.join(".venv/bin/python");
+    let installed = dir.join("node_modules/standardwebhooks").is_dir() && python.is_file();
+    if !installed {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "docs/verify/standard's packages are not installed (.ci/run installs them)"
+        );
+        eprintln!("SKIPPED: the official Standard Webhooks libraries are not installed");
+        return None;
+    }
+    let s = |p: PathBuf| p.to_string_lossy().into_owned();
+    Some([
+        ("node".to_owned(), vec![s(dir.join("verify.mjs"))]),
+        (s(python), vec![s(dir.join("verify.py"))]),
+    ])
+}
+
+#[test]
+fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
+    let Some(verifiers) = verifiers() else {
+        return;
+    };
+    let dir = temp_dir("standard");
+    let rt = rt();
+    // A receiver that keeps every request's headers and body.
+    let captured: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let keep = captured.clone();
+    rt.spawn(edgehook::receiver::serve_on(
+        listener,
+        move |head: http::request::Parts, body: Bytes| {
+            let keep = keep.clone();
+            async move {
+                let headers: serde_json::Map<String, Value> = head
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_str().unwrap_or(""))))
+                    .collect();
+                let body = String::from_utf8_lossy(&body).into_owned();
+                keep.lock()
+                    .expect("lock")
+                    .push(json!({"headers": headers, "body": body}));
+                hyper::Response::new(http_body_util::Full::new(Bytes::from_static(b"ok")))
+            }
+        },
+    ));
+    let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=2000"), &dir);
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let operator = Remote::new(&base, token.trim()).expect("operator");
+    let (status, issued) = rt
+        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
+        .expect("key");
+    assert_eq!(status, 201, "{issued}");
+    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let partner = Remote::new(&base, &key).expect("partner");
+    let json_headers = [("content-type".to_owned(), "application/json".to_owned())];
+    let body = json!({
+        "url": format!("http://127.0.0.1:{port}/hooks"),
+        "eventTypes": ["load.created"],
+        "signatureScheme": "standard",
+    });
+    let (status, text) = rt
+        .block_on(partner.call(
+            "POST",
+            "/v1/webhooks",
+            Some(body.to_string().into_bytes()),
+            &json_headers,
+        ))
+        .expect("create");
+    assert_eq!(status, 201, "{text}");
+    let created: Value = serde_json::from_str(&text).expect("json");
+    let id = created["data"]["id"].as_str().expect("id").to_owned();
+    let old = created["data"]["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let publish = |n: usize| {
+        let headers = [
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("x-service-event".to_owned(), "load.created".to_owned()),
+        ];
+        // Raw bytes with spacing and an escape: verified as sent, never re-serialized.
+        let load = format!("{{ \"id\" : \"L{n}\", \"note\": \"caf\\u00e9\" }}").into_bytes();
+        let (status, text) = rt
+            .block_on(operator.call("POST", "/internal/v1/events", Some(load), &headers))
+            .expect("publish");
+        assert_eq!(status, 202, "{text}");
+    };
+    let wait_for = |n: usize| {
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while captured.lock().expect("lock").len() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "deliveries did not arrive"
+            );
+            std::thread::park_timeout(std::time::Duration::from_millis(20));
+        }
+    };
+    for n in 0..3 {
+        publish(n);
+    }
+    wait_for(3);
+    let run = |secret: &str, deliveries: &[Value]| -> (bool, String) {
+        let file = dir.join(format!("captured-{}.json", deliveries.len()));
+        std::fs::write(&file, serde_json::to_vec(deliveries).expect("json")).expect("write");
+        let mut out = String::new();
+        let mut all = true;
+        for (program, args) in &verifiers {
+            let o = std::process::Command::new(program)
+                .args(args)
+                .arg(secret)
+                .arg(&file)
+                .current_dir(standard_dir())
+                .output()
+                .expect("run a verifier");
+            all &= o.status.success();
+            out.push_str(&String::from_utf8_lossy(&o.stdout));
+            out.push_str(&String::from_utf8_lossy(&o.stderr));
+        }
+        (all, out)
+    };
+    let before: Vec<Value> = captured.lock().expect("lock").clone();
+    let (ok, out) = run(&old, &before);
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("verified dlv_").count(), 6, "{out}");
+
+    // Rotated with an overlap: webhook-signature lists both; either secret verifies.
+    let path = format!("/v1/webhooks/{id}/rotate-secret");
+    let (status, text) = rt
+        .block_on(partner.call(
+            "POST",
+            &path,
+            Some(b"{\"overlapSeconds\":600}".to_vec()),
+            &json_headers,
+        ))
+        .expect("rotate");
+    assert_eq!(status, 200, "{text}");
+    let new = serde_json::from_str::<Value>(&text).expect("json")["data"]["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    publish(3);
+    wait_for(4);
+    let during = vec![captured.lock().expect("lock")[3].clone()];
+    assert_eq!(
+        during[0]["headers"]["webhook-signature"]
+            .as_str()
+            .map(|s| s.split(' ').count()),
+        Some(2)
+    );
+    for secret in [&old, &new] {
+        let (ok, out) = run(secret, &during);
+        assert!(ok, "{out}");
+    }
+    // A wrong secret fails in both libraries (the check can fail).
+    let (ok, out) = run(
+        "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        &during,
+    );
+    assert!(!ok && out.matches("REJECTED").count() == 2, "{out}");
+    drop(server);
+}
