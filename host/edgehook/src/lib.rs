@@ -4,8 +4,8 @@
 //! HTTP/1.1, or with [`tls`] HTTPS with HTTP/2 too, with a timer that ticks when work is due
 //! and a graceful shutdown; [`metrics`], its Prometheus endpoint), [`listen`] (a local receiver that verifies signatures), [`cli`]
 //! (the admin token file and the operator commands' HTTP client), [`replay`] (replays by
-//! range with a progress bar) and [`receiver`] (the small HTTP server `listen` and the
-//! tools' loopback receivers run on). The component and its imports are
+//! range with a progress bar), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`) and
+//! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on). The component and its imports are
 //! `edgehook-runtime`'s.
 
 pub mod cli;
@@ -14,4 +14,5 @@ pub mod metrics;
 pub mod receiver;
 pub mod replay;
 pub mod serve;
+pub mod signals;
 pub mod tls;

@@ -9,6 +9,7 @@ use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::log::log_line;
 use edgehook_runtime::metrics::Metrics;
 use edgehook_runtime::net::{self, NetOptions, NetOutbound};
+use edgehook_runtime::proxy::EgressProxy;
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::KvStore;
 use edgehook_runtime::{HostEnv, Runtime};
@@ -101,6 +102,16 @@ struct ServeArgs {
     /// A PEM file of extra CA certificates to trust for deliveries.
     #[arg(long)]
     extra_ca: Option<PathBuf>,
+    /// Send every delivery through this HTTP CONNECT proxy (for a static egress address):
+    /// http://HOST:PORT or http://USER:PASSWORD@HOST:PORT. Targets are checked as without it,
+    /// and the proxy is asked for the checked address, never a name.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "EDGEHOOK_EGRESS_PROXY",
+        hide_env_values = true
+    )]
+    egress_proxy: Option<String>,
     /// Flush the store to disk after every write instead of every 100 ms.
     #[arg(long)]
     fsync_always: bool,
@@ -590,6 +601,17 @@ fn listen(args: ListenArgs) -> Result<()> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    // A usage error (exit 2) naming the flag, without the value: it may hold a password.
+    let egress_proxy = match args.egress_proxy.as_deref().map(EgressProxy::parse) {
+        None => None,
+        Some(Ok(proxy)) => Some(proxy),
+        Some(Err(why)) => <Cli as clap::CommandFactory>::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for --egress-proxy (or EDGEHOOK_EGRESS_PROXY): {why}"),
+            )
+            .exit(),
+    };
     let mut config = BTreeMap::new();
     // Every component setting can come from the environment as EDGEHOOK_<KEY> (e.g.
     // EDGEHOOK_ATTEMPT_TIMEOUT_MS); --set overrides it.
@@ -653,6 +675,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         allow_http: settings.allow_http,
         allow_private: settings.allow_private_targets,
         extra_ca: args.extra_ca.clone(),
+        egress_proxy,
     };
     let rt = runtime()?;
     rt.block_on(async move {
@@ -698,7 +721,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         let scheme = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 let tls = Arc::new(edgehook::tls::Tls::load(cert, key)?);
-                reload_on_sighup(tls.clone());
+                edgehook::signals::reload_on_sighup(tls.clone());
                 server = server.with_tls(tls);
                 "https"
             }
@@ -717,6 +740,12 @@ fn serve(args: ServeArgs) -> Result<()> {
                 ("store", store_name),
                 ("adminToken", token_from),
                 ("outbound", net::describe(net.policy()).to_owned()),
+                (
+                    "egressProxy",
+                    net.egress_proxy
+                        .as_ref()
+                        .map_or("none".into(), |p| p.to_string()),
+                ),
                 ("metrics", edgehook::metrics::url(metrics_listener.as_ref())),
             ],
         );
@@ -733,7 +762,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         endpoint.spawn(metrics_listener, stop_rx.clone());
         tokio::spawn(async move {
-            shutdown_signal().await;
+            edgehook::signals::shutdown().await;
             log_line("info", "shutting down", &[]);
             let _ = stop_tx.send(true);
         });
@@ -746,51 +775,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     })
 }
 
-/// Reads the TLS certificate and key again on every `SIGHUP`: new connections use them,
-/// open ones keep theirs. A failed reload keeps the certificate in use and logs why.
-fn reload_on_sighup(tls: Arc<edgehook::tls::Tls>) {
-    #[cfg(unix)]
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hangups.recv().await.is_some() {
-            match tls.reload() {
-                Ok(()) => log_line("info", "tls certificate reloaded", &[]),
-                Err(e) => log_line(
-                    "error",
-                    "tls certificate reload failed; the one in use stays",
-                    &[("error", format!("{e:#}"))],
-                ),
-            }
-        }
-    });
-    #[cfg(not(unix))]
-    let _ = tls;
-}
-
 /// `path` made absolute (against the working directory), for messages.
 fn absolute(path: &std::path::Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -8,6 +8,7 @@ mod common;
 
 mod backup;
 mod conventions;
+mod egress;
 mod hardening;
 mod metrics;
 mod operations;

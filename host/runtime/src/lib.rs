@@ -10,7 +10,8 @@
 //!   or any [`store::KvBackend`] / [`store::RemoteKv`] of the embedder's;
 //! - `wasi:config` values (snake_case keys, `edgehook_component::model::config::KEYS`);
 //! - outgoing HTTP ([`outbound::Outbound`]): the real sender [`net::NetOutbound`] (SSRF checks,
-//!   DNS pinning, no redirects) or [`outbound::NoNetwork`];
+//!   DNS pinning, no redirects; optionally through an HTTP `CONNECT` proxy, [`proxy`]) or
+//!   [`outbound::NoNetwork`];
 //! - optionally clocks, seeded randomness and a captured guest log (the simulator's, crate
 //!   `edgehook-sim`, are built on these), and [`metrics::Metrics`], the Prometheus registry
 //!   the component's metrics events and the host's own edges feed.
@@ -48,6 +49,7 @@ pub mod log;
 pub mod metrics;
 pub mod net;
 pub mod outbound;
+pub mod proxy;
 pub mod redisstore;
 pub mod runtime;
 mod state;

@@ -4,11 +4,14 @@
 //! read a URL the same way), names are resolved by the host through a [`Resolve`], every
 //! resolved address must be globally routable, and the connection goes to the checked
 //! address (pinned), so a DNS answer cannot change between the check and the use. Redirects
-//! are never followed (a 3xx is handed to the component, which counts it a failure).
+//! are never followed (a 3xx is handed to the component, which counts it a failure). With
+//! an egress proxy ([`NetOptions::egress_proxy`]) every connection is a tunnel through it
+//! ([`crate::proxy`]) to the checked address; everything else stays as it is.
 
 use crate::log::log_line;
 use crate::metrics::Metrics;
 use crate::outbound::{Outbound, OutboundFuture};
+use crate::proxy::{self, EgressProxy, TunnelError};
 use bytes::Bytes;
 use edgehook_component::model::validate::{
     self, HostKind, TargetPolicy, is_global_v4, is_global_v6,
@@ -150,6 +153,8 @@ pub enum ConnectError {
     Timeout,
     /// The TLS handshake failed.
     Tls(io::Error),
+    /// The egress proxy could not be reached, or refused the tunnel (its status says why).
+    Proxy(TunnelError),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -161,13 +166,15 @@ impl std::fmt::Display for ConnectError {
             ConnectError::Unreachable(e) => write!(f, "connect: {e}"),
             ConnectError::Timeout => f.write_str("connect timed out"),
             ConnectError::Tls(e) => write!(f, "tls: {e}"),
+            ConnectError::Proxy(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for ConnectError {}
 
-/// A TCP connection, with or without TLS.
+/// A TCP connection (to the target, or a tunnel to it through the egress proxy), with or
+/// without TLS.
 pub enum Stream {
     /// Plain TCP (only for `http` targets, when `allow_http` is on).
     Plain(TcpStream),
@@ -265,15 +272,36 @@ pub fn check_target(
     Ok((target, kind))
 }
 
-/// Resolves, checks, pins and connects.
+/// Resolves, checks, pins and connects (directly, or through the egress proxy).
 #[derive(Clone)]
 pub struct Connector {
     tls: TlsConnector,
     policy: TargetPolicy,
     resolver: Arc<dyn Resolve>,
+    proxy: Option<Arc<EgressProxy>>,
 }
 
 impl Connector {
+    /// A TCP stream to the first of `addrs` (all checked) that takes one: a connection of its
+    /// own, or a tunnel through the egress proxy. With a proxy nothing ever connects
+    /// directly.
+    async fn open(&self, addrs: &[SocketAddr]) -> Result<TcpStream, ConnectError> {
+        let mut last = None;
+        for addr in addrs {
+            let opened = match &self.proxy {
+                None => TcpStream::connect(addr)
+                    .await
+                    .map_err(ConnectError::Unreachable),
+                Some(p) => proxy::tunnel(p, *addr).await.map_err(ConnectError::Proxy),
+            };
+            match opened {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ConnectError::Unreachable(io::Error::other("no address"))))
+    }
+
     async fn connect(self, uri: http::Uri) -> Result<TokioIo<Stream>, ConnectError> {
         let (target, kind) = check_target(&uri, self.policy).map_err(ConnectError::Refused)?;
         let https = target.scheme == "https";
@@ -296,19 +324,7 @@ impl Connector {
             // One non-public answer refuses the name: no mixing public and private answers.
             return Err(ConnectError::Prohibited(bad.ip()));
         }
-        let connect = async {
-            let mut last = None;
-            for addr in &addrs {
-                match TcpStream::connect(addr).await {
-                    Ok(s) => return Ok(s),
-                    Err(e) => last = Some(e),
-                }
-            }
-            Err(ConnectError::Unreachable(
-                last.unwrap_or_else(|| io::Error::other("no address")),
-            ))
-        };
-        let tcp = tokio::time::timeout(DEFAULT_CONNECT_TIMEOUT, connect)
+        let tcp = tokio::time::timeout(DEFAULT_CONNECT_TIMEOUT, self.open(&addrs))
             .await
             .map_err(|_| ConnectError::Timeout)??;
         let _ = tcp.set_nodelay(true);
@@ -363,6 +379,10 @@ pub struct NetOptions {
     pub allow_private: bool,
     /// PEM file with extra CA certificates to trust besides the webpki roots.
     pub extra_ca: Option<std::path::PathBuf>,
+    /// Send every delivery through this HTTP `CONNECT` proxy (`--egress-proxy`): targets are
+    /// checked, resolved and pinned as without it, and the proxy is asked for the checked
+    /// address; none is ever connected to directly.
+    pub egress_proxy: Option<EgressProxy>,
 }
 
 impl NetOptions {
@@ -373,6 +393,7 @@ impl NetOptions {
             allow_http: true,
             allow_private: true,
             extra_ca: None,
+            egress_proxy: None,
         }
     }
 
@@ -415,6 +436,7 @@ impl NetOutbound {
             tls: TlsConnector::from(Arc::new(config)),
             policy: options.policy(),
             resolver,
+            proxy: options.egress_proxy.clone().map(Arc::new),
         };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
@@ -434,25 +456,31 @@ impl NetOutbound {
     }
 }
 
-fn classify(e: &hyper_util::client::legacy::Error) -> HttpError {
+/// The `wasi:http` error for a failed request, and what the connector said of it (for the
+/// log line: which address was not public, what the proxy answered).
+fn classify(e: &hyper_util::client::legacy::Error) -> (HttpError, Option<String>) {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(c) = s.downcast_ref::<ConnectError>() {
-            return match c {
+            let code = match c {
                 ConnectError::Refused(r) => r.http_error(),
                 ConnectError::NotFound(_) => HttpError::DestinationNotFound,
                 ConnectError::Prohibited(_) => HttpError::DestinationIpProhibited,
                 ConnectError::Unreachable(_) => HttpError::ConnectionRefused,
                 ConnectError::Timeout => HttpError::ConnectionTimeout,
                 ConnectError::Tls(_) => HttpError::TlsProtocolError,
+                // A proxy that cannot be reached or refuses the tunnel is, to the component,
+                // a connection that was refused: a failed attempt, retried as any.
+                ConnectError::Proxy(_) => HttpError::ConnectionRefused,
             };
+            return (code, Some(c.to_string()));
         }
         source = s.source();
     }
     if e.is_connect() {
-        HttpError::ConnectionRefused
+        (HttpError::ConnectionRefused, None)
     } else {
-        HttpError::HttpProtocolError
+        (HttpError::HttpProtocolError, None)
     }
 }
 
@@ -502,9 +530,14 @@ impl Outbound for NetOutbound {
             let limit = options
                 .and_then(|o| o.first_byte_timeout)
                 .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
+            let mut cause = None;
             let outcome = match tokio::time::timeout(limit, client.request(req)).await {
                 Err(_) => Err(HttpError::ConnectionReadTimeout),
-                Ok(Err(e)) => Err(classify(&e)),
+                Ok(Err(e)) => {
+                    let (code, said) = classify(&e);
+                    cause = said;
+                    Err(code)
+                }
                 Ok(Ok(resp)) => Ok(resp),
             };
             let elapsed = started.elapsed().as_secs_f64();
@@ -550,16 +583,16 @@ impl Outbound for NetOutbound {
                     Ok(http::Response::from_parts(parts, empty))
                 }
                 Err(e) => {
-                    log_line(
-                        "warn",
-                        "delivery attempt",
-                        &[
-                            ("deliveryId", delivery),
-                            ("target", target),
-                            ("error", format!("{e:?}")),
-                            ("ms", ms),
-                        ],
-                    );
+                    let mut fields = vec![
+                        ("deliveryId", delivery),
+                        ("target", target),
+                        ("error", format!("{e:?}")),
+                        ("ms", ms),
+                    ];
+                    if let Some(cause) = cause {
+                        fields.push(("cause", cause));
+                    }
+                    log_line("warn", "delivery attempt", &fields);
                     Err(e)
                 }
             }

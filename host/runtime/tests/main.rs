@@ -6,5 +6,6 @@
 
 mod kv_conformance;
 mod net;
+mod proxy;
 mod redis;
 mod remote;

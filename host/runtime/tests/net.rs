@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions};
 
-fn request(url: &str) -> http::Request<wasmtime_wasi_http::WasiBody> {
+pub(crate) fn request(url: &str) -> http::Request<wasmtime_wasi_http::WasiBody> {
     let body = Full::new(Bytes::from_static(b"{}"))
         .map_err(|never| match never {})
         .boxed_unsync();
@@ -23,7 +23,7 @@ fn request(url: &str) -> http::Request<wasmtime_wasi_http::WasiBody> {
 
 /// A loopback server answering every request with `status` (and a Location header), or never
 /// answering when `status` is 0. Returns its port and a request counter.
-async fn server(status: u16) -> (u16, Arc<AtomicUsize>) {
+pub(crate) async fn server(status: u16) -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -198,7 +198,7 @@ async fn refused_connections_are_reported() {
 }
 
 /// The name (besides 127.0.0.1) in the test TLS server's certificate.
-const TLS_NAME: &str = "hooks.example.test";
+pub(crate) const TLS_NAME: &str = "hooks.example.test";
 
 /// A TLS server on loopback with a leaf certificate for 127.0.0.1 and [`TLS_NAME`] issued by
 /// a fresh CA;
@@ -209,7 +209,7 @@ async fn tls_server() -> (u16, String) {
 }
 
 /// [`tls_server`], also counting the TCP connections it accepts.
-async fn counting_tls_server() -> (u16, String, Arc<AtomicUsize>) {
+pub(crate) async fn counting_tls_server() -> (u16, String, Arc<AtomicUsize>) {
     let (acceptor, ca_pem) = edgehook_testkit::tls::acceptor(&["127.0.0.1", TLS_NAME]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -258,6 +258,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
         allow_http: false,
         allow_private: true,
         extra_ca: Some(ca_file),
+        egress_proxy: None,
     })
     .expect("client");
     let resp = trusting
@@ -271,6 +272,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
         allow_http: false,
         allow_private: true,
         extra_ca: Some("/nonexistent/ca.pem".into()),
+        egress_proxy: None,
     });
     assert!(
         bad.err()
@@ -427,7 +429,7 @@ async fn the_sender_connects_to_the_address_its_resolver_answered() {
 /// so a request sent the instant the previous one returns may open a second connection
 /// (ten back-to-back requests to this test's server used two). With lookups after the first
 /// never ending, the count is exact.
-struct FirstLookupOnly(Arc<AtomicUsize>);
+pub(crate) struct FirstLookupOnly(pub(crate) Arc<AtomicUsize>);
 
 impl Resolve for FirstLookupOnly {
     fn resolve(&self, _host: &str, port: u16) -> ResolveFuture {
@@ -452,6 +454,7 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
             allow_http: false,
             allow_private: true,
             extra_ca: Some(ca_file),
+            egress_proxy: None,
         },
         Arc::new(FirstLookupOnly(lookups.clone())),
     )

@@ -4,9 +4,10 @@
 //! `edgehook-soak`) share, written once: fresh temporary directories, a runtime, waits with a
 //! deadline, the rule for tests that need software a machine may lack ([`skipped`]),
 //! `redis-server` and Spin as child processes ([`redis`], [`spin`]), a certificate authority
-//! for loopback HTTPS ([`tls`]), a plain HTTP client ([`http`]), how a command is run for its
-//! conventions ([`command`]), progress lines ([`progress`]), the SSRF corpus ([`ssrf`]), an
-//! independent signature check ([`signature`]) and percentiles.
+//! for loopback HTTPS ([`tls`]), a plain HTTP client ([`http`]), an HTTP `CONNECT` proxy
+//! ([`proxy`]), how a command is run for its conventions ([`command`]), progress lines
+//! ([`progress`]), the SSRF corpus ([`ssrf`]), an independent signature check
+//! ([`signature`]) and percentiles.
 //!
 //! It depends on none of the project's crates, so any of them can use it (as a
 //! dev-dependency, or, for the tools, a dependency) without a cycle.
@@ -14,6 +15,7 @@
 pub mod command;
 pub mod http;
 pub mod progress;
+pub mod proxy;
 pub mod redis;
 pub mod signature;
 pub mod spin;
