@@ -314,7 +314,45 @@ mod tests {
             consecutive_failures: 5,
             fanout_seqs: vec![3, 9],
             disabled_entries: (Some(4), Some(11)),
+            options: DeliveryOptions {
+                scheme: Scheme::Standard,
+                headers: vec![
+                    ("X-Token".into(), "t=1".into()),
+                    ("Authorization".into(), "Bearer x".into()),
+                ],
+                previous_secret: Some((Secret("whsec_old".into()), 1_767_229_200_000)),
+            },
         }
+    }
+
+    /// A record of the format before the options (0xB2) reads with the defaults: SPEC
+    /// signatures, no headers, no rotation.
+    #[test]
+    fn a_record_from_before_the_options_reads_with_their_defaults() {
+        let sub = sample();
+        let mut v2 = Subscription {
+            options: DeliveryOptions::default(),
+            ..sub.clone()
+        }
+        .encode();
+        // 0xB3 is 0xB2 followed by the options: scheme (1), headers (4), previous (1).
+        v2.truncate(v2.len() - 6);
+        v2[0] = SUBSCRIPTION_V2;
+        let read = Subscription::decode(&v2).expect("a 0xB2 record");
+        assert_eq!(read.options, DeliveryOptions::default());
+        assert_eq!(read.id, sub.id);
+        let bytes = sub.encode();
+        assert_eq!(bytes[0], SUBSCRIPTION_V3);
+        assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
+        // An unknown scheme is a damaged record.
+        let mut bad = Subscription {
+            options: DeliveryOptions::default(),
+            ..sub
+        }
+        .encode();
+        let at = bad.len() - 6;
+        bad[at] = 7;
+        assert!(Subscription::decode(&bad).is_err());
     }
 
     #[test]
@@ -335,7 +373,7 @@ mod tests {
         };
         for sub in [full, empty, active] {
             let bytes = sub.encode();
-            assert_eq!(bytes[0], SUBSCRIPTION_V2);
+            assert_eq!(bytes[0], SUBSCRIPTION_V3);
             assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
         }
     }
@@ -394,9 +432,12 @@ mod tests {
     fn a_subscription_record_of_the_format_before_reads_back() {
         let sub = Subscription {
             disabled_entries: (None, None),
+            options: DeliveryOptions::default(),
             ..sample()
         };
-        let v2 = sub.encode();
+        // 0xB2 is 0xB3 without the options (scheme 1 byte, no headers 4, no rotation 1).
+        let v3 = sub.encode();
+        let v2 = v3[..v3.len() - 6].to_vec();
         // 0xB1 is 0xB2 without its last two fields (two `None`s: one tag byte each).
         let mut v1 = v2[..v2.len() - 2].to_vec();
         v1[0] = SUBSCRIPTION_V1;

@@ -16,6 +16,7 @@ fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
     let new = NewSubscription {
         url: format!("https://h{n}.example.com/x"),
         event_types: vec!["load.created".into()],
+        options: Default::default(),
     };
     let (sub, pending) = create_pending(env, new, "acme")?;
     activate(env, &sub.id, Some((&sub, &pending)))?;

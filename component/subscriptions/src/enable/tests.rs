@@ -12,6 +12,7 @@ fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> String {
     let new = NewSubscription {
         url: format!("https://h{n}.example.com/x"),
         event_types: vec!["load.created".into(), "load.updated".into()],
+        options: Default::default(),
     };
     let (sub, pending) = create_pending(env, new, "acme").expect("create");
     activate(env, &sub.id, Some((&sub, &pending))).expect("activate");
@@ -163,6 +164,7 @@ fn enable_refuses_others_deleted_and_pending_subscriptions_and_keeps_the_cap() {
         NewSubscription {
             url: "https://p.example.com/".into(),
             event_types: vec!["load.created".into()],
+            options: Default::default(),
         },
         "globex",
     )
