@@ -398,6 +398,25 @@ fn own_headers_are_sent_never_shown_and_bad_ones_are_refused_changing_nothing() 
     );
     let r = deliver(&mut sim, r#"{"id":"L4"}"#);
     assert_eq!(header(&r, "x-other"), None);
+    // A delete erases header values with the secrets (the names stay in the tombstone).
+    let body = json!({"headers": {"X-Receiver-Token": "tok-5678"}});
+    assert_eq!(send(&mut sim, "PATCH", &path, &key, &body).status, 200);
+    let rotate = format!("{path}/rotate-secret");
+    assert_eq!(
+        send(&mut sim, "POST", &rotate, &key, &json!({})).status,
+        200
+    );
+    assert_eq!(call(&mut sim, "DELETE", &path, &key).status, 200);
+    let stored = sim.store().snapshot();
+    let holds = |needle: &str| {
+        stored
+            .values()
+            .any(|v| v.windows(needle.len()).any(|w| w == needle.as_bytes()))
+    };
+    assert!(
+        !holds("tok-5678") && !holds("whsec_"),
+        "a secret outlived the delete"
+    );
 }
 
 #[test]

@@ -421,7 +421,7 @@ fn invalid_event_types_and_bodies() {
         &key,
     );
     assert_error(&resp, 405, "method_not_allowed");
-    assert_eq!(resp.header("allow"), Some("GET, DELETE"));
+    assert_eq!(resp.header("allow"), Some("GET, PATCH, DELETE"));
     call_fails(&mut sim, "GET", "/v1/webhook", &key, 404, "not_found");
 }
 

@@ -148,6 +148,8 @@ pub fn update<K: Kv>(
     client_id: &str,
     request_id: &str,
 ) -> Result<Response, ApiError> {
+    // Another client's subscription is 404 whatever the body (as every partner route).
+    subscriptions::owned(env, id, client_id)?;
     let obj = body::object(req, &["signatureScheme", "headers"]).map_err(|e| {
         // The fields a subscription has but an update cannot change say so.
         match e.details.first().map(|d| d.field.as_str()) {

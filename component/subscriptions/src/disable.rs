@@ -47,7 +47,7 @@ pub fn disable<K: Kv>(
             // disabled ones (readers skip an entry the record no longer names).
             let entry = sub.disabled_entries.0.take();
             sub.disabled_reason = Some(DELETED.to_owned());
-            sub.signing_secret = Secret::erased();
+            erase_secrets(&mut sub);
             if env.kv.cas_swap(cas, &sub.encode())? {
                 if let Some(seq) = entry {
                     let _ = disabled_log(Some(&sub.client_id)).remove(env.kv, seq);
@@ -81,7 +81,7 @@ pub fn disable<K: Kv>(
         if reason == DELETED {
             // Nothing signs for a deleted subscription again (its attempts are cancelled and
             // a batch sends only for active ones): the secret is not kept past the delete.
-            sub.signing_secret = Secret::erased();
+            erase_secrets(&mut sub);
         }
         if env.kv.cas_swap(cas, &sub.encode())? {
             // Committed; index clean-up is best effort (readers skip disabled records), and
@@ -126,4 +126,15 @@ pub(crate) fn remove_from_fanout<K: Kv>(
         fanout_index(event_type).remove(env.kv, *seq)?;
     }
     Ok(())
+}
+
+/// What a delete erases: every secret (the current one, a rotation's previous one) and the
+/// values of the subscription's own headers (a receiver's credentials, write-only like the
+/// secret); their names stay, as the rest of the tombstone.
+fn erase_secrets(sub: &mut Subscription) {
+    sub.signing_secret = Secret::erased();
+    sub.options.previous_secret = None;
+    for (_, value) in &mut sub.options.headers {
+        value.clear();
+    }
 }

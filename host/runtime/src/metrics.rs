@@ -48,6 +48,7 @@ pub const ROUTES: &[&str] = &[
     "/v1/webhooks/:id",
     "/v1/webhooks/:id/enable",
     "/v1/webhooks/:id/test",
+    "/v1/webhooks/:id/rotate-secret",
     "/v1/webhooks/:id/deliveries",
     "/v1/webhooks/:id/replays",
     "/v1/replays/:id",
