@@ -366,6 +366,7 @@ impl Sender for WasiSender {
                     results[i] = Some(SendResult {
                         outcome: Err(e),
                         latency_ms: elapsed_ms(),
+                        retry_after: None,
                     })
                 }
             }
@@ -381,9 +382,20 @@ impl Sender for WasiSender {
             let timed_out = ready.iter().any(|i| *i as usize == pending.len());
             let mut still = Vec::new();
             for (pos, (i, future)) in pending.into_iter().enumerate() {
+                let mut retry_after = None;
                 let outcome = if ready.contains(&(pos as u32)) {
                     match future.get() {
-                        Some(Ok(Ok(response))) => Some(Ok(response.status())),
+                        Some(Ok(Ok(response))) => {
+                            let status = response.status();
+                            if status == 429 || status == 503 {
+                                let values = response.headers().get("retry-after");
+                                retry_after = values
+                                    .into_iter()
+                                    .next()
+                                    .and_then(|v| String::from_utf8(v).ok());
+                            }
+                            Some(Ok(status))
+                        }
                         Some(Ok(Err(code))) => Some(Err(error_text(&code))),
                         Some(Err(())) => Some(Err("response already taken".into())),
                         None => None,
@@ -396,12 +408,14 @@ impl Sender for WasiSender {
                         results[i] = Some(SendResult {
                             outcome,
                             latency_ms: elapsed_ms(),
+                            retry_after,
                         })
                     }
                     None if timed_out => {
                         results[i] = Some(SendResult {
                             outcome: Err("timeout".into()),
                             latency_ms: elapsed_ms(),
+                            retry_after: None,
                         })
                     }
                     None => still.push((i, future)),
@@ -415,6 +429,7 @@ impl Sender for WasiSender {
                 r.unwrap_or(SendResult {
                     outcome: Err("not sent".into()),
                     latency_ms: 0,
+                    retry_after: None,
                 })
             })
             .collect()

@@ -469,3 +469,100 @@ fn switching_the_scheme_gives_a_new_secret_of_its_form_at_once() {
         &r
     ));
 }
+
+/// #25 point 3: a 429 or 503 with `Retry-After` holds the next attempt back at least that
+/// long, within [the normal delay, 1 hour]; the attempt log shows the wait; anything else
+/// is ignored.
+#[test]
+fn retry_after_holds_the_next_attempt_back_within_the_normal_delay_and_an_hour() {
+    use edgehook_sim::simnet::Reply;
+    // (first answer, earliest and latest second of the retry after attempt 1, shown wait)
+    let date = "Thu, 01 Jan 2026 00:10:00 GMT"; // 600 s after the simulation starts
+    let cases: [(Reply, u64, u64, Option<u64>); 6] = [
+        (
+            Reply::RetryAfter {
+                status: 503,
+                value: "120",
+            },
+            120,
+            121,
+            Some(120_000),
+        ),
+        (
+            Reply::RetryAfter {
+                status: 429,
+                value: date,
+            },
+            600,
+            601,
+            Some(600_000),
+        ),
+        (
+            Reply::RetryAfter {
+                status: 503,
+                value: "7200",
+            },
+            3600,
+            3601,
+            Some(3_600_000),
+        ),
+        (
+            Reply::RetryAfter {
+                status: 503,
+                value: "10",
+            },
+            60,
+            67,
+            Some(10_000),
+        ),
+        (
+            Reply::RetryAfter {
+                status: 503,
+                value: "soon",
+            },
+            60,
+            67,
+            None,
+        ),
+        (
+            Reply::RetryAfter {
+                status: 500,
+                value: "120",
+            },
+            60,
+            67,
+            None,
+        ),
+    ];
+    for (n, (first, earliest, latest, shown)) in cases.into_iter().enumerate() {
+        let mut sim = sim(310);
+        let key = issue_key(&mut sim, "acme");
+        sim.net().endpoint(URL, [first, Reply::Status(200)]);
+        let id = create_id(&mut sim, &key, URL, &["load.created"]);
+        assert_eq!(
+            ingest(&mut sim, "load.created", b"{\"id\":\"L\"}", &[]).status,
+            202
+        );
+        sim.advance(Duration::from_secs(2 * 3600)).expect("advance");
+        let got = sim.net().received_by(URL);
+        assert_eq!(got.len(), 2, "case {n}: attempt 1 and its retry");
+        let gap_s = (got[1].at_ms - got[0].at_ms) / 1000;
+        assert!(
+            (earliest..=latest).contains(&gap_s),
+            "case {n}: retried after {gap_s} s, expected {earliest}..={latest}"
+        );
+        let page = call(
+            &mut sim,
+            "GET",
+            &format!("/v1/webhooks/{id}/deliveries"),
+            &key,
+        )
+        .json();
+        let attempt = &page["data"][0]["attempts"][0];
+        assert_eq!(
+            attempt["retryAfterMs"].as_u64(),
+            shown,
+            "case {n}: {attempt}"
+        );
+    }
+}

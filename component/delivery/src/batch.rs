@@ -178,6 +178,7 @@ pub(crate) fn run_batch<K: Kv>(
                 results[i] = Some(SendResult {
                     outcome: Err(DESTINATION_REFUSED.into()),
                     latency_ms: 0,
+                    retry_after: None,
                 });
                 continue;
             }

@@ -33,6 +33,22 @@ enum Recorded {
     Lost(Option<Wait>),
 }
 
+/// The longest a `Retry-After` may hold a retry back: an hour.
+pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
+
+/// The wait a 429 or 503 asked for with `Retry-After`, at most [`MAX_RETRY_AFTER_MS`];
+/// `None` for other answers and for a value that is not a delay or an HTTP-date.
+fn asked_wait(r: &SendResult, now: u64) -> Option<u64> {
+    match r.outcome {
+        Ok(429 | 503) => r
+            .retry_after
+            .as_deref()
+            .and_then(|v| edgehook_model::http::retry_after_ms(v, now))
+            .map(|ms| ms.min(MAX_RETRY_AFTER_MS)),
+        _ => None,
+    }
+}
+
 /// Writes each claimed delivery's outcome (and what follows from it: retries queued,
 /// streaks, disabling). Returns the deliveries another tick took over meanwhile, whose queue
 /// entries are not done with.
@@ -61,6 +77,12 @@ pub(crate) fn record_outcomes<K: Kv>(
                     env.random_below(u64::MAX),
                 ) {
                     Some(due) => {
+                        // A 429 or 503 with Retry-After waits at least that long (at most an
+                        // hour, never less than the normal delay), on a whole second.
+                        let due = match asked_wait(r, now) {
+                            Some(wait) => due.max((now + wait).div_ceil(1000) * 1000),
+                            None => due,
+                        };
                         retries
                             .entry(second_of(due))
                             .or_default()
@@ -100,6 +122,7 @@ pub(crate) fn record_outcomes<K: Kv>(
             error: r.outcome.as_ref().err().cloned(),
             latency_ms: r.latency_ms,
             succeeded: matches!(verdict, Verdict::Succeeded),
+            retry_after_ms: asked_wait(&r, now),
         });
         let written = update(env.kv, &keys::delivery(&c.delivery.id), |cur| {
             let Some(bytes) = cur else {

@@ -92,11 +92,13 @@ pub fn ping<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, sub: &Subscription) ->
             sent.pop().unwrap_or(SendResult {
                 outcome: Err("no answer".into()),
                 latency_ms: 0,
+                retry_after: None,
             })
         }
         Err(_) => SendResult {
             outcome: Err(DESTINATION_REFUSED.into()),
             latency_ms: 0,
+            retry_after: None,
         },
     };
     Ping {

@@ -25,6 +25,8 @@ pub struct SendResult {
     /// Time from the start of [`Sender::send_all`] to the response head (or the error), in
     /// ms. The longest of a batch is how long the batch took: the tick's clock moves on by it.
     pub latency_ms: u64,
+    /// The `Retry-After` header of a 429 or 503, as sent (read by the core, with its clock).
+    pub retry_after: Option<String>,
 }
 
 /// Sends requests, all at once, each within `timeout_ms`. The shell implements it over
@@ -44,6 +46,7 @@ impl Sender for NoNetwork {
             .map(|_| SendResult {
                 outcome: Err("no network".into()),
                 latency_ms: 0,
+                retry_after: None,
             })
             .collect()
     }

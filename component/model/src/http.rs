@@ -179,8 +179,91 @@ impl Response {
     }
 }
 
+/// How long a `Retry-After` value asks to wait, in ms from `now_ms` (RFC 9110 §10.2.3):
+/// delay-seconds, or an HTTP-date (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`; a date in
+/// the past is 0). `None` for anything else (the obsolete date forms too): a malformed value
+/// is ignored.
+pub fn retry_after_ms(value: &str, now_ms: u64) -> Option<u64> {
+    let v = value.trim().as_bytes();
+    if !v.is_empty() && v.len() <= 10 && v.iter().all(u8::is_ascii_digit) {
+        return Some(std::str::from_utf8(v).ok()?.parse::<u64>().ok()? * 1000);
+    }
+    // "Sun, 06 Nov 1994 08:49:37 GMT": fixed positions.
+    if v.len() != 29 || &v[3..5] != b", " || &v[25..] != b" GMT" {
+        return None;
+    }
+    let num = |at: usize, len: usize| -> Option<u64> {
+        let digits = v.get(at..at + len)?;
+        digits.iter().try_fold(0u64, |n, d| {
+            d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0'))
+        })
+    };
+    const MONTHS: &[u8; 36] = b"JanFebMarAprMayJunJulAugSepOctNovDec";
+    let month = (0..12).find(|m| &MONTHS[m * 3..m * 3 + 3] == &v[8..11])? as u64 + 1;
+    let (day, year) = (num(5, 2)?, num(12, 4)?);
+    let (h, m, s) = (num(17, 2)?, num(20, 2)?, num(23, 2)?);
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || v[16] != b' ' || v[19] != b':' {
+        return None;
+    }
+    if year < 1970 {
+        return Some(0); // long past
+    }
+    // Days since 1970-01-01 of a proleptic Gregorian date (March-based years).
+    let (y, mo) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let days = 365 * y + y / 4 - y / 100 + y / 400 + (153 * mo + 2) / 5 + day - 1 - 719_468;
+    let at_ms = ((days * 24 + h) * 60 + m) * 60_000 + s * 1000;
+    Some(at_ms.saturating_sub(now_ms))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn retry_after_takes_seconds_or_an_http_date_and_ignores_anything_else() {
+        let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+        assert_eq!(retry_after_ms("120", now), Some(120_000));
+        assert_eq!(retry_after_ms(" 0 ", now), Some(0));
+        assert_eq!(
+            retry_after_ms("Thu, 01 Jan 2026 00:02:30 GMT", now),
+            Some(150_000)
+        );
+        assert_eq!(
+            retry_after_ms("Wed, 31 Dec 2025 23:59:00 GMT", now),
+            Some(0),
+            "past"
+        );
+        assert_eq!(retry_after_ms("Thu, 01 Jan 1970 00:00:00 GMT", 0), Some(0));
+        assert_eq!(
+            retry_after_ms("Tue, 29 Feb 2028 12:00:00 GMT", now),
+            Some(68_212_800_000)
+        );
+        assert_eq!(
+            retry_after_ms("Sun, 06 Nov 0000 08:49:37 GMT", now),
+            Some(0)
+        );
+        for bad in [
+            "",
+            "-5",
+            "1.5",
+            "soon",
+            "12345678901",
+            "Thu, 01 Jan 2026 00:02:30 UTC",
+            "Thursday, 01-Jan-26 00:02:30 GMT",
+            "Thu Jan  1 00:02:30 2026",
+            "Thu, 01 Foo 2026 00:02:30 GMT",
+            "Thu, 32 Jan 2026 00:02:30 GMT",
+            "Thu, 01 Jan 2026 24:00:00 GMT",
+            "Thu, 01 Jan 2026 00:0x:30 GMT",
+            "é",
+        ] {
+            assert_eq!(retry_after_ms(bad, now), None, "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

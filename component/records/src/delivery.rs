@@ -45,6 +45,9 @@ pub struct Attempt {
     pub latency_ms: u64,
     /// Whether it counted as a success.
     pub succeeded: bool,
+    /// The wait a 429 or 503 asked for with `Retry-After` (ms, at most an hour), which the
+    /// next attempt honoured (since format 0xD2).
+    pub retry_after_ms: Option<u64>,
 }
 
 /// A delivery: one event to one subscription. Stored binary ([`Delivery::encode`]).
@@ -78,6 +81,9 @@ pub struct Delivery {
 
 /// First byte of a delivery record ([`Delivery::encode`]): its format's version.
 pub const DELIVERY_V1: u8 = 0xD1;
+/// The delivery record's format since attempts keep an honoured `Retry-After` (0xD1 is
+/// still read, as attempts without one).
+pub const DELIVERY_V2: u8 = 0xD2;
 
 impl Status {
     fn code(self) -> u8 {
@@ -109,7 +115,7 @@ impl Delivery {
     /// in its life at least (fan-out, claim, outcome), so it is copied rather than escaped.
     #[inline]
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new(DELIVERY_V1, 160 + 48 * self.attempts.len());
+        let mut w = Writer::new(DELIVERY_V2, 160 + 48 * self.attempts.len());
         w.str(&self.id)
             .str(&self.event_id)
             .str(&self.event_type)
@@ -125,6 +131,7 @@ impl Delivery {
                     .opt(a.error.as_deref(), Writer::str)
                     .u64(a.latency_ms)
                     .bool(a.succeeded)
+                    .opt(a.retry_after_ms, Writer::u64)
             })
             .u32(self.run)
             .opt(self.next_attempt_at, Writer::u64)
@@ -140,7 +147,10 @@ impl Delivery {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Delivery> {
-        let mut r = Reader::new(bytes, DELIVERY_V1)?;
+        let (mut r, v2) = match Reader::new(bytes, DELIVERY_V2) {
+            Some(r) => (r, true),
+            None => (Reader::new(bytes, DELIVERY_V1)?, false),
+        };
         let (id, event_id, event_type, subscription_id) = (r.str()?, r.str()?, r.str()?, r.str()?);
         let created_at = r.u64()?;
         let status = Status::from_code(r.u8()?)?;
@@ -154,6 +164,10 @@ impl Delivery {
                 error: r.opt(Reader::str)?,
                 latency_ms: r.u64()?,
                 succeeded: r.bool()?,
+                retry_after_ms: match v2 {
+                    true => r.opt(Reader::u64)?,
+                    false => None,
+                },
             })
         })?;
         let d = Delivery {
@@ -229,6 +243,10 @@ impl Serialize for Attempt {
             &error_class(self.status_code, self.error.as_deref()),
         )?;
         st.serialize_field("latencyMs", &self.latency_ms)?;
+        match self.retry_after_ms {
+            Some(ms) => st.serialize_field("retryAfterMs", &ms)?,
+            None => st.skip_field("retryAfterMs")?,
+        }
         st.serialize_field("succeeded", &self.succeeded)?;
         st.end()
     }
@@ -370,6 +388,7 @@ mod tests {
             error: error.map(str::to_owned),
             latency_ms: 12,
             succeeded: status_code == Some(204),
+            retry_after_ms: None,
         };
         Delivery {
             id: delivery_id("evt_a", "sub_b"),

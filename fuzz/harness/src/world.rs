@@ -152,6 +152,7 @@ impl Sender for ScriptedSender {
             let result = SendResult {
                 outcome,
                 latency_ms: 3,
+                retry_after: None,
             };
             self.sent.borrow_mut().push((req.clone(), result.clone()));
             results.push(result);

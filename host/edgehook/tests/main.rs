@@ -12,6 +12,7 @@ mod egress;
 mod hardening;
 mod metrics;
 mod operations;
+mod options;
 mod process;
 mod quickstart;
 mod recovery;

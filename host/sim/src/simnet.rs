@@ -29,6 +29,14 @@ pub enum Reply {
     NoSuchHost,
     /// The connection is reset mid-response.
     Reset,
+    /// Answers at once with `status` and a `Retry-After: value` header (a 429 or 503
+    /// asking to wait).
+    RetryAfter {
+        /// The status.
+        status: u16,
+        /// The header's value, as sent.
+        value: &'static str,
+    },
 }
 
 /// One request a simulated endpoint received, exactly as sent.
@@ -174,8 +182,13 @@ impl Outbound for SimNet {
                 net.lock().gate_timeouts += 1;
             }
             let timeout = options.and_then(|o| o.first_byte_timeout);
+            let mut retry_after = None;
             let status = match net.next_reply(&url) {
                 Reply::Status(s) => s,
+                Reply::RetryAfter { status, value } => {
+                    retry_after = Some(value);
+                    status
+                }
                 Reply::Delayed { delay, status } => {
                     if timeout.is_some_and(|t| delay >= t) {
                         return Err(HttpError::ConnectionReadTimeout);
@@ -186,8 +199,11 @@ impl Outbound for SimNet {
                 Reply::NoSuchHost => return Err(HttpError::DestinationNotFound),
                 Reply::Reset => return Err(HttpError::ConnectionTerminated),
             };
-            let response = http::Response::builder()
-                .status(status)
+            let mut response = http::Response::builder().status(status);
+            if let Some(value) = retry_after {
+                response = response.header("retry-after", value);
+            }
+            let response = response
                 .body(
                     Full::new(Bytes::new())
                         .map_err(|never| match never {})

@@ -122,6 +122,7 @@ impl Sender for Counting {
             .map(|_| SendResult {
                 outcome: Ok(200),
                 latency_ms: 0,
+                retry_after: None,
             })
             .collect()
     }

@@ -22,6 +22,7 @@ impl Sender for Answer {
             .map(|_| SendResult {
                 outcome: self.0.map_err(str::to_owned),
                 latency_ms: 3,
+                retry_after: None,
             })
             .collect()
     }

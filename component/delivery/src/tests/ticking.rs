@@ -117,6 +117,7 @@ impl Sender for Slow<'_> {
                 SendResult {
                     outcome: Err("timeout".into()),
                     latency_ms: self.latency_ms,
+                    retry_after: None,
                 }
             })
             .collect()
@@ -180,6 +181,7 @@ impl Sender for ByDelivery {
             .map(|id| SendResult {
                 outcome: Ok(if self.failing.contains(id) { 500 } else { 200 }),
                 latency_ms: 1,
+                retry_after: None,
             })
             .collect();
         self.batches.borrow_mut().push(ids);
@@ -217,6 +219,7 @@ fn deliveries_to_one_subscription_run_together_and_a_success_in_the_batch_outwei
                 error: None,
                 latency_ms: 1,
                 succeeded: false,
+                retry_after_ms: None,
             });
         }
         kv.set(&keys::delivery(&ids[1]), &last.encode())
@@ -464,6 +467,7 @@ impl Sender for TakenOver<'_> {
             .map(|_| SendResult {
                 outcome: Ok(200),
                 latency_ms: self.latency_ms,
+                retry_after: None,
             })
             .collect()
     }
@@ -618,6 +622,7 @@ impl Sender for Batches {
             .map(|_| SendResult {
                 outcome: Ok(200),
                 latency_ms: 5,
+                retry_after: None,
             })
             .collect()
     }
@@ -664,6 +669,7 @@ fn retries_whose_last_attempt_timed_out_go_last_in_batches_of_their_own() {
             error: Some("timeout".into()),
             latency_ms: 10_000,
             succeeded: false,
+            retry_after_ms: None,
         });
         kv.set(&keys::delivery(id), &d.encode()).expect("set");
     }
