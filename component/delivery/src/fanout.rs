@@ -11,7 +11,6 @@ use edgehook_storage::kv::{CAS_ATTEMPTS, Kv, KvError, Update, update};
 use edgehook_storage::retention;
 use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Accepts an event: stores it once, creates one delivery per active subscription listening
@@ -327,14 +326,13 @@ fn fan_out<K: Kv>(
     // record below is written, would be taken for a failed publish's leftover and passed.
     // Its records are still due at the event's time, that is at once. (Never a second
     // before the event's: due later than its entry's second, an entry counts as stale.)
-    let mut queue = BTreeMap::new();
-    queue.insert(
+    let queue = [(
         second_of(env.now_ms.max(event.created_at)),
         todo.iter()
             .filter(|(_, _, skipped)| !skipped)
             .map(|(_, d, _)| d.clone())
             .collect::<Vec<_>>(),
-    );
+    )];
     enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
     // Then one delivery at a time (history entry, then the record that makes it real), so a
     // failure part-way keeps every delivery finished before it.

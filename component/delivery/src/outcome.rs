@@ -3,7 +3,7 @@
 use crate::alert;
 use crate::claim::{Claimed, Wait};
 use crate::health::{disable, record_streak};
-use crate::queue::{enqueue, second_of};
+use crate::queue::{BySecond, due_in, enqueue, second_of};
 use crate::report::TickReport;
 use crate::retry::retry_due_after;
 use crate::sender::SendResult;
@@ -12,7 +12,6 @@ use edgehook_records::delivery::{Attempt, Delivery, Status};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
 use edgehook_subscriptions::Subscription;
-use std::collections::BTreeMap;
 
 /// What one attempt did to its delivery.
 enum Verdict {
@@ -63,7 +62,7 @@ pub(crate) fn record_outcomes<K: Kv>(
 ) -> Result<Vec<(String, Wait)>, KvError> {
     let now = env.now_ms;
     let mut verdicts = Vec::with_capacity(claimed.len());
-    let mut retries: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut retries = BySecond::new();
     for ((c, result), cancel) in claimed.iter().zip(&results).zip(&cancelled) {
         let verdict = match (cancel, result) {
             (true, _) | (false, None) => Verdict::Cancelled,
@@ -83,10 +82,7 @@ pub(crate) fn record_outcomes<K: Kv>(
                             Some(wait) => due.max((now + wait).div_ceil(1000) * 1000),
                             None => due,
                         };
-                        retries
-                            .entry(second_of(due))
-                            .or_default()
-                            .push(c.delivery.id.clone());
+                        due_in(&mut retries, second_of(due), c.delivery.id.clone());
                         Verdict::Retry(due)
                     }
                     None => Verdict::Failed { gone: false },

@@ -8,7 +8,7 @@ use edgehook_records::idempotency;
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError};
 use edgehook_storage::retention::{self, DAY_MS};
-use std::collections::BTreeSet;
+use edgehook_storage::sort::sort;
 
 /// Items (events, idempotency records) a tick purges at most. An event's purge costs one
 /// delete per delivery (as its publish cost one write per delivery) and a history trim per
@@ -31,7 +31,7 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         / DAY_MS;
     let keep_from_ms = keep_from_day * DAY_MS;
     retention::purge_before(env.kv, keep_from_day, PURGE_ITEMS_PER_TICK, |items| {
-        let mut touched = BTreeSet::new();
+        let mut touched: Vec<String> = Vec::new();
         for item in items {
             // An idempotency record's key, listed on the day it was claimed; else an event.
             if item.starts_with(keys::IDEMPOTENCY_PREFIX) {
@@ -42,8 +42,11 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
                 let event = EventRecord::decode(&bytes)?;
                 for sub in event.all_subscriptions() {
                     env.kv.delete(&keys::delivery(&delivery_id(item, sub)))?;
-                    touched.insert(sub.clone());
+                    touched.push(sub.clone());
                 }
+                // Each subscription once, in id order (a set, as small as the tree was).
+                sort(&mut touched);
+                touched.dedup();
             }
             env.kv.delete(&keys::event_body(item))?;
             env.kv.delete(&keys::event(item))?;

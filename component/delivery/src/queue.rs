@@ -4,7 +4,6 @@ use edgehook_storage::applog::AppendLog;
 use edgehook_storage::directory::{self, Directory};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::{Kv, KvError, Update, update_seen, update_seldom};
-use std::collections::BTreeMap;
 
 /// Seconds a processed queue second is kept before it is deleted (tolerates clock skew
 /// between instances appending to it).
@@ -27,11 +26,25 @@ pub(crate) struct SeenDirectories {
     pub(crate) retention: Option<Vec<u8>>,
 }
 
-/// Queues delivery ids in the seconds they are due: the entries first, then the directory
-/// (`seen`: as read already, if it was). A second with no ids is neither queued nor listed.
+/// Delivery ids by the second they are due in: ascending by second, each second once (as
+/// [`due_in`] builds it). A sorted `Vec` rather than a `BTreeMap`, whose code the
+/// size-budgeted component would carry for this one type.
+pub(crate) type BySecond = Vec<(u64, Vec<String>)>;
+
+/// Adds `id` to the ids due in `second`, keeping `by_second` in order.
+pub(crate) fn due_in(by_second: &mut BySecond, second: u64, id: String) {
+    match by_second.binary_search_by(|(s, _)| s.cmp(&second)) {
+        Ok(i) => by_second[i].1.push(id),
+        Err(i) => by_second.insert(i, (second, vec![id])),
+    }
+}
+
+/// Queues delivery ids in the seconds they are due (ascending by second, each once, as
+/// [`BySecond`]): the entries first, then the directory (`seen`: as read already, if it
+/// was). A second with no ids is neither queued nor listed.
 pub(crate) fn enqueue<K: Kv>(
     kv: &K,
-    by_second: &BTreeMap<u64, Vec<String>>,
+    by_second: &[(u64, Vec<String>)],
     seen: Option<Option<&[u8]>>,
 ) -> Result<(), KvError> {
     let seconds: Vec<u64> = by_second
@@ -59,7 +72,7 @@ pub(crate) fn enqueue<K: Kv>(
         }
         let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
         for second in &seconds {
-            dir.entry(*second).or_insert(0);
+            dir.insert_if_absent(*second, 0);
         }
         Ok(Update::Write(directory::encode(&dir), ()))
     };

@@ -9,7 +9,6 @@ use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::{Kv, Update, update};
 use edgehook_subscriptions::{self as subscriptions, Status as SubStatus};
-use std::collections::BTreeMap;
 
 /// Re-runs a finished delivery: same id, body and event; fresh timestamps and signatures;
 /// up to [`MAX_ATTEMPTS`](crate::retry::MAX_ATTEMPTS) attempts again, the first due now.
@@ -28,9 +27,7 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
         ));
     }
     let now = env.now_ms;
-    let mut queue = BTreeMap::new();
-    queue.insert(second_of(now), vec![id.to_owned()]);
-    enqueue(env.kv, &queue, None)?;
+    enqueue(env.kv, &[(second_of(now), vec![id.to_owned()])], None)?;
     let replayed = update(env.kv, &keys::delivery(id), |cur| {
         let Some(bytes) = cur else {
             return Err(ApiError::not_found("Delivery"));
@@ -95,9 +92,7 @@ pub(crate) fn replay_batch<K: Kv>(
         .filter(|d| replayable(d) && d.status != Status::Pending)
         .map(|d| d.id.clone())
         .collect();
-    let mut queue = BTreeMap::new();
-    queue.insert(second_of(now), queued);
-    enqueue(env.kv, &queue, None)?;
+    enqueue(env.kv, &[(second_of(now), queued)], None)?;
     let mut outcomes = Vec::with_capacity(ids.len());
     for (key, record) in record_keys.iter().zip(&records) {
         let outcome = match record {

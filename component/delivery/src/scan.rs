@@ -165,8 +165,7 @@ pub fn schedule_secret_erasure<K: Kv>(
     sub_id: &str,
     until_ms: u64,
 ) -> Result<(), KvError> {
-    let mut by_second = std::collections::BTreeMap::new();
-    by_second.insert(until_ms.div_ceil(1000), vec![sub_id.to_owned()]);
+    let by_second = [(until_ms.div_ceil(1000), vec![sub_id.to_owned()])];
     crate::queue::enqueue(env.kv, &by_second, None)
 }
 
@@ -186,10 +185,16 @@ pub(crate) fn run_candidates<K: Kv>(
     let now = env.now_ms;
     // (scan, entry number, id, slow), fast ones first, oldest second first; one per id.
     let mut work: Vec<(usize, u64, String, bool)> = Vec::new();
-    let mut ids = std::collections::BTreeSet::new();
+    let mut ids: Vec<&str> = Vec::new();
+    for scan in scans.iter() {
+        for (_, id, _) in &scan.candidates {
+            ids.push(id);
+        }
+    }
+    let mut firsts = edgehook_storage::sort::firsts(&ids).into_iter();
     for (i, scan) in scans.iter().enumerate() {
         for (seq, id, slow) in &scan.candidates {
-            if ids.insert(id.as_str()) {
+            if firsts.next() == Some(true) {
                 work.push((i, *seq, id.clone(), *slow));
             }
         }

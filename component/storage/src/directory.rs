@@ -12,10 +12,130 @@
 
 use crate::codec::{Reader, Writer};
 use crate::kv::KvError;
-use std::collections::BTreeMap;
 
-/// Key to value (second to watermark; day to 0).
-pub type Directory = BTreeMap<u64, u64>;
+/// Key to value (second to watermark; day to how far its log was purged), in ascending key
+/// order, each key once: the map the record holds, as a sorted `Vec` searched by bisection
+/// (a `BTreeMap` costs the size-budgeted component several KiB of code per key-value
+/// type, and a directory lists at most a few hundred keys). Its methods are `BTreeMap`'s.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Directory(Vec<(u64, u64)>);
+
+impl Directory {
+    /// An empty directory.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many keys it lists.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it lists no key.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Where `key` is (`Ok`), or would be inserted to keep the order (`Err`).
+    fn find(&self, key: u64) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.cmp(&key))
+    }
+
+    /// Whether `key` is listed.
+    pub fn contains_key(&self, key: &u64) -> bool {
+        self.find(*key).is_ok()
+    }
+
+    /// The value of `key`, if listed.
+    pub fn get(&self, key: &u64) -> Option<&u64> {
+        self.find(*key).ok().map(|i| &self.0[i].1)
+    }
+
+    /// The value of `key`, if listed, to change.
+    pub fn get_mut(&mut self, key: &u64) -> Option<&mut u64> {
+        self.find(*key).ok().map(|i| &mut self.0[i].1)
+    }
+
+    /// Lists `key` with `value`; returns its value before, if it was listed.
+    pub fn insert(&mut self, key: u64, value: u64) -> Option<u64> {
+        match self.find(key) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    /// Lists `key` with `value` unless it is listed already (`entry(key).or_insert(value)`).
+    pub fn insert_if_absent(&mut self, key: u64, value: u64) {
+        if let Err(i) = self.find(key) {
+            self.0.insert(i, (key, value));
+        }
+    }
+
+    /// Drops `key`; returns its value, if it was listed.
+    pub fn remove(&mut self, key: &u64) -> Option<u64> {
+        self.find(*key).ok().map(|i| self.0.remove(i).1)
+    }
+
+    /// Every (key, value), in ascending key order.
+    pub fn iter(&self) -> std::slice::Iter<'_, (u64, u64)> {
+        self.0.iter()
+    }
+
+    /// Every key, ascending.
+    pub fn keys(&self) -> impl Iterator<Item = &u64> {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    /// Every key, ascending, by value.
+    pub fn into_keys(self) -> impl Iterator<Item = u64> {
+        self.0.into_iter().map(|(k, _)| k)
+    }
+}
+
+impl IntoIterator for Directory {
+    type Item = (u64, u64);
+    type IntoIter = std::vec::IntoIter<(u64, u64)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Directory {
+    type Item = &'a (u64, u64);
+    type IntoIter = std::slice::Iter<'a, (u64, u64)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// As a `BTreeMap`'s: a key given twice keeps its last value.
+impl Extend<(u64, u64)> for Directory {
+    fn extend<I: IntoIterator<Item = (u64, u64)>>(&mut self, entries: I) {
+        for (key, value) in entries {
+            self.insert(key, value);
+        }
+    }
+}
+
+impl FromIterator<(u64, u64)> for Directory {
+    fn from_iter<I: IntoIterator<Item = (u64, u64)>>(entries: I) -> Self {
+        let mut dir = Self::new();
+        dir.extend(entries);
+        dir
+    }
+}
+
+/// As a `BTreeMap`'s: `{key: value, ...}`.
+impl std::fmt::Debug for Directory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (k, v)))
+            .finish()
+    }
+}
 
 /// The first byte of a directory, its format's version: no other record of the store starts
 /// with it (pages are 0xE1).
@@ -57,7 +177,7 @@ fn decode_binary(bytes: &[u8]) -> Option<Directory> {
             return None; // not strictly ascending: damaged
         }
         last = Some(key);
-        dir.insert(key, value);
+        dir.0.push((key, value)); // ascending: stays sorted
     }
     r.end()?;
     Some(dir)
@@ -140,6 +260,50 @@ mod tests {
                     "{n} {key}"
                 );
             }
+        }
+    }
+
+    /// Any sequence of changes leaves it as it leaves a `BTreeMap`: the same answers, the
+    /// same entries in the same order, the same record and the same `Debug` text.
+    #[test]
+    fn a_directory_behaves_as_a_btree_map() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut dir, mut map) = (Directory::new(), std::collections::BTreeMap::new());
+        for _ in 0..2_000 {
+            let (key, value) = (next() % 64, next() % 5);
+            match next() % 5 {
+                0 => assert_eq!(dir.insert(key, value), map.insert(key, value)),
+                1 => {
+                    dir.insert_if_absent(key, value);
+                    map.entry(key).or_insert(value);
+                }
+                2 => assert_eq!(dir.remove(&key), map.remove(&key)),
+                3 => {
+                    if let (Some(d), Some(m)) = (dir.get_mut(&key), map.get_mut(&key)) {
+                        *d += value;
+                        *m += value;
+                    }
+                }
+                _ => {
+                    dir.extend([(key, value), (key + 1, value), (key, value + 1)]);
+                    map.extend([(key, value), (key + 1, value), (key, value + 1)]);
+                }
+            }
+            for k in 0..66 {
+                assert_eq!(dir.get(&k), map.get(&k), "{k}");
+                assert_eq!(dir.contains_key(&k), map.contains_key(&k), "{k}");
+            }
+            assert_eq!(dir.len(), map.len());
+            assert!(dir.iter().map(|(k, v)| (k, v)).eq(map.iter()));
+            assert!(dir.keys().eq(map.keys()));
+            assert_eq!(format!("{dir:?}"), format!("{map:?}"));
+            assert_eq!(decode(&encode(&dir)).expect("decodes"), dir);
         }
     }
 

@@ -35,13 +35,14 @@ pub fn load_many<K: Kv>(
 /// id (see [`crate::enable`]).
 pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
     let entries: Vec<Entry<String>> = fanout_index(event_type).read(env.kv, 0, usize::MAX)?;
-    // A `BTreeSet`: the core uses no hashing with a random seed (its randomness comes
-    // through `Env` only), and the fan-out lists are short.
-    let mut seen = std::collections::BTreeSet::new();
+    // Not a `BTreeSet` of those seen (several KiB of code for it) nor a hash set (the core
+    // uses no hashing with a random seed: its randomness comes through `Env` only).
+    let ids: Vec<&str> = entries.iter().map(|e| e.item.as_str()).collect();
+    let mut firsts = edgehook_storage::sort::firsts(&ids).into_iter();
     Ok(entries
         .into_iter()
         .map(|e| e.item)
-        .filter(|id| seen.insert(id.clone()))
+        .filter(|_| firsts.next() == Some(true))
         .collect())
 }
 

@@ -17,7 +17,6 @@ use edgehook_storage::kv::{Kv, KvError};
 use edgehook_subscriptions::Secret;
 use edgehook_subscriptions::{Status as SubStatus, Subscription};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 
 mod outcomes;
 mod publishing;
@@ -197,7 +196,7 @@ pub(super) fn queued(kv: &MemoryKv, sub: &str, events: &[&str], now: u64) -> Vec
         .iter()
         .map(|e| pending_delivery(kv, sub, e, now))
         .collect();
-    enqueue(kv, &BTreeMap::from([(now / 1000, ids.clone())]), None).expect("enqueue");
+    enqueue(kv, &[(now / 1000, ids.clone())], None).expect("enqueue");
     ids
 }
 

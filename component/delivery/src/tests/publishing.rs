@@ -11,7 +11,6 @@ use edgehook_storage::keys::{self};
 use edgehook_storage::kv::Kv;
 use edgehook_storage::kv::MemoryKv;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
 #[test]
 fn attempt_1_of_a_new_event_reads_neither_event_nor_subscription_nor_body_again() {
@@ -321,7 +320,7 @@ fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
         let others: Vec<String> = (0..queued)
             .map(|i| pending_delivery(&kv, "sub_other", &format!("evt_o{queued}_{i}"), now))
             .collect();
-        enqueue(&kv, &BTreeMap::from([(second, others)]), None).expect("enqueue");
+        enqueue(&kv, &[(second, others)], None).expect("enqueue");
         let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
         let sent = Counting(Cell::new(0));
         let before = kv.ops();

@@ -11,7 +11,6 @@ use edgehook_storage::kv::MemoryKv;
 use edgehook_storage::kv::{Kv, KvError, Update, update};
 use edgehook_subscriptions::{Status as SubStatus, Subscription};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 
 #[test]
 fn the_watermark_never_passes_a_queue_number_still_being_written() {
@@ -26,7 +25,7 @@ fn the_watermark_never_passes_a_queue_number_still_being_written() {
     kv.increment(&due_log(second).counter_key(), 1)
         .expect("reserve");
     let b = pending_delivery(&kv, &sub, "evt_b", now);
-    enqueue(&kv, &BTreeMap::from([(second, vec![b])]), None).expect("enqueue");
+    enqueue(&kv, &[(second, vec![b])], None).expect("enqueue");
     let sent = Counting(Cell::new(0));
     assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
     // A finishes writing number 1; the next tick must still look at it.
