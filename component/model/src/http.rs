@@ -199,7 +199,7 @@ pub fn retry_after_ms(value: &str, now_ms: u64) -> Option<u64> {
         })
     };
     const MONTHS: &[u8; 36] = b"JanFebMarAprMayJunJulAugSepOctNovDec";
-    let month = (0..12).find(|m| &MONTHS[m * 3..m * 3 + 3] == &v[8..11])? as u64 + 1;
+    let month = (0..12).find(|m| MONTHS[m * 3..m * 3 + 3] == v[8..11])? as u64 + 1;
     let (day, year) = (num(5, 2)?, num(12, 4)?);
     let (h, m, s) = (num(17, 2)?, num(20, 2)?, num(23, 2)?);
     if !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || v[16] != b' ' || v[19] != b':' {
