@@ -13,7 +13,7 @@ use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::http::{Request, Response};
 use edgehook_storage::kv::Kv;
-use edgehook_subscriptions::{self as subscriptions, OptionsChange, Scheme};
+use edgehook_subscriptions::{self as subscriptions, OptionsChange, Ordering, Scheme};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -60,6 +60,25 @@ pub(crate) fn scheme(obj: &Map<String, Value>, details: &mut Vec<FieldError>) ->
                 "signatureScheme",
                 "invalid_value",
                 "signatureScheme is \"spec\" (the default) or \"standard\" (Standard Webhooks)",
+            ));
+            None
+        }
+    }
+}
+
+/// `ordering` if `obj` has it (a bad one added to `details`).
+pub(crate) fn ordering(
+    obj: &Map<String, Value>,
+    details: &mut Vec<FieldError>,
+) -> Option<Ordering> {
+    match obj.get("ordering")? {
+        Value::String(s) if s == "unordered" => Some(Ordering::Unordered),
+        Value::String(s) if s == "fifo" => Some(Ordering::Fifo),
+        _ => {
+            details.push(FieldError::new(
+                "ordering",
+                "invalid_value",
+                "ordering is \"unordered\" (the default) or \"fifo\" (one at a time, in publish order)",
             ));
             None
         }
@@ -138,7 +157,7 @@ pub(crate) fn headers(
     (details.len() == before).then_some(out)
 }
 
-/// `PATCH /v1/webhooks/{id}`: changes `signatureScheme` and/or `headers`; answers the read,
+/// `PATCH /v1/webhooks/{id}`: changes `signatureScheme`, `headers`, `ordering`; answers the read,
 /// with the new `signingSecret` when the scheme changed (a new secret of its form; shown
 /// this once).
 pub fn update<K: Kv>(
@@ -150,7 +169,7 @@ pub fn update<K: Kv>(
 ) -> Result<Response, ApiError> {
     // Another client's subscription is 404 whatever the body (as every partner route).
     subscriptions::owned(env, id, client_id)?;
-    let obj = body::object(req, &["signatureScheme", "headers"]).map_err(|e| {
+    let obj = body::object(req, &["signatureScheme", "headers", "ordering"]).map_err(|e| {
         // The fields a subscription has but an update cannot change say so.
         match e.details.first().map(|d| d.field.as_str()) {
             Some(f @ ("url" | "eventTypes")) => body::invalid(
@@ -165,6 +184,7 @@ pub fn update<K: Kv>(
     let change = OptionsChange {
         scheme: scheme(&obj, &mut details),
         headers: headers(&obj, &mut details),
+        ordering: ordering(&obj, &mut details),
     };
     if !details.is_empty() {
         return Err(ApiError::validation(details));

@@ -39,12 +39,20 @@ fn validate_create(
     };
     let mut details = Vec::new();
     for key in obj.keys() {
-        if !["url", "eventTypes", "signatureScheme", "headers"].contains(&key.as_str()) {
+        if ![
+            "url",
+            "eventTypes",
+            "signatureScheme",
+            "headers",
+            "ordering",
+        ]
+        .contains(&key.as_str())
+        {
             details.push(FieldError::new(
                 key.clone(),
                 "unknown_field",
                 format!(
-                    "unknown field {}; a subscription has url, eventTypes, signatureScheme and headers",
+                    "unknown field {}; a subscription has url, eventTypes, signatureScheme, headers and ordering",
                     edgehook_model::error::quoted(key)
                 ),
             ));
@@ -53,6 +61,7 @@ fn validate_create(
     let options = subscriptions::DeliveryOptions {
         scheme: crate::options::scheme(obj, &mut details).unwrap_or_default(),
         headers: crate::options::headers(obj, &mut details).unwrap_or_default(),
+        ordering: crate::options::ordering(obj, &mut details).unwrap_or_default(),
         previous_secret: None,
     };
     let url = match obj.get("url") {
@@ -145,6 +154,7 @@ struct Created<'a> {
     event_types: &'a [String],
     header_names: Vec<&'a str>,
     id: &'a str,
+    ordering: &'static str,
     signature_scheme: &'static str,
     signing_secret: &'a str,
     status: &'static str,
@@ -219,6 +229,7 @@ fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
             .map(|(n, _)| n.as_str())
             .collect(),
         id: &sub.id,
+        ordering: sub.options.ordering.name(),
         signature_scheme: sub.options.scheme.name(),
         signing_secret: &sub.signing_secret.0,
         status: match sub.status {

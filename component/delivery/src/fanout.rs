@@ -142,7 +142,18 @@ fn publish_inner<K: Kv>(
     let written = if event.fanned_out {
         Vec::new()
     } else {
-        fan_out(env, &event, origin, seen.as_ref()).map_err(store)?
+        // FIFO subscriptions' deliveries wait their turn (`fifo.rs`). A resumed event's
+        // listeners were not loaded above: their records say which.
+        let fifo: Vec<String> = match replayed {
+            false => fifo_ids(active.iter()),
+            true => fifo_ids(
+                subscriptions::load_many(env, &event.subscriptions)
+                    .map_err(|e| store(KvError(e.message)))?
+                    .iter()
+                    .flatten(),
+            ),
+        };
+        fan_out(env, &event, origin, seen.as_ref(), &fifo).map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
     let prepared = (prepare && !replayed).then(|| Prepared {
@@ -289,15 +300,26 @@ enum Origin {
     Resumed,
 }
 
+/// The ids of the FIFO subscriptions among `subs`.
+fn fifo_ids<'a>(subs: impl Iterator<Item = &'a Subscription>) -> Vec<String> {
+    subs.filter(|s| s.options.ordering == subscriptions::Ordering::Fifo)
+        .map(|s| s.id.clone())
+        .collect()
+}
+
 /// Creates the event's deliveries. Every step is idempotent, so a failed fan-out can run
 /// again and resumes where it stopped: queue entries first, then per delivery its history
-/// entry and the record that makes it real.
+/// entry and the record that makes it real. A delivery to a subscription in `fifo` is held
+/// (no due time, no queue entry, not run by the request) and its subscription listed for
+/// the ticks, which release it in its turn (`fifo.rs`).
 fn fan_out<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
     origin: Origin,
     seen: Option<&SeenDirectories>,
+    fifo: &[String],
 ) -> Result<Vec<Written>, KvError> {
+    let held = |sub: &str| fifo.iter().any(|f| f == sub);
     // (subscription, delivery id, skipped): those it is delivered to, then the skipped.
     let all: Vec<(String, String, bool)> = event
         .all_subscriptions()
@@ -329,7 +351,7 @@ fn fan_out<K: Kv>(
     let queue = [(
         second_of(env.now_ms.max(event.created_at)),
         todo.iter()
-            .filter(|(_, _, skipped)| !skipped)
+            .filter(|(sub, _, skipped)| !skipped && !held(sub))
             .map(|(_, d, _)| d.clone())
             .collect::<Vec<_>>(),
     )];
@@ -341,9 +363,10 @@ fn fan_out<K: Kv>(
         history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
         // A skipped delivery is never queued: it waits, finished at its publish, for a
         // replay.
-        let (status, next_attempt_at, finished_at) = match skipped {
-            true => (Status::Skipped, None, Some(event.created_at)),
-            false => (Status::Pending, Some(event.created_at), None),
+        let (status, next_attempt_at, finished_at) = match (skipped, held(sub)) {
+            (true, _) => (Status::Skipped, None, Some(event.created_at)),
+            (false, true) => (Status::Pending, None, None),
+            (false, false) => (Status::Pending, Some(event.created_at), None),
         };
         let record = Delivery {
             id: dlv.clone(),
@@ -373,12 +396,17 @@ fn fan_out<K: Kv>(
             })
             .map_err(KvError::from)?,
         };
-        if wrote && !skipped {
+        if wrote && !skipped && !held(sub) {
             written.push(Written {
                 delivery: record,
                 bytes,
             });
         }
+    }
+    // Listed after their history entries: a tick that finds nothing left unlists, then
+    // looks at the history again (`fifo.rs`).
+    for sub in fifo {
+        crate::fifo::list(env.kv, sub)?;
     }
     // A new event was listed for retention before it was written; a resumed one is listed
     // again (its first publish may have failed before listing it).

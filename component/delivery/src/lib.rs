@@ -29,6 +29,7 @@ pub mod attempt;
 pub mod batch;
 pub mod claim;
 pub mod fanout;
+pub mod fifo;
 pub mod health;
 pub mod history;
 pub mod outcome;

@@ -94,6 +94,8 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     // Replay jobs first: the deliveries a step replays are queued in this second, which
     // this tick then reads.
     let (replaying, jobs) = crate::replays::advance(env);
+    // FIFO heads next, released into this second, which this tick then reads too.
+    let fifo_again = crate::fifo::advance(env);
     report.replays = u32::try_from(jobs).unwrap_or(u32::MAX);
     let Ok(directory) = read_directory(env.kv) else {
         report.next_due_ms = Some(now + 1000);
@@ -104,6 +106,9 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
     if replaying {
         note_due(now + 1000);
+    }
+    if fifo_again {
+        note_due(now);
     }
     let due: Vec<(u64, u64)> = directory
         .iter()

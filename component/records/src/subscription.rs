@@ -73,13 +73,37 @@ impl Scheme {
     }
 }
 
+/// In what order a subscription's deliveries are attempted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ordering {
+    /// Best effort (SPEC §6.3): every delivery is attempted as soon as it is due, in
+    /// parallel with the others. The default.
+    #[default]
+    Unordered,
+    /// One at a time, in publish order: a delivery is released only when the one before it
+    /// has succeeded, failed for good, or been cancelled.
+    Fifo,
+}
+
+impl Ordering {
+    /// Its name in the API (`unordered`, `fifo`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Ordering::Unordered => "unordered",
+            Ordering::Fifo => "fifo",
+        }
+    }
+}
+
 /// What a subscription's deliveries carry besides the body (since format 0xB3): the
 /// signature scheme, the partner's own headers, and during a secret rotation the previous
-/// secret, which signs beside the current one until `previous_until`.
+/// secret, which signs beside the current one until `previous_until`; and their ordering.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeliveryOptions {
     /// The signature scheme.
     pub scheme: Scheme,
+    /// The order of attempts.
+    pub ordering: Ordering,
     /// Headers sent with every delivery (names as given; values write-only, never shown).
     pub headers: Vec<(String, String)>,
     /// The secret a rotation replaced, and until when (ms since the epoch) it still signs.
@@ -205,7 +229,8 @@ impl Subscription {
             .list(&self.fanout_seqs, |w, n| w.u64(*n))
             .opt(self.disabled_entries.0, Writer::u64)
             .opt(self.disabled_entries.1, Writer::u64)
-            .u8(o.scheme as u8)
+            // The scheme in bit 0, FIFO ordering in bit 1.
+            .u8(o.scheme as u8 | (o.ordering as u8) << 1)
             .list(&o.headers, |w, (n, v)| w.str(n).str(v))
             .opt(o.previous_secret.as_ref(), |w, (s, until)| {
                 w.str(&s.0).u64(*until)
@@ -241,15 +266,19 @@ impl Subscription {
             false => (None, None),
         };
         let options = match version >= 3 {
-            true => DeliveryOptions {
-                scheme: match r.u8()? {
-                    0 => Scheme::Spec,
-                    1 => Scheme::Standard,
-                    _ => return None,
-                },
-                headers: r.list(8, |r| Some((r.str()?, r.str()?)))?,
-                previous_secret: r.opt(|r| Some((Secret(r.str()?), r.u64()?)))?,
-            },
+            true => {
+                // The scheme in bit 0, FIFO ordering in bit 1; any other bit is damage.
+                let flags = r.u8()?;
+                if flags > 3 {
+                    return None;
+                }
+                DeliveryOptions {
+                    scheme: [Scheme::Spec, Scheme::Standard][usize::from(flags & 1)],
+                    ordering: [Ordering::Unordered, Ordering::Fifo][usize::from(flags >> 1)],
+                    headers: r.list(8, |r| Some((r.str()?, r.str()?)))?,
+                    previous_secret: r.opt(|r| Some((Secret(r.str()?), r.u64()?)))?,
+                }
+            }
             false => DeliveryOptions::default(),
         };
         r.end()?;
@@ -316,6 +345,7 @@ mod tests {
             disabled_entries: (Some(4), Some(11)),
             options: DeliveryOptions {
                 scheme: Scheme::Standard,
+                ordering: Ordering::Fifo,
                 headers: vec![
                     ("X-Token".into(), "t=1".into()),
                     ("Authorization".into(), "Bearer x".into()),

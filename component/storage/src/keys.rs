@@ -35,6 +35,8 @@
 //! - `duedir` — the seconds that have queued attempts, each with a watermark; binary and
 //!   sorted (`directory`); `due:{second}:...` — an
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
+//! - `fifodir` — the FIFO subscriptions with deliveries to release, one id per line;
+//!   `fifo:{subscription id}` — how far its history is done with (binary; `delivery::fifo`).
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries;
 //!   `subdlv:{subscription id}:f` — how many of its leading pages the retention purge has
 //!   dropped (see `delivery::history`).
@@ -232,6 +234,15 @@ pub fn replay_selection(job_id: &str, n: u32) -> Key {
 
 /// The running replay jobs: their ids, one per line; every tick reads it.
 pub const REPLAY_DIRECTORY: Key = Key::fixed("rpldir");
+
+/// The FIFO subscriptions with deliveries still to release: their ids, one per line; every
+/// tick reads it.
+pub const FIFO_DIRECTORY: Key = Key::fixed("fifodir");
+
+/// A FIFO subscription's place in its history: how many entries are done with (binary).
+pub fn fifo(subscription_id: &str) -> Key {
+    owned(format!("fifo:{subscription_id}"))
+}
 
 /// Prefix of one day's retention log (an append log of event ids and idempotency keys).
 pub fn retention(day: u64) -> Key {

@@ -163,6 +163,7 @@ pub struct PartnerDetail<'a> {
     /// Shown by a read once the subscription has had an attempt ([`PartnerDetail::with_last_attempt`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_attempt: Option<LastAttempt<'a>>,
+    pub(crate) ordering: &'static str,
     /// During a rotation's overlap: when the previous secret stops signing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) previous_secret_expires_at: Option<u64>,
@@ -216,6 +217,7 @@ pub fn partner_detail(sub: &Subscription) -> PartnerDetail<'_> {
             .collect(),
         id: &sub.id,
         last_attempt: None,
+        ordering: sub.options.ordering.name(),
         previous_secret_expires_at: sub
             .options
             .previous_secret

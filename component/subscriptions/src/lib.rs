@@ -37,7 +37,9 @@ pub mod options;
 pub use create::{NewSubscription, activate, create_pending};
 pub use disable::disable;
 pub use disabled::disabled_page;
-pub use edgehook_records::subscription::{DeliveryOptions, Scheme, Secret, Status, Subscription};
+pub use edgehook_records::subscription::{
+    DeliveryOptions, Ordering, Scheme, Secret, Status, Subscription,
+};
 pub use enable::{Enabled, enable};
 pub use index::{LastAttempt, PartnerDetail, PartnerView, partner_detail, partner_view};
 pub use list::{Listed, list_page};

@@ -13,6 +13,10 @@ pub struct OptionsChange {
     pub scheme: Option<Scheme>,
     /// The headers, replacing the whole set (empty: none).
     pub headers: Option<Vec<(String, String)>>,
+    /// The order of attempts (from `fifo` to `unordered`, the deliveries held back are
+    /// released by the next tick; from `unordered` to `fifo`, deliveries published from then
+    /// on wait their turn).
+    pub ordering: Option<crate::Ordering>,
 }
 
 /// The owner's subscription `id` (`client_id`'s, not deleted) with `change` applied; the
@@ -35,6 +39,9 @@ pub fn update_options<K: Kv>(
         }
         if let Some(headers) = &change.headers {
             sub.options.headers = headers.clone();
+        }
+        if let Some(ordering) = change.ordering {
+            sub.options.ordering = ordering;
         }
         secret
     })
