@@ -423,7 +423,7 @@ mod tests {
             let mut d = full_delivery();
             d.status = status;
             let bytes = d.encode();
-            assert_eq!(bytes[0], DELIVERY_V1);
+            assert_eq!(bytes[0], DELIVERY_V2);
             assert_eq!(Delivery::decode(&bytes), Ok(d));
         }
         let bare = Delivery {
@@ -435,6 +435,46 @@ mod tests {
             ..full_delivery()
         };
         assert_eq!(Delivery::decode(&bare.encode()), Ok(bare));
+    }
+
+    /// A record of the format before `retryAfterMs` (0xD1) still reads: the same fields,
+    /// each attempt without the wait; a wait in the current format reads back.
+    #[test]
+    fn a_delivery_record_of_the_format_before_reads_back() {
+        let mut d = full_delivery();
+        let v2 = d.encode();
+        // 0xD1 is 0xD2 without each attempt's last field (`None`: one tag byte).
+        let mut v1 = Vec::new();
+        let mut w = edgehook_storage::codec::Writer::new(DELIVERY_V1, 0);
+        w.str(&d.id)
+            .str(&d.event_id)
+            .str(&d.event_type)
+            .str(&d.subscription_id)
+            .u64(d.created_at)
+            .u8(d.status.code())
+            .list(&d.attempts, |w, a| {
+                w.u32(a.run)
+                    .u32(a.number)
+                    .u64(a.due_at)
+                    .u64(a.started_at)
+                    .opt(a.status_code, edgehook_storage::codec::Writer::u16)
+                    .opt(a.error.as_deref(), edgehook_storage::codec::Writer::str)
+                    .u64(a.latency_ms)
+                    .bool(a.succeeded)
+            })
+            .u32(d.run)
+            .opt(d.next_attempt_at, edgehook_storage::codec::Writer::u64)
+            .opt(d.lease_until, edgehook_storage::codec::Writer::u64)
+            .opt(
+                d.lease_owner.as_deref(),
+                edgehook_storage::codec::Writer::str,
+            )
+            .opt(d.finished_at, edgehook_storage::codec::Writer::u64);
+        v1.extend(w.finish());
+        assert_eq!(v1.len() + d.attempts.len(), v2.len());
+        assert_eq!(Delivery::decode(&v1), Ok(d.clone()));
+        d.attempts[0].retry_after_ms = Some(120_000);
+        assert_eq!(Delivery::decode(&d.encode()), Ok(d));
     }
 
     #[test]
