@@ -72,7 +72,14 @@ fn campaign(seed: u64) -> Result<Summary, String> {
     for i in 0..12 {
         let url = format!("https://e{i}.example.com/hook");
         sim.net().endpoint(&url, [kinds[i % kinds.len()].clone()]);
-        let body = json!({"url": url, "eventTypes": ["load.created", "load.updated"]});
+        // Half of them in FIFO order (#25 point 6), healthy ones among them: the audit
+        // checks their order.
+        let ordering = if fifo_index(&url) {
+            "fifo"
+        } else {
+            "unordered"
+        };
+        let body = json!({"url": url, "eventTypes": ["load.created", "load.updated"], "ordering": ordering});
         let idem = format!("sub-{i}");
         let resp = retrying(&mut sim, |s| {
             create_with(s, &key, &body, &[("idempotency-key", &idem)])
@@ -129,9 +136,49 @@ fn campaign(seed: u64) -> Result<Summary, String> {
     // Faults off; the schedule and any expired leases run out.
     sim.store().set_faults(Faults::default());
     sim.tick().map_err(|e| e.to_string())?;
-    sim.advance(Duration::from_secs(2 * 3600))
+    // FIFO subscriptions drain one delivery at a time: up to ~6 minutes each when failing.
+    sim.advance(Duration::from_secs(6 * 3600))
         .map_err(|e| e.to_string())?;
     audit(&mut sim, &key, &created, events)
+}
+
+/// Whether the campaign's endpoint `url` (`https://e{i}...`) belongs to a FIFO
+/// subscription: `i % 4` of 0 (healthy) and 1 (503).
+fn fifo_index(url: &str) -> bool {
+    url.trim_start_matches("https://e")
+        .split('.')
+        .next()
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|i| i % 4 < 2)
+}
+
+/// A FIFO subscription's deliveries reached its endpoint one at a time and in publish order:
+/// once another delivery arrived, an earlier one never came again, and first arrivals follow
+/// their events' publish times.
+fn audit_fifo(
+    sim: &Simulation,
+    url: &str,
+    published: &BTreeMap<String, u64>,
+) -> Result<(), String> {
+    let mut order: Vec<String> = Vec::new();
+    for r in sim.net().received_by(url) {
+        let id = r.header("x-service-delivery-id").unwrap_or("").to_owned();
+        match order.iter().position(|o| *o == id) {
+            Some(p) if p + 1 != order.len() => {
+                return Err(format!("{url}: {id} came again after {}", order[p + 1]));
+            }
+            Some(_) => {}
+            None => order.push(id),
+        }
+    }
+    let times: Vec<u64> = order
+        .iter()
+        .filter_map(|id| published.get(id).copied())
+        .collect();
+    if times.windows(2).any(|w| w[0] > w[1]) {
+        return Err(format!("{url}: not in publish order: {order:?}"));
+    }
+    Ok(())
 }
 
 fn audit(
@@ -216,6 +263,18 @@ fn audit(
                 }
                 None => break,
             }
+        }
+    }
+    let mut published: BTreeMap<String, u64> = BTreeMap::new();
+    for event in &event_records {
+        for sub in &event.subscriptions {
+            let id = edgehook_component::delivery::delivery_id(&event.id, sub);
+            published.insert(id, event.created_at);
+        }
+    }
+    for (url, _) in created.values() {
+        if fifo_index(url) {
+            audit_fifo(sim, url, &published)?;
         }
     }
     for event in &event_records {

@@ -11,6 +11,7 @@ mod delivery;
 mod delivery_lists;
 mod delivery_options;
 mod faults;
+mod fifo;
 mod host_quirks;
 mod hosts;
 mod injection;

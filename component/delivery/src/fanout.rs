@@ -201,7 +201,7 @@ pub(crate) fn publish_internal<K: Kv>(
     };
     retention::retain(env.kv, event.created_at, &event.id, None)?;
     env.kv.set(&keys::event_body(&event.id), body)?;
-    fan_out(env, &event, Origin::Fresh, None)?;
+    fan_out(env, &event, Origin::Fresh, None, &[])?;
     Ok(())
 }
 

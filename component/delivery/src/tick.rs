@@ -154,6 +154,11 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         }
     }
     run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
+    // A FIFO head this tick delivered (or failed for good) lets the next one go now; the
+    // tick that follows at once sends it.
+    if crate::fifo::advance(&clock.env(env)) {
+        note_due(now);
+    }
     for scan in &scans {
         let outcome = scan.outcome(now);
         seen_now.push((scan.second, outcome.seen));

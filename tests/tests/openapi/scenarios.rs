@@ -30,9 +30,10 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
         "GET /healthz 200 ok" => sim(1).request("GET", "/healthz", &[], b"").expect("runs"),
         "GET /v1/webhooks 200 firstPage" => {
             let mut w = World::new(2);
-            for _ in 0..2 {
-                assert_eq!(w.create(&subscription(), &[]).status, 201);
-            }
+            // The same subscription twice; the second in FIFO order (lists look the same).
+            assert_eq!(w.create(&subscription(), &[]).status, 201);
+            let fifo = doc.request_example("POST", "/v1/webhooks", "fifo");
+            assert_eq!(w.create(&fifo, &[]).status, 201);
             w.partner("GET", "/v1/webhooks?limit=1")
         }
         "GET /v1/webhooks 200 disabledPage" => {
