@@ -355,7 +355,8 @@ fn own_headers_are_sent_never_shown_and_bad_ones_are_refused_changing_nothing() 
             "not_updatable",
         ),
         (json!({"eventTypes": ["load.updated"]}), "not_updatable"),
-        (json!({"ordering": "fifo"}), "unknown_field"),
+        (json!({"ordering": "sorted"}), "invalid_value"),
+        (json!({"paused": true}), "unknown_field"),
     ] {
         let resp = send(&mut sim, "PATCH", &path, &key, &bad);
         assert_eq!(resp.status, 422, "{bad}: {}", resp.json());
