@@ -22,12 +22,16 @@
 //! what get exercised, and the manifest is the project's but for `source`. The receiver is on
 //! loopback, so the walks set `allow_private_targets = true` (a development setting).
 //!
+//! The walks end with the delivery options (`spin/options.rs`): Standard Webhooks signatures
+//! with a partner's header, both secrets of a rotation verifying, and FIFO ordering.
+//!
 //! Retries: in the walks attempt 2 is due about 60 s after attempt 1 failed (SPEC's delays),
 //! and the walk checks that the tick route reports it due then and does not send it early.
 //! [`spin_retries_through_the_tick_route`] runs a retry for real: with `retry_delays_ms` at
 //! one second and the opportunistic tick off, only the tick route sends attempt 2.
 
 mod harness;
+mod options;
 
 use edgehook_sim::spin;
 use edgehook_testkit::redis::{redis_installed, start_redis};
@@ -148,6 +152,7 @@ fn story(mut w: Walk, receiver: &Receiver) {
     idempotency_and_validation(&mut w, &made, receiver);
     deliveries(&mut w, &made, receiver);
     recovery(&mut w, &made, receiver);
+    options::delivery_options(&mut w, &made.acme, made.id(4), &made.subs[4].1, receiver);
     w.report();
 }
 

@@ -241,6 +241,10 @@ pub fn delete<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
     req("DELETE", path, who)
 }
 
+pub fn patch<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
+    req("PATCH", path, who)
+}
+
 impl<'a> Req<'a> {
     /// `body` as `application/json`.
     pub fn json(self, body: &Value) -> Self {
