@@ -18,6 +18,7 @@ mod injection;
 mod invariants;
 mod lifecycle;
 mod openapi;
+mod pacing;
 mod partner_api;
 mod partner_faults;
 mod partner_idempotency;

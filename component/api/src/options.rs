@@ -85,6 +85,34 @@ pub(crate) fn ordering(
     }
 }
 
+/// Largest `maxInFlight`.
+pub const MAX_IN_FLIGHT: u64 = 256;
+/// Largest `rateLimit` (attempts started per second).
+pub const MAX_RATE: u64 = 1000;
+
+/// `field` if `obj` has it: a whole number from 1 to `max`, or `null` (0: the default).
+pub(crate) fn limit(
+    obj: &Map<String, Value>,
+    field: &'static str,
+    max: u64,
+    details: &mut Vec<FieldError>,
+) -> Option<u32> {
+    match obj.get(field)? {
+        Value::Null => Some(0),
+        v => match v.as_u64().filter(|n| (1..=max).contains(n)) {
+            Some(n) => Some(n as u32),
+            None => {
+                details.push(FieldError::new(
+                    field,
+                    "out_of_range",
+                    format!("{field} is a whole number from 1 to {max}, or null for the default"),
+                ));
+                None
+            }
+        },
+    }
+}
+
 /// `headers` if `obj` has it: an object of names to string values (problems added to
 /// `details`, one per bad header).
 pub(crate) fn headers(
@@ -169,7 +197,14 @@ pub fn update<K: Kv>(
 ) -> Result<Response, ApiError> {
     // Another client's subscription is 404 whatever the body (as every partner route).
     subscriptions::owned(env, id, client_id)?;
-    let obj = body::object(req, &["signatureScheme", "headers", "ordering"]).map_err(|e| {
+    let fields = [
+        "signatureScheme",
+        "headers",
+        "ordering",
+        "maxInFlight",
+        "rateLimit",
+    ];
+    let obj = body::object(req, &fields).map_err(|e| {
         // The fields a subscription has but an update cannot change say so.
         match e.details.first().map(|d| d.field.as_str()) {
             Some(f @ ("url" | "eventTypes")) => body::invalid(
@@ -185,6 +220,8 @@ pub fn update<K: Kv>(
         scheme: scheme(&obj, &mut details),
         headers: headers(&obj, &mut details),
         ordering: ordering(&obj, &mut details),
+        max_in_flight: limit(&obj, "maxInFlight", MAX_IN_FLIGHT, &mut details).map(|n| n as u16),
+        rate_limit: limit(&obj, "rateLimit", MAX_RATE, &mut details),
     };
     if !details.is_empty() {
         return Err(ApiError::validation(details));

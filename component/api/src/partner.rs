@@ -39,20 +39,21 @@ fn validate_create(
     };
     let mut details = Vec::new();
     for key in obj.keys() {
-        if ![
+        let known = [
             "url",
             "eventTypes",
             "signatureScheme",
             "headers",
             "ordering",
-        ]
-        .contains(&key.as_str())
-        {
+            "maxInFlight",
+            "rateLimit",
+        ];
+        if !known.contains(&key.as_str()) {
             details.push(FieldError::new(
                 key.clone(),
                 "unknown_field",
                 format!(
-                    "unknown field {}; a subscription has url, eventTypes, signatureScheme, headers and ordering",
+                    "unknown field {}; a subscription has url, eventTypes, signatureScheme, headers, ordering, maxInFlight and rateLimit",
                     edgehook_model::error::quoted(key)
                 ),
             ));
@@ -62,7 +63,17 @@ fn validate_create(
         scheme: crate::options::scheme(obj, &mut details).unwrap_or_default(),
         headers: crate::options::headers(obj, &mut details).unwrap_or_default(),
         ordering: crate::options::ordering(obj, &mut details).unwrap_or_default(),
+        max_in_flight: crate::options::limit(
+            obj,
+            "maxInFlight",
+            crate::options::MAX_IN_FLIGHT,
+            &mut details,
+        )
+        .map_or(0, |n| n as u16),
+        rate_limit: crate::options::limit(obj, "rateLimit", crate::options::MAX_RATE, &mut details)
+            .unwrap_or(0),
         previous_secret: None,
+        slow_until: None,
     };
     let url = match obj.get("url") {
         None => {
@@ -154,7 +165,9 @@ struct Created<'a> {
     event_types: &'a [String],
     header_names: Vec<&'a str>,
     id: &'a str,
+    max_in_flight: Option<u16>,
     ordering: &'static str,
+    rate_limit: Option<u32>,
     signature_scheme: &'static str,
     signing_secret: &'a str,
     status: &'static str,
@@ -229,7 +242,9 @@ fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
             .map(|(n, _)| n.as_str())
             .collect(),
         id: &sub.id,
+        max_in_flight: (sub.options.max_in_flight > 0).then_some(sub.options.max_in_flight),
         ordering: sub.options.ordering.name(),
+        rate_limit: (sub.options.rate_limit > 0).then_some(sub.options.rate_limit),
         signature_scheme: sub.options.scheme.name(),
         signing_secret: &sub.signing_secret.0,
         status: match sub.status {

@@ -5,6 +5,7 @@ use crate::attempt::{DESTINATION_REFUSED, outgoing};
 use crate::claim::{Claim, Claimed, LEASE_MARGIN_MS, Wait};
 use crate::fanout::Written;
 use crate::outcome::record_outcomes;
+use crate::pace;
 use crate::report::TickReport;
 use crate::sender::{Outgoing, SendResult, Sender};
 use edgehook_model::env::Env;
@@ -139,6 +140,9 @@ pub(crate) fn run_batch<K: Kv>(
             })
             .collect(),
     };
+    // Pacing (`pace.rs`): a paced subscription's deliveries get the slots it grants; the
+    // rest are given back unsent, still due, and looked at again in a second.
+    let (claimed, subs, paced) = pace_batch(env, tick_id, lease_until, claimed, subs, &mut held)?;
     let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
     if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {
         bodies.push((w.delivery.event_id.clone(), body.clone()));
@@ -195,5 +199,92 @@ pub(crate) fn run_batch<K: Kv>(
     held.extend(record_outcomes(
         env, tick_id, claimed, subs, results, cancelled, report,
     )?);
+    for sub_id in &paced {
+        // A slot not given back ends with its lease.
+        let _ = pace::release(env, sub_id, tick_id);
+    }
     Ok(held)
+}
+
+/// Asks each paced subscription among `subs` for the slots its claimed deliveries want
+/// (once per subscription); keeps the granted deliveries, gives the others back (lease
+/// cleared, still due; held a second). Returns the kept deliveries, their subscriptions, and
+/// the subscriptions whose slots this batch now holds.
+#[allow(clippy::type_complexity)]
+fn pace_batch<K: Kv>(
+    env: &Env<'_, K>,
+    holder: &str,
+    until: u64,
+    claimed: Vec<Claimed>,
+    subs: Vec<Option<Subscription>>,
+    held: &mut Vec<(String, Wait)>,
+) -> Result<(Vec<Claimed>, Vec<Option<Subscription>>, Vec<String>), KvError> {
+    let now = env.now_ms;
+    // (subscription, its limits, how many of its deliveries are claimed)
+    let mut wanted: Vec<(String, (u32, u32), u32)> = Vec::new();
+    for sub in subs
+        .iter()
+        .flatten()
+        .filter(|s| s.status == SubStatus::Active)
+    {
+        let Some(limits) = pace::limits(sub, now) else {
+            continue;
+        };
+        match wanted.iter_mut().find(|(id, _, _)| *id == sub.id) {
+            Some(w) => w.2 += 1,
+            None => wanted.push((sub.id.clone(), limits, 1)),
+        }
+    }
+    if wanted.is_empty() {
+        return Ok((claimed, subs, Vec::new()));
+    }
+    let mut granted: Vec<(String, u32)> = Vec::new();
+    let mut paced = Vec::new();
+    for (id, limits, n) in wanted {
+        // A store failure grants nothing: the deliveries wait rather than go over the cap.
+        let got = pace::acquire(env, &id, limits, n, holder, until).unwrap_or(0);
+        if got > 0 {
+            paced.push(id.clone());
+        }
+        granted.push((id, got));
+    }
+    let (mut kept, mut kept_subs) = (Vec::new(), Vec::new());
+    for (c, sub) in claimed.into_iter().zip(subs) {
+        let slot = sub
+            .as_ref()
+            .and_then(|s| granted.iter_mut().find(|(id, _)| *id == s.id));
+        match slot {
+            Some((_, 0)) => {
+                unclaim(env, &c.delivery.id, holder)?;
+                held.push((c.delivery.id.clone(), Wait::Paced(now + 1000)));
+            }
+            Some((_, left)) => {
+                *left -= 1;
+                kept.push(c);
+                kept_subs.push(sub);
+            }
+            None => {
+                kept.push(c);
+                kept_subs.push(sub);
+            }
+        }
+    }
+    Ok((kept, kept_subs, paced))
+}
+
+/// Clears the lease this batch (`holder`) took on delivery `id`, which it will not send.
+fn unclaim<K: Kv>(env: &Env<'_, K>, id: &str, holder: &str) -> Result<(), KvError> {
+    update(env.kv, &keys::delivery(id), |cur| {
+        let Some(bytes) = cur else {
+            return Ok::<_, KvError>(Update::Keep(()));
+        };
+        let mut d = Delivery::decode(bytes)?;
+        if d.lease_owner.as_deref() != Some(holder) {
+            return Ok(Update::Keep(()));
+        }
+        d.lease_until = None;
+        d.lease_owner = None;
+        Ok(Update::Write(d.encode(), ()))
+    })
+    .map_err(KvError::from)
 }

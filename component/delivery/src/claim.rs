@@ -23,6 +23,8 @@ pub(crate) enum Wait {
     /// It is pending but due only then: a publish (or replay) made it due after this tick
     /// read its clock, within the second the tick is scanning.
     Due(u64),
+    /// Due now, but its subscription's pacing (`pace.rs`) has no room for it until then.
+    Paced(u64),
 }
 
 /// What a claim found.

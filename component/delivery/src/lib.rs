@@ -33,6 +33,7 @@ pub mod fifo;
 pub mod health;
 pub mod history;
 pub mod outcome;
+pub mod pace;
 pub mod ping;
 pub mod purge;
 pub mod queue;

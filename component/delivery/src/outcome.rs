@@ -105,6 +105,16 @@ pub(crate) fn record_outcomes<K: Kv>(
             Some((_, any)) => *any |= success,
             None => streaks.push((sub.to_owned(), success)),
         };
+    // Which attempts were slow (a second or more, or a timeout), for `pace.rs`.
+    let slow_results: Vec<bool> = results
+        .iter()
+        .map(|r| {
+            r.as_ref().is_some_and(|r| {
+                r.latency_ms >= crate::pace::SLOW_MS
+                    || r.outcome.as_ref().err().is_some_and(|e| e == "timeout")
+            })
+        })
+        .collect();
     for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
         if !queued && matches!(verdict, Verdict::Retry(_)) {
             continue;
@@ -204,6 +214,23 @@ pub(crate) fn record_outcomes<K: Kv>(
             }
             Verdict::Cancelled => report.cancelled += 1,
         }
+    }
+    // A receiver that took a second or more, or timed out, counts as slow for a while: the
+    // default in-flight cap applies to it (`pace.rs`).
+    let mut slow: Vec<&str> = Vec::new();
+    for ((c, r), s) in claimed.iter().zip(&slow_results).zip(&subs) {
+        let sub = c.delivery.subscription_id.as_str();
+        // Already marked for long enough (as this batch read it): nothing to write.
+        let marked = s
+            .as_ref()
+            .and_then(|s| s.options.slow_until)
+            .is_some_and(|u| u >= now + crate::pace::SLOW_FOR_MS / 2);
+        if *r && !marked && sub != alert::ALERTS && !slow.contains(&sub) {
+            slow.push(sub);
+        }
+    }
+    for sub_id in slow {
+        let _ = crate::pace::mark_slow(env, sub_id);
     }
     for (sub_id, success) in streaks {
         let known = subs

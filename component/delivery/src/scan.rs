@@ -253,7 +253,7 @@ fn hold_entries(scans: &mut [SecondScan], id: &str, wait: Wait) {
             match wait {
                 // Another tick holds it: it may die mid-attempt, so the second is not done
                 // with the entry until the lease runs out.
-                Wait::Leased(until) => scan.hold(seq, until),
+                Wait::Leased(until) | Wait::Paced(until) => scan.hold(seq, until),
                 // Due later in this second: sent by a tick that reads a later clock.
                 Wait::Due(due) if second_of(due) <= scan.second => scan.hold(seq, due),
                 // Due in a later second, whose own entry stands for it: this one is stale.

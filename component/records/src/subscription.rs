@@ -108,6 +108,14 @@ pub struct DeliveryOptions {
     pub headers: Vec<(String, String)>,
     /// The secret a rotation replaced, and until when (ms since the epoch) it still signs.
     pub previous_secret: Option<(Secret, u64)>,
+    /// Most attempts in flight at once (since 0xB4); 0: the default, which applies only
+    /// while the receiver is slow (`slow_until`).
+    pub max_in_flight: u16,
+    /// Most attempts started per second (since 0xB4); 0: no limit.
+    pub rate_limit: u32,
+    /// Not an option but the receiver's state: until when it counts as slow (an attempt took
+    /// a second or more, or timed out), which puts it under the default in-flight cap.
+    pub slow_until: Option<u64>,
 }
 
 impl DeliveryOptions {
@@ -203,16 +211,18 @@ impl Subscription {
         }
     }
 
-    /// The stored record: `SUBSCRIPTION_V3` (0xB3), then every field in declaration order
+    /// The stored record: `SUBSCRIPTION_V4` (0xB4), then every field in declaration order
     /// (see [`edgehook_storage::codec`]; a list is its length, then its items; the options:
-    /// the scheme's code, the headers as name-value pairs, the previous secret and its end).
+    /// the scheme's code, the headers as name-value pairs, the previous secret and its end,
+    /// the in-flight cap, the rate limit, the time the receiver counts as slow until).
     /// A record is written twice by a create and read by every fan-out, so it is copied
-    /// rather than escaped. Still read: `SUBSCRIPTION_V2` (0xB2), the same without the
-    /// options, and `SUBSCRIPTION_V1` (0xB1), without `disabled_entries` too.
+    /// rather than escaped. Still read: 0xB3, without the last three; `SUBSCRIPTION_V2`
+    /// (0xB2), without the options; and `SUBSCRIPTION_V1` (0xB1), without
+    /// `disabled_entries` too.
     pub fn encode(&self) -> Vec<u8> {
         let o = &self.options;
         let mut w = Writer::new(
-            SUBSCRIPTION_V3,
+            SUBSCRIPTION_V4,
             160 + self.url.len() + 24 * self.event_types.len(),
         );
         w.str(&self.id)
@@ -234,7 +244,10 @@ impl Subscription {
             .list(&o.headers, |w, (n, v)| w.str(n).str(v))
             .opt(o.previous_secret.as_ref(), |w, (s, until)| {
                 w.str(&s.0).u64(*until)
-            });
+            })
+            .u16(o.max_in_flight)
+            .u32(o.rate_limit)
+            .opt(o.slow_until, Writer::u64);
         w.finish()
     }
 
@@ -244,13 +257,11 @@ impl Subscription {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
-        let (mut r, version) = match Reader::new(bytes, SUBSCRIPTION_V3) {
-            Some(r) => (r, 3),
-            None => match Reader::new(bytes, SUBSCRIPTION_V2) {
-                Some(r) => (r, 2),
-                None => (Reader::new(bytes, SUBSCRIPTION_V1)?, 1),
-            },
-        };
+        let (mut r, version) = [SUBSCRIPTION_V4, SUBSCRIPTION_V3, SUBSCRIPTION_V2]
+            .iter()
+            .zip([4, 3, 2])
+            .find_map(|(v, n)| Some((Reader::new(bytes, *v)?, n)))
+            .or_else(|| Some((Reader::new(bytes, SUBSCRIPTION_V1)?, 1)))?;
         let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
         let event_types = r.list(4, Reader::str)?;
         let signing_secret = Secret(r.str()?);
@@ -277,9 +288,19 @@ impl Subscription {
                     ordering: [Ordering::Unordered, Ordering::Fifo][usize::from(flags >> 1)],
                     headers: r.list(8, |r| Some((r.str()?, r.str()?)))?,
                     previous_secret: r.opt(|r| Some((Secret(r.str()?), r.u64()?)))?,
+                    ..DeliveryOptions::default()
                 }
             }
             false => DeliveryOptions::default(),
+        };
+        let options = match version >= 4 {
+            true => DeliveryOptions {
+                max_in_flight: r.u16()?,
+                rate_limit: r.u32()?,
+                slow_until: r.opt(Reader::u64)?,
+                ..options
+            },
+            false => options,
         };
         r.end()?;
         Some(Subscription {
@@ -302,6 +323,8 @@ impl Subscription {
 }
 
 /// The first byte of a subscription record ([`Subscription::encode`]): its format's version.
+const SUBSCRIPTION_V4: u8 = 0xB4;
+/// The format before pacing (read, no longer written).
 const SUBSCRIPTION_V3: u8 = 0xB3;
 /// The format before the delivery options (read, no longer written).
 const SUBSCRIPTION_V2: u8 = 0xB2;
@@ -351,6 +374,9 @@ mod tests {
                     ("Authorization".into(), "Bearer x".into()),
                 ],
                 previous_secret: Some((Secret("whsec_old".into()), 1_767_229_200_000)),
+                max_in_flight: 4,
+                rate_limit: 20,
+                slow_until: Some(1_767_226_000_000),
             },
         }
     }
@@ -365,14 +391,20 @@ mod tests {
             ..sub.clone()
         }
         .encode();
-        // 0xB3 is 0xB2 followed by the options: scheme (1), headers (4), previous (1).
-        v2.truncate(v2.len() - 6);
+        // 0xB4 is 0xB3 followed by the pacing: cap (2), rate (4), slow until (1); 0xB3 is
+        // 0xB2 followed by the options: scheme (1), headers (4), previous (1).
+        let mut v3 = v2.clone();
+        v3.truncate(v3.len() - 7);
+        v3[0] = SUBSCRIPTION_V3;
+        let read = Subscription::decode(&v3).expect("a 0xB3 record");
+        assert_eq!(read.options, DeliveryOptions::default());
+        v2.truncate(v2.len() - 13);
         v2[0] = SUBSCRIPTION_V2;
         let read = Subscription::decode(&v2).expect("a 0xB2 record");
         assert_eq!(read.options, DeliveryOptions::default());
         assert_eq!(read.id, sub.id);
         let bytes = sub.encode();
-        assert_eq!(bytes[0], SUBSCRIPTION_V3);
+        assert_eq!(bytes[0], SUBSCRIPTION_V4);
         assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
         // An unknown scheme is a damaged record.
         let mut bad = Subscription {
@@ -380,7 +412,7 @@ mod tests {
             ..sub
         }
         .encode();
-        let at = bad.len() - 6;
+        let at = bad.len() - 13;
         bad[at] = 7;
         assert!(Subscription::decode(&bad).is_err());
     }
@@ -403,7 +435,7 @@ mod tests {
         };
         for sub in [full, empty, active] {
             let bytes = sub.encode();
-            assert_eq!(bytes[0], SUBSCRIPTION_V3);
+            assert_eq!(bytes[0], SUBSCRIPTION_V4);
             assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
         }
     }
@@ -465,9 +497,9 @@ mod tests {
             options: DeliveryOptions::default(),
             ..sample()
         };
-        // 0xB2 is 0xB3 without the options (scheme 1 byte, no headers 4, no rotation 1).
+        // 0xB2 is 0xB4 without the options (6 bytes) and the pacing (7).
         let v3 = sub.encode();
-        let v2 = v3[..v3.len() - 6].to_vec();
+        let v2 = v3[..v3.len() - 13].to_vec();
         // 0xB1 is 0xB2 without its last two fields (two `None`s: one tag byte each).
         let mut v1 = v2[..v2.len() - 2].to_vec();
         v1[0] = SUBSCRIPTION_V1;

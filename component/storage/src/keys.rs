@@ -37,6 +37,8 @@
 //!   [`AppendLog`](crate::applog::AppendLog) of delivery ids due in that second.
 //! - `fifodir` — the FIFO subscriptions with deliveries to release, one id per line;
 //!   `fifo:{subscription id}` — how far its history is done with (binary; `delivery::fifo`).
+//! - `pace:{subscription id}` — a paced subscription's attempts in flight (who holds them,
+//!   until when) and when its rate lets the next one start (binary; `delivery::pace`).
 //! - `subdlv:{subscription id}:...` — an append log of the subscription's deliveries;
 //!   `subdlv:{subscription id}:f` — how many of its leading pages the retention purge has
 //!   dropped (see `delivery::history`).
@@ -242,6 +244,11 @@ pub const FIFO_DIRECTORY: Key = Key::fixed("fifodir");
 /// A FIFO subscription's place in its history: how many entries are done with (binary).
 pub fn fifo(subscription_id: &str) -> Key {
     owned(format!("fifo:{subscription_id}"))
+}
+
+/// A paced subscription's attempts in flight and its rate state (binary; `delivery::pace`).
+pub fn pace(subscription_id: &str) -> Key {
+    owned(format!("pace:{subscription_id}"))
 }
 
 /// Prefix of one day's retention log (an append log of event ids and idempotency keys).

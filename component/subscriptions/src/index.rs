@@ -163,10 +163,12 @@ pub struct PartnerDetail<'a> {
     /// Shown by a read once the subscription has had an attempt ([`PartnerDetail::with_last_attempt`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_attempt: Option<LastAttempt<'a>>,
+    pub(crate) max_in_flight: Option<u16>,
     pub(crate) ordering: &'static str,
     /// During a rotation's overlap: when the previous secret stops signing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) previous_secret_expires_at: Option<u64>,
+    pub(crate) rate_limit: Option<u32>,
     pub(crate) signature_scheme: &'static str,
     pub(crate) status: &'static str,
     pub(crate) url: &'a str,
@@ -217,12 +219,14 @@ pub fn partner_detail(sub: &Subscription) -> PartnerDetail<'_> {
             .collect(),
         id: &sub.id,
         last_attempt: None,
+        max_in_flight: (sub.options.max_in_flight > 0).then_some(sub.options.max_in_flight),
         ordering: sub.options.ordering.name(),
         previous_secret_expires_at: sub
             .options
             .previous_secret
             .as_ref()
             .map(|(_, until)| *until),
+        rate_limit: (sub.options.rate_limit > 0).then_some(sub.options.rate_limit),
         signature_scheme: sub.options.scheme.name(),
         status: if active { "active" } else { "disabled" },
         url: &sub.url,

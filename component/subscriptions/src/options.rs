@@ -17,6 +17,10 @@ pub struct OptionsChange {
     /// released by the next tick; from `unordered` to `fifo`, deliveries published from then
     /// on wait their turn).
     pub ordering: Option<crate::Ordering>,
+    /// The in-flight cap (0: back to the default).
+    pub max_in_flight: Option<u16>,
+    /// The rate limit (0: none).
+    pub rate_limit: Option<u32>,
 }
 
 /// The owner's subscription `id` (`client_id`'s, not deleted) with `change` applied; the
@@ -42,6 +46,12 @@ pub fn update_options<K: Kv>(
         }
         if let Some(ordering) = change.ordering {
             sub.options.ordering = ordering;
+        }
+        if let Some(n) = change.max_in_flight {
+            sub.options.max_in_flight = n;
+        }
+        if let Some(n) = change.rate_limit {
+            sub.options.rate_limit = n;
         }
         secret
     })

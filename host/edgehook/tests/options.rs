@@ -6,6 +6,7 @@ use crate::common::*;
 use bytes::Bytes;
 use edgehook::cli::Remote;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -194,5 +195,173 @@ fn serve_delivers_a_fifo_subscription_in_publish_order() {
             r#"{"id":"L3"}"#
         ]
     );
+    drop(server);
+}
+
+/// #25 point 5 on `serve`, the issue's own test: a receiver that answers after 5 s beside one
+/// that answers at once. The slow one is put under the default in-flight cap once it has
+/// shown slow, so it cannot hold `serve`'s instances; the fast one's delivery latency at
+/// 100 events/s stays what it was without the slow one.
+#[test]
+fn a_slow_receiver_does_not_slow_a_fast_one() {
+    let dir = temp_dir("pacing");
+    let rt = rt();
+    let arrived: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let slow_seen: Arc<Mutex<usize>> = Arc::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (keep, slow) = (arrived.clone(), slow_seen.clone());
+    rt.spawn(edgehook::receiver::serve_on(
+        listener,
+        move |head: http::request::Parts, body: Bytes| {
+            let (keep, slow) = (keep.clone(), slow.clone());
+            async move {
+                if head.uri.path() == "/slow" {
+                    *slow.lock().expect("lock") += 1;
+                    // The slow receiver of the issue's test: it answers after 5 s.
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                } else {
+                    let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let id = v["id"].as_str().unwrap_or("").to_owned();
+                    keep.lock().expect("lock").insert(id, Instant::now());
+                }
+                hyper::Response::new(http_body_util::Full::new(Bytes::new()))
+            }
+        },
+    ));
+    let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=10000"), &dir);
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let operator = Remote::new(&base, token.trim()).expect("operator");
+    let (_, issued) = rt
+        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
+        .expect("key");
+    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let partner = Remote::new(&base, &key).expect("partner");
+    let subscribe = |path: &str| {
+        let body = json!({"url": format!("http://127.0.0.1:{port}{path}"), "eventTypes": ["load.created"]});
+        let json_type = [("content-type".to_owned(), "application/json".to_owned())];
+        let (status, text) = rt
+            .block_on(partner.call(
+                "POST",
+                "/v1/webhooks",
+                Some(body.to_string().into_bytes()),
+                &json_type,
+            ))
+            .expect("create");
+        assert_eq!(status, 201, "{text}");
+    };
+    let headers = [
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("x-service-event".to_owned(), "load.created".to_owned()),
+    ];
+    // 300 events at 100/s, each send at its scheduled time; the fast receiver's latencies.
+    // (Beside a 5 s receiver that means 500 attempts in flight at once, uncapped: more than
+    // `serve`'s 256 instances.)
+    let mut run = |phase: &str| -> Vec<Duration> {
+        let start = Instant::now();
+        let mut sent = Vec::new();
+        for n in 0..300u32 {
+            let at = start + Duration::from_millis(u64::from(n) * 10);
+            while Instant::now() < at {
+                std::thread::park_timeout(at - Instant::now());
+            }
+            let id = format!("{phase}{n}");
+            let load = format!("{{\"id\":\"{id}\"}}").into_bytes();
+            let sent_at = Instant::now();
+            let (status, text) = rt
+                .block_on(operator.call("POST", "/internal/v1/events", Some(load), &headers))
+                .expect("publish");
+            if status != 202 {
+                let line = server.wait_for("the error line", |l| l.contains("\"level\":\"error\""));
+                let slow_now = *slow_seen.lock().expect("lock");
+                panic!("{phase} {n}: {status} {text}\n{line}\nslow requests so far: {slow_now}");
+            }
+            sent.push((id, sent_at));
+        }
+        let deadline = Instant::now() + DEADLINE;
+        let mut latencies = Vec::new();
+        for (id, at) in sent {
+            let arrival = loop {
+                if let Some(a) = arrived.lock().expect("lock").get(&id) {
+                    break *a;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{id} never reached the fast receiver"
+                );
+                std::thread::park_timeout(Duration::from_millis(10));
+            };
+            latencies.push(arrival.saturating_duration_since(at));
+        }
+        latencies.sort();
+        latencies
+    };
+    subscribe("/fast");
+    let alone = run("A");
+    // The slow receiver joins, and shows slow once: its first attempt takes its 5 s.
+    subscribe("/slow");
+    let (status, _) = rt
+        .block_on(operator.call(
+            "POST",
+            "/internal/v1/events",
+            Some(b"{\"id\":\"W\"}".to_vec()),
+            &headers,
+        ))
+        .expect("publish");
+    assert_eq!(status, 202);
+    let deadline = Instant::now() + DEADLINE;
+    while !arrived.lock().expect("lock").contains_key("W") || *slow_seen.lock().expect("lock") == 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the warm-up event did not arrive"
+        );
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    // Its attempt ends 5 s after it began, recorded; then the receiver counts as slow.
+    let slow_list = {
+        let (status, text) = rt
+            .block_on(partner.call("GET", "/v1/webhooks?limit=2", None, &[]))
+            .expect("list");
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).expect("json");
+        let id = v["data"][1]["id"]
+            .as_str()
+            .expect("the slow one")
+            .to_owned();
+        format!("/v1/webhooks/{id}/deliveries")
+    };
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let (_, text) = rt
+            .block_on(partner.call("GET", &slow_list, None, &[]))
+            .expect("deliveries");
+        let v: Value = serde_json::from_str(&text).expect("json");
+        if v["data"][0]["attempts"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slow attempt was never recorded"
+        );
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+    let beside = run("B");
+    let p99 = |l: &[Duration]| l[l.len() * 99 / 100 - 1];
+    let (a, b) = (p99(&alone), p99(&beside));
+    assert!(
+        b <= (a * 3).max(a + Duration::from_millis(100)),
+        "fast receiver p99: {a:?} alone, {b:?} beside the slow one"
+    );
+    // The slow receiver never had more than the default cap in flight beyond the first.
     drop(server);
 }

@@ -65,7 +65,13 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             World::new(43).operator("GET", "/internal/v1/subscriptions?status=active")
         }
         "GET /v1/webhooks 422 badLimit" => World::new(3).partner("GET", "/v1/webhooks?limit=0"),
-        "POST /v1/webhooks 201 created" => World::new(4).create(&subscription(), &[]),
+        "POST /v1/webhooks 201 created" => {
+            let mut w = World::new(4);
+            // A paced one first (its own 201 is not this example's).
+            let paced = doc.request_example("POST", "/v1/webhooks", "paced");
+            assert_eq!(w.create(&paced, &[]).status, 201);
+            w.create(&subscription(), &[])
+        }
         "PATCH /v1/webhooks/{id} 200 switched" => {
             let mut w = World::new(60);
             let id = w.subscribe(&["load.created", "load.status_changed"]);

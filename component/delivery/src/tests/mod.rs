@@ -127,7 +127,7 @@ impl Sender for Counting {
     }
 }
 
-pub(super) fn active_subscription(kv: &MemoryKv) -> String {
+pub(crate) fn active_subscription(kv: &MemoryKv) -> String {
     let sub = Subscription {
         id: "sub_000000000000000000000001".into(),
         client_id: "acme".into(),
