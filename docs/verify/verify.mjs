@@ -92,13 +92,19 @@ export class Receiver {
 
 /** The headers edgehook would send with the vector's timestamp and signature. */
 function deliveryHeaders(vector, deliveryId) {
-  return {
+  const headers = {
     "Content-Type": "application/json",
     "X-Service-Delivery-Id": deliveryId,
     "X-Service-Event": "load.updated",
     "X-Service-Timestamp": String(vector.timestamp),
     "X-Service-Signature": vector.signature,
   };
+  // During a rotation's overlap: X-Service-Signature the previous secret's, both listed.
+  if (vector.previousSignature) {
+    headers["X-Service-Signature"] = vector.previousSignature;
+    headers["X-Service-Signatures"] = `${vector.signature},${vector.previousSignature}`;
+  }
+  return headers;
 }
 
 const ignore = () => {};
@@ -138,6 +144,16 @@ function checkVectors(path) {
       } catch (e) {
         if (!(e instanceof Rejected)) throw e;
         report(e.message === want, name, label, `rejected: ${e.message}`);
+      }
+    }
+    if (vector.previousSecret) {
+      const with_ = "verifies with the previous secret";
+      try {
+        const got = new Receiver(vector.previousSecret).handle(headers, body, ts, ignore);
+        report(got.deliveryId === deliveryId, name, with_, "accepted");
+      } catch (e) {
+        if (!(e instanceof Rejected)) throw e;
+        report(false, name, with_, `rejected: ${e.message}`);
       }
     }
     const label = "a repeated delivery id is processed once";

@@ -86,14 +86,19 @@ class Receiver:
 
 
 def delivery_headers(vector, delivery_id):
-    """The headers edgehook would send with the vector's timestamp and signature."""
-    return {
+    """The headers edgehook would send with the vector's timestamp and signature (during a
+    rotation's overlap: X-Service-Signature the previous secret's, both in the list)."""
+    headers = {
         "Content-Type": "application/json",
         "X-Service-Delivery-Id": delivery_id,
         "X-Service-Event": "load.updated",
         "X-Service-Timestamp": str(vector["timestamp"]),
         "X-Service-Signature": vector["signature"],
     }
+    if "previousSignature" in vector:
+        headers["X-Service-Signature"] = vector["previousSignature"]
+        headers["X-Service-Signatures"] = vector["signature"] + "," + vector["previousSignature"]
+    return headers
 
 
 def ignore(_event, _body):
@@ -133,6 +138,12 @@ def check_vectors(path):
                 report(want is None and got[0] == delivery_id, name, label, "accepted")
             except Rejected as e:
                 report(str(e) == want, name, label, "rejected: %s" % e)
+        if "previousSecret" in vector:
+            try:
+                got = Receiver(vector["previousSecret"]).handle(headers, body, ts, ignore)
+                report(got[0] == delivery_id, name, "verifies with the previous secret", "accepted")
+            except Rejected as e:
+                report(False, name, "verifies with the previous secret", "rejected: %s" % e)
         processed = []
         receiver = Receiver(vector["secret"])
         try:

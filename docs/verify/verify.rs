@@ -191,7 +191,17 @@ fn check_vectors(text: &str) -> Result<bool, String> {
             .as_u64()
             .ok_or(format!("vector {index}: timestamp"))?;
         let delivery_id = format!("dlv_vector_{index}");
-        let headers = delivery_headers(ts, signature, &delivery_id);
+        let mut headers = delivery_headers(ts, signature, &delivery_id);
+        // During a rotation's overlap: X-Service-Signature the previous secret's, both listed.
+        let previous = (
+            vector["previousSecret"].as_str(),
+            vector["previousSignature"].as_str(),
+        );
+        if let (_, Some(old)) = previous {
+            headers.retain(|(n, _)| n != "X-Service-Signature");
+            headers.push(("X-Service-Signature".into(), old.into()));
+            headers.push(("X-Service-Signatures".into(), format!("{signature},{old}")));
+        }
         let tampered = [body, b" "].concat();
         let cases: [(&str, &[u8], u64, Option<Rejected>); 4] = [
             ("verifies", body, ts, None),
@@ -223,6 +233,18 @@ fn check_vectors(text: &str) -> Result<bool, String> {
                     "accepted".into(),
                 ),
                 Err(e) => report(Some(e) == want, name, label, format!("rejected: {e:?}")),
+            }
+        }
+        if let (Some(old_secret), _) = previous {
+            let label = "verifies with the previous secret";
+            match Receiver::new(old_secret).handle(lookup(&headers), body, ts, |_, _| {}) {
+                Ok((got, _)) => report(
+                    got.delivery_id == delivery_id,
+                    name,
+                    label,
+                    "accepted".into(),
+                ),
+                Err(e) => report(false, name, label, format!("rejected: {e:?}")),
             }
         }
         let label = "a repeated delivery id is processed once";
