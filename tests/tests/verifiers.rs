@@ -426,11 +426,10 @@ fn docs_show_each_verifier_exactly_as_the_file_that_is_tested() {
     }
 }
 
-#[test]
-fn every_verifier_accepts_real_deliveries_and_their_retries() {
-    use edgehook_sim::simnet::Reply;
+/// A simulation (admin token `t`) and an API key of client `acme` as a bearer header value.
+fn simulation_with_key(seed: u64) -> (edgehook_sim::sim::Simulation, String) {
     let mut sim = edgehook_sim::sim::Simulation::builder()
-        .seed(77)
+        .seed(seed)
         .config("admin_token", "t")
         .build()
         .expect("simulation");
@@ -442,10 +441,17 @@ fn every_verifier_accepts_real_deliveries_and_their_retries() {
             b"",
         )
         .expect("issue");
-    let key = format!(
-        "Bearer {}",
-        issued.json()["data"]["apiKey"].as_str().expect("key")
-    );
+    let key = issued.json()["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    (sim, format!("Bearer {key}"))
+}
+
+#[test]
+fn every_verifier_accepts_real_deliveries_and_their_retries() {
+    use edgehook_sim::simnet::Reply;
+    let (mut sim, key) = simulation_with_key(77);
     let url = "https://hooks.example.com/edgehook";
     sim.net()
         .endpoint(url, [Reply::Status(503), Reply::Status(200)]);
@@ -492,23 +498,7 @@ fn every_verifier_accepts_real_deliveries_and_their_retries() {
 /// one (through `X-Service-Signatures`), and rejects it with any other.
 #[test]
 fn every_verifier_accepts_either_secret_during_a_rotation() {
-    let mut sim = edgehook_sim::sim::Simulation::builder()
-        .seed(78)
-        .config("admin_token", "t")
-        .build()
-        .expect("simulation");
-    let issued = sim
-        .request(
-            "POST",
-            "/internal/v1/clients/acme/keys",
-            &[("authorization", "Bearer t")],
-            b"",
-        )
-        .expect("issue");
-    let key = format!(
-        "Bearer {}",
-        issued.json()["data"]["apiKey"].as_str().expect("key")
-    );
+    let (mut sim, key) = simulation_with_key(78);
     let url = "https://hooks.example.com/rotating";
     sim.net().endpoint(url, []);
     let json = [

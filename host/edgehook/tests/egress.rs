@@ -46,18 +46,6 @@ fn subscribe(
     (field("id"), field("signingSecret"))
 }
 
-/// Publishes `body` as an event of `event`; expects 202.
-fn publish(rt: &tokio::runtime::Runtime, operator: &Remote, event: &str, body: &[u8]) {
-    let headers = [
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("x-service-event".to_owned(), event.to_owned()),
-    ];
-    let (status, text) = rt
-        .block_on(operator.call("POST", "/internal/v1/events", Some(body.to_vec()), &headers))
-        .expect("publish");
-    assert_eq!(status, 202, "{text}");
-}
-
 #[test]
 fn serve_sends_every_delivery_through_the_egress_proxy_and_never_around_it() {
     let dir = temp_dir("egress");
@@ -100,7 +88,7 @@ fn serve_sends_every_delivery_through_the_egress_proxy_and_never_around_it() {
     let url = format!("http://127.0.0.1:{first_port}/hook");
     let (_, secret) = subscribe(&rt, &base, &key, &url, "load.created");
     let load = br#"{"id":"L1","status":"ASSIGNED"}"#;
-    publish(&rt, &operator, "load.created", load);
+    publish_event(&rt, &operator, "load.created", load);
     let (head, body) = first.recv_timeout(DEADLINE).expect("the delivery arrived");
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
     assert_eq!(header("x-service-event"), Some("load.created"));
@@ -127,7 +115,7 @@ fn serve_sends_every_delivery_through_the_egress_proxy_and_never_around_it() {
     proxy.answer_with(403);
     let url = format!("http://127.0.0.1:{second_port}/hook");
     subscribe(&rt, &base, &key, &url, "load.updated");
-    publish(&rt, &operator, "load.updated", br#"{"id":"L2"}"#);
+    publish_event(&rt, &operator, "load.updated", br#"{"id":"L2"}"#);
     let line = server.wait_for("the refused attempt", |l| {
         l.contains("\"msg\":\"delivery attempt\"") && l.contains(&format!(":{second_port}\""))
     });

@@ -43,46 +43,14 @@ fn serve_sends_own_headers_and_honours_retry_after() {
         },
     ));
     let mut server = Proc::start(&serve_to_loopback("retry_delays_ms=1000,1000"), &dir);
-    let base = format!("http://{}", server.address());
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
-    let operator = Remote::new(&base, token.trim()).expect("operator");
-    let (status, issued) = rt
-        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
-        .expect("key");
-    assert_eq!(status, 201, "{issued}");
-    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
-    let partner = Remote::new(&base, &key).expect("partner");
+    let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let body = json!({
         "url": format!("http://127.0.0.1:{port}/in"),
         "eventTypes": ["load.created"],
         "headers": {"X-Receiver-Token": "tok-42"},
     });
-    let json_type = [("content-type".to_owned(), "application/json".to_owned())];
-    let (status, text) = rt
-        .block_on(partner.call(
-            "POST",
-            "/v1/webhooks",
-            Some(body.to_string().into_bytes()),
-            &json_type,
-        ))
-        .expect("create");
-    assert_eq!(status, 201, "{text}");
-    let headers = [
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("x-service-event".to_owned(), "load.created".to_owned()),
-    ];
-    let (status, text) = rt
-        .block_on(operator.call(
-            "POST",
-            "/internal/v1/events",
-            Some(b"{\"id\":\"L1\"}".to_vec()),
-            &headers,
-        ))
-        .expect("publish");
-    assert_eq!(status, 202, "{text}");
+    create_subscription(&rt, &base, &key, &body);
+    publish_event(&rt, &operator, "load.created", br#"{"id":"L1"}"#);
     let deadline = Instant::now() + DEADLINE;
     while seen.lock().expect("lock").len() < 2 {
         assert!(Instant::now() < deadline, "the retry did not arrive");
@@ -139,42 +107,16 @@ fn serve_delivers_a_fifo_subscription_in_publish_order() {
         },
     ));
     let mut server = Proc::start(&serve_to_loopback("retry_delays_ms=1000,1000"), &dir);
-    let base = format!("http://{}", server.address());
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
-    let operator = Remote::new(&base, token.trim()).expect("operator");
-    let (_, issued) = rt
-        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
-        .expect("key");
-    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
-    let partner = Remote::new(&base, &key).expect("partner");
+    let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let body = json!({
         "url": format!("http://127.0.0.1:{port}/in"),
         "eventTypes": ["load.created"],
         "ordering": "fifo",
     });
-    let json_type = [("content-type".to_owned(), "application/json".to_owned())];
-    let (status, text) = rt
-        .block_on(partner.call(
-            "POST",
-            "/v1/webhooks",
-            Some(body.to_string().into_bytes()),
-            &json_type,
-        ))
-        .expect("create");
-    assert_eq!(status, 201, "{text}");
-    let headers = [
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("x-service-event".to_owned(), "load.created".to_owned()),
-    ];
+    create_subscription(&rt, &base, &key, &body);
     for n in 1..=3 {
-        let load = format!("{{\"id\":\"L{n}\"}}").into_bytes();
-        let (status, text) = rt
-            .block_on(operator.call("POST", "/internal/v1/events", Some(load), &headers))
-            .expect("publish");
-        assert_eq!(status, 202, "{text}");
+        let load = format!("{{\"id\":\"L{n}\"}}");
+        publish_event(&rt, &operator, "load.created", load.as_bytes());
     }
     let deadline = Instant::now() + DEADLINE;
     while seen.lock().expect("lock").len() < 4 {
@@ -232,29 +174,13 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
         },
     ));
     let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=10000"), &dir);
-    let base = format!("http://{}", server.address());
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
-    let operator = Remote::new(&base, token.trim()).expect("operator");
-    let (_, issued) = rt
-        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
-        .expect("key");
-    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
+    let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let partner = Remote::new(&base, &key).expect("partner");
-    let subscribe = |path: &str| {
-        let body = json!({"url": format!("http://127.0.0.1:{port}{path}"), "eventTypes": ["load.created"]});
-        let json_type = [("content-type".to_owned(), "application/json".to_owned())];
-        let (status, text) = rt
-            .block_on(partner.call(
-                "POST",
-                "/v1/webhooks",
-                Some(body.to_string().into_bytes()),
-                &json_type,
-            ))
-            .expect("create");
-        assert_eq!(status, 201, "{text}");
+    let subscribe = |path: &str| -> String {
+        let url = format!("http://127.0.0.1:{port}{path}");
+        let body = json!({"url": url, "eventTypes": ["load.created"]});
+        let data = create_subscription(&rt, &base, &key, &body);
+        data["id"].as_str().expect("id").to_owned()
     };
     let headers = [
         ("content-type".to_owned(), "application/json".to_owned()),
@@ -305,16 +231,8 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
     subscribe("/fast");
     let alone = run("A");
     // The slow receiver joins, and shows slow once: its first attempt takes its 5 s.
-    subscribe("/slow");
-    let (status, _) = rt
-        .block_on(operator.call(
-            "POST",
-            "/internal/v1/events",
-            Some(b"{\"id\":\"W\"}".to_vec()),
-            &headers,
-        ))
-        .expect("publish");
-    assert_eq!(status, 202);
+    let slow_id = subscribe("/slow");
+    publish_event(&rt, &operator, "load.created", br#"{"id":"W"}"#);
     let deadline = Instant::now() + DEADLINE;
     while !arrived.lock().expect("lock").contains_key("W") || *slow_seen.lock().expect("lock") == 0
     {
@@ -325,18 +243,7 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
         std::thread::park_timeout(Duration::from_millis(20));
     }
     // Its attempt ends 5 s after it began, recorded; then the receiver counts as slow.
-    let slow_list = {
-        let (status, text) = rt
-            .block_on(partner.call("GET", "/v1/webhooks?limit=2", None, &[]))
-            .expect("list");
-        assert_eq!(status, 200, "{text}");
-        let v: Value = serde_json::from_str(&text).expect("json");
-        let id = v["data"][1]["id"]
-            .as_str()
-            .expect("the slow one")
-            .to_owned();
-        format!("/v1/webhooks/{id}/deliveries")
-    };
+    let slow_list = format!("/v1/webhooks/{slow_id}/deliveries");
     let deadline = Instant::now() + DEADLINE;
     loop {
         let (_, text) = rt
@@ -362,6 +269,5 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
         b <= (a * 3).max(a + Duration::from_millis(100)),
         "fast receiver p99: {a:?} alone, {b:?} beside the slow one"
     );
-    // The slow receiver never had more than the default cap in flight beyond the first.
     drop(server);
 }

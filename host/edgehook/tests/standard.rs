@@ -68,17 +68,7 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
         },
     ));
     let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=2000"), &dir);
-    let base = format!("http://{}", server.address());
-    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
-    let operator = Remote::new(&base, token.trim()).expect("operator");
-    let (status, issued) = rt
-        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
-        .expect("key");
-    assert_eq!(status, 201, "{issued}");
-    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
-        .as_str()
-        .expect("key")
-        .to_owned();
+    let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let partner = Remote::new(&base, &key).expect("partner");
     let json_headers = [("content-type".to_owned(), "application/json".to_owned())];
     let body = json!({
@@ -86,32 +76,16 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
         "eventTypes": ["load.created"],
         "signatureScheme": "standard",
     });
-    let (status, text) = rt
-        .block_on(partner.call(
-            "POST",
-            "/v1/webhooks",
-            Some(body.to_string().into_bytes()),
-            &json_headers,
-        ))
-        .expect("create");
-    assert_eq!(status, 201, "{text}");
-    let created: Value = serde_json::from_str(&text).expect("json");
-    let id = created["data"]["id"].as_str().expect("id").to_owned();
-    let old = created["data"]["signingSecret"]
+    let created = create_subscription(&rt, &base, &key, &body);
+    let id = created["id"].as_str().expect("id").to_owned();
+    let old = created["signingSecret"]
         .as_str()
         .expect("secret")
         .to_owned();
     let publish = |n: usize| {
-        let headers = [
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("x-service-event".to_owned(), "load.created".to_owned()),
-        ];
         // Raw bytes with spacing and an escape: verified as sent, never re-serialized.
-        let load = format!("{{ \"id\" : \"L{n}\", \"note\": \"caf\\u00e9\" }}").into_bytes();
-        let (status, text) = rt
-            .block_on(operator.call("POST", "/internal/v1/events", Some(load), &headers))
-            .expect("publish");
-        assert_eq!(status, 202, "{text}");
+        let load = format!("{{ \"id\" : \"L{n}\", \"note\": \"caf\\u00e9\" }}");
+        publish_event(&rt, &operator, "load.created", load.as_bytes());
     };
     let wait_for = |n: usize| {
         let deadline = std::time::Instant::now() + DEADLINE;

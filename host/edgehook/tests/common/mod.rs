@@ -245,3 +245,63 @@ pub fn serve_to_loopback(setting: &'static str) -> [&'static str; 7] {
         setting,
     ]
 }
+
+/// The address of `server` (a `serve` started in `dir`), an operator client with its admin
+/// token, and an API key of client `acme` that operator issued.
+pub fn operator_and_key(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    server: &mut Proc,
+) -> (String, edgehook::cli::Remote, String) {
+    let base = format!("http://{}", server.address());
+    let token = std::fs::read_to_string(dir.join("edgehook-data/admin-token")).expect("token");
+    let operator = edgehook::cli::Remote::new(&base, token.trim()).expect("operator");
+    let (status, issued) = rt
+        .block_on(operator.call("POST", "/internal/v1/clients/acme/keys", None, &[]))
+        .expect("issue a key");
+    assert_eq!(status, 201, "{issued}");
+    let key = serde_json::from_str::<Value>(&issued).expect("json")["data"]["apiKey"]
+        .as_str()
+        .expect("apiKey")
+        .to_owned();
+    (base, operator, key)
+}
+
+/// `POST /v1/webhooks` with `body` and API key `key` on the server at `base`; expects 201
+/// and returns the `data`.
+pub fn create_subscription(
+    rt: &tokio::runtime::Runtime,
+    base: &str,
+    key: &str,
+    body: &Value,
+) -> Value {
+    let partner = edgehook::cli::Remote::new(base, key).expect("client");
+    let json_type = [("content-type".to_owned(), "application/json".to_owned())];
+    let (status, text) = rt
+        .block_on(partner.call(
+            "POST",
+            "/v1/webhooks",
+            Some(body.to_string().into_bytes()),
+            &json_type,
+        ))
+        .expect("create");
+    assert_eq!(status, 201, "{text}");
+    serde_json::from_str::<Value>(&text).expect("json")["data"].clone()
+}
+
+/// Publishes `load` as an event of `event` through the operator API; expects 202.
+pub fn publish_event(
+    rt: &tokio::runtime::Runtime,
+    operator: &edgehook::cli::Remote,
+    event: &str,
+    load: &[u8],
+) {
+    let headers = [
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("x-service-event".to_owned(), event.to_owned()),
+    ];
+    let (status, text) = rt
+        .block_on(operator.call("POST", "/internal/v1/events", Some(load.to_vec()), &headers))
+        .expect("publish");
+    assert_eq!(status, 202, "{text}");
+}
