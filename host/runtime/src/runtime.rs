@@ -30,6 +30,16 @@ pub const KVPROBE_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_KVPROBE_WASM"));
 
 /// Instances the pooling allocator keeps slots for.
 pub const POOL_INSTANCES: u32 = 256;
+/// Tables one instance of the component takes: its module's and the indirect-call shim's
+/// (checked against the embedded guests by a test). The pool holds this many per instance,
+/// so all [`POOL_INSTANCES`] can run at once (with one table per instance, the 129th
+/// failed to instantiate, and `serve` answered 500 where it means 503).
+const TABLES_PER_INSTANCE: u32 = 2;
+/// Linear memories one instance takes.
+const MEMORIES_PER_INSTANCE: u32 = 1;
+/// Core module instances one instance takes (its module, the shim, the fix-up; room for one
+/// more).
+const CORE_INSTANCES_PER_INSTANCE: u32 = 4;
 /// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
 /// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset.
 const KEEP_RESIDENT_BYTES: usize = 2 << 20;
@@ -71,8 +81,9 @@ pub use edgehook_component::model::events::{PublishError, PublishReceipt};
 fn link(wasm: &[u8], metered: bool) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(POOL_INSTANCES)
-        .total_memories(POOL_INSTANCES)
-        .total_tables(POOL_INSTANCES)
+        .total_core_instances(POOL_INSTANCES * CORE_INSTANCES_PER_INSTANCE)
+        .total_memories(POOL_INSTANCES * MEMORIES_PER_INSTANCE)
+        .total_tables(POOL_INSTANCES * TABLES_PER_INSTANCE)
         .max_memory_size(MAX_MEMORY_BYTES)
         .pagemap_scan(wasmtime::Enabled::Auto)
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
@@ -450,5 +461,65 @@ impl Runtime {
             // The rest of the core's report reaches a host as the tick's metrics event.
             ..TickReport::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbound::NoNetwork;
+    use crate::store::{KvStore, MemoryStore};
+    use std::sync::Arc;
+
+    /// The pool's sizes per instance cover what every embedded guest takes.
+    #[test]
+    fn the_pool_has_room_for_what_each_guest_takes() {
+        let engine = Engine::default();
+        for (name, wasm) in [
+            ("component", COMPONENT_WASM),
+            ("empty", EMPTY_WASM),
+            ("kvprobe", KVPROBE_WASM),
+        ] {
+            let component = Component::new(&engine, wasm).expect("compiles");
+            let needs = component.resources_required().expect("known");
+            assert!(
+                needs.num_tables <= TABLES_PER_INSTANCE,
+                "{name}: {} tables",
+                needs.num_tables
+            );
+            assert!(
+                needs.num_memories <= MEMORIES_PER_INSTANCE,
+                "{name}: {} memories",
+                needs.num_memories
+            );
+        }
+    }
+
+    /// Every one of the [`POOL_INSTANCES`] slots can hold a live instance at once.
+    #[test]
+    fn all_the_pools_instances_can_run_at_once() {
+        let rt = Runtime::embedded().expect("runtime");
+        let env = HostEnv {
+            kv: KvStore::Local(Arc::new(MemoryStore::new())),
+            config: Arc::default(),
+            clock: None,
+            outbound: Arc::new(NoNetwork),
+            seed: None,
+            guest_log: None,
+            metrics: None,
+        };
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio");
+        tokio.block_on(async {
+            let mut live = Vec::new();
+            for n in 0..POOL_INSTANCES {
+                let mut store = rt.store(&env);
+                let instance = rt.pre.instantiate_async(&mut store).await;
+                assert!(instance.is_ok(), "instance {n}: {:?}", instance.err());
+                live.push((store, instance));
+            }
+        });
     }
 }
