@@ -15,6 +15,10 @@
 //! The generator and the receiver each run on a runtime of their own (one thread each), so
 //! the server's queue of tasks does not delay a send or a receive instant; all three share
 //! the machine's two cores, as they share them in the other sections.
+//!
+//! `serve` runs on the embedded file store, flushed (fsync) every 100 ms, as `edgehook
+//! serve` runs by default; `EDGEHOOK_BENCH_LATENCY_STORE=memory` runs it on the in-memory
+//! store instead (no file, no fsync), to see what the store's disk work costs.
 
 use crate::measure::{cpu_per, process_cpu};
 use crate::setup::{create, env, issue_key};
@@ -26,7 +30,7 @@ use edgehook_component::model::events::EVENT_TYPES;
 use edgehook_runtime::Runtime;
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::net::{NetOptions, NetOutbound};
-use edgehook_runtime::store::KvStore;
+use edgehook_runtime::store::{KvStore, MemoryStore};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -337,13 +341,19 @@ async fn run_direct(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     measure(threads, plan, port, &receipts, make, |_| 1).await
 }
 
-/// The load to `edgehook serve` (the file store, flushed every 100 ms as `serve` runs it),
-/// `plan.subscriptions` subscriptions round-robin over the event types.
+/// The load to `edgehook serve` (the file store, flushed every 100 ms as `serve` runs it;
+/// the memory store where `EDGEHOOK_BENCH_LATENCY_STORE=memory`), `plan.subscriptions`
+/// subscriptions round-robin over the event types.
 async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     let (receiver_port, receipts) = receiver(threads, Instant::now()).await?;
     let dir = edgehook_testkit::try_temp_dir(&format!("bench-latency-{}", plan.rate))?;
-    let store = FileStore::open(&dir, SyncPolicy::Every(Duration::from_millis(100)))?;
-    let mut e = env(KvStore::Local(Arc::new(store)));
+    let kv = if std::env::var("EDGEHOOK_BENCH_LATENCY_STORE").as_deref() == Ok("memory") {
+        KvStore::Local(Arc::new(MemoryStore::new()))
+    } else {
+        let every = SyncPolicy::Every(Duration::from_millis(100));
+        KvStore::Local(Arc::new(FileStore::open(&dir, every)?))
+    };
+    let mut e = env(kv);
     e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
     let rt = Runtime::embedded()?;
     let key = issue_key(rt, &e, "latency").await?;
