@@ -513,9 +513,8 @@ fn rows_for(plan: Plan, ours: &Figures, floor: &Figures) -> Vec<Row> {
             {
                 let (refused, status, failed) = ours.not_accepted;
                 let status = status.map_or(String::new(), |s| format!(" ({s})"));
-                format!(
-                    "latency {at}: events accepted/s (vs scheduled); {refused} refused{status}, {failed} failed"
-                )
+                let not = format!("{refused} refused{status}, {failed} failed");
+                format!("latency {at}: events accepted/s (vs scheduled); {not}")
             },
             ours.accepted_rate,
             "e/s",
