@@ -5,6 +5,8 @@
 //! - instantiate time against the empty component;
 //! - `edgehook serve` throughput over loopback against a plain hyper server;
 //! - delivery rate against the loopback receiver's own capacity;
+//! - latency under a steady arrival rate (an open model: event to first attempt received)
+//!   against the same load sent straight to the receiver;
 //! - CPU time per `serve` request and per delivery (steal and waiting excluded, so builds
 //!   compare on a shared machine) against the same figure for those baselines;
 //! - simulation speed, component size and cost growth against their targets or smallest size.
@@ -13,13 +15,14 @@
 //! `--quick` shortens every measurement (for a smoke run; the figures are then noisy). The
 //! exact rows (fuel, store operations) are judged against a committed baseline ([`exact`]):
 //! more than 5 % over it is exit status 3.
-//! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `simulation`, `growth`,
+//! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `latency`, `simulation`, `growth`,
 //! `redis`, `spin`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
 //! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
 //! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 mod api;
 mod exact;
+mod latency;
 mod load;
 mod measure;
 mod redis;
@@ -80,6 +83,8 @@ enum Section {
     Serve,
     /// Delivery rate to loopback receivers.
     Delivery,
+    /// Latency under a steady arrival rate (open model).
+    Latency,
     /// Simulation speed.
     Simulation,
     /// How costs grow with the data.
@@ -91,12 +96,13 @@ enum Section {
 }
 
 /// Every section, in the order they run, with what the progress line says.
-const ALL: [(Section, &str); 9] = [
+const ALL: [(Section, &str); 10] = [
     (Section::Size, "sizes"),
     (Section::Api, "api latency and instantiate"),
     (Section::Fuel, "guest fuel"),
     (Section::Serve, "serve throughput"),
     (Section::Delivery, "delivery rate"),
+    (Section::Latency, "latency under a steady rate"),
     (Section::Simulation, "simulation speed"),
     (Section::Growth, "cost growth"),
     (Section::Redis, "redis latency"),
@@ -135,6 +141,7 @@ fn main() -> Result<()> {
                 rows.extend(rt.block_on(serve::serve_throughput(Duration::from_secs(secs), 32))?)
             }
             Section::Delivery => rows.extend(rt.block_on(serve::delivery_rate(deliveries))?),
+            Section::Latency => rows.extend(rt.block_on(latency::steady_rate(args.quick))?),
             Section::Simulation => rows.extend(scale::simulation_speed()?),
             Section::Growth => rows.extend(rt.block_on(scale::cost_growth())?),
             Section::Redis => match std::env::var("EDGEHOOK_BENCH_REDIS") {
