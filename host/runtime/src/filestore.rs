@@ -334,25 +334,7 @@ impl FileStore {
         if let SyncPolicy::Every(period) = sync
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
-            let weak = Arc::downgrade(&store.inner);
-            handle.spawn(async move {
-                let mut timer = tokio::time::interval(period);
-                loop {
-                    timer.tick().await;
-                    let Some(inner) = weak.upgrade() else { return };
-                    let store = FileStore { inner };
-                    let refusing = store.lock().failed.is_some();
-                    if let Err(e) = store.flush()
-                        && !refusing
-                    {
-                        crate::log::log_line(
-                            "error",
-                            "store fsync failed: writes are refused until edgehook restarts",
-                            &[("error", e.0)],
-                        );
-                    }
-                }
-            });
+            handle.spawn(sync_timer(Arc::downgrade(&store.inner), period));
         }
         Ok(store)
     }
@@ -375,6 +357,37 @@ impl FileStore {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The fsync timer of [`SyncPolicy::Every`]: each tick, if anything was written, an fsync
+/// on a blocking thread, of a second handle of the log, without the lock, so store calls and
+/// the async workers do not wait for the disk (an fsync took up to 163 ms under load,
+/// BENCHMARKS.md). Writes made meanwhile mark the log dirty for the next tick. A failure is
+/// final, as [`FileStore::flush`]'s.
+async fn sync_timer(store: std::sync::Weak<Mutex<Inner>>, period: Duration) {
+    let mut timer = tokio::time::interval(period);
+    loop {
+        timer.tick().await;
+        let Some(inner) = store.upgrade() else { return };
+        let file = {
+            let mut inner = inner.lock().unwrap_or_else(|p| p.into_inner());
+            if inner.failed.is_some() || !inner.dirty {
+                continue;
+            }
+            inner.dirty = false;
+            inner.file.try_clone()
+        };
+        let synced = match file {
+            Ok(file) => tokio::task::spawn_blocking(move || file.sync_data()).await,
+            Err(e) => Ok(Err(e)),
+        };
+        if let Ok(Err(e)) | Err(e) = synced.map_err(std::io::Error::other) {
+            let why = format!("fsync failed ({e})");
+            inner.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why.clone());
+            let msg = "store fsync failed: writes are refused until edgehook restarts";
+            crate::log::log_line("error", msg, &[("error", why)]);
+        }
     }
 }
 
