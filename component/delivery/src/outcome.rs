@@ -105,7 +105,7 @@ pub(crate) fn record_outcomes<K: Kv>(
             Some((_, any)) => *any |= success,
             None => streaks.push((sub.to_owned(), success)),
         };
-    // Which attempts were slow (a second or more, or a timeout), for `pace.rs`.
+    // Which attempts were slow (5 s or more, or a timeout), for `pace.rs`.
     let slow_results: Vec<bool> = results
         .iter()
         .map(|r| {
@@ -215,7 +215,7 @@ pub(crate) fn record_outcomes<K: Kv>(
             Verdict::Cancelled => report.cancelled += 1,
         }
     }
-    // A receiver that took a second or more, or timed out, counts as slow for a while: the
+    // A receiver that took 5 s or more, or timed out, counts as slow for a while: the
     // default in-flight cap applies to it (`pace.rs`).
     let mut slow: Vec<&str> = Vec::new();
     for ((c, r), s) in claimed.iter().zip(&slow_results).zip(&subs) {
