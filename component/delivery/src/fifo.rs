@@ -92,19 +92,21 @@ impl Place {
 
 /// Advances listed FIFO subscriptions by one step each: all of them, or
 /// [`FIFO_SUBSCRIPTIONS_PER_TICK`] from a place that moves with the clock when more are
-/// listed. Returns whether a head was released: its outcome, recorded by this tick, lets the
-/// next one go, so a tick should follow at once. Store failures leave the step to a later
-/// tick.
-pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> bool {
-    let Ok(dir) = env.kv.get(&keys::FIFO_DIRECTORY) else {
-        return false;
-    };
+/// listed. Returns whether a head was released (its outcome, recorded by this tick, lets the
+/// next one go, so a tick should follow at once); `None` when none is listed (or the list
+/// cannot be read), so the tick spends no second read on it after its attempts. Store
+/// failures leave the step to a later tick.
+pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> Option<bool> {
+    let dir = env.kv.get(&keys::FIFO_DIRECTORY).ok()?;
     let text = dir
         .as_deref()
         .and_then(|b| std::str::from_utf8(b).ok())
         .unwrap_or("");
     let ids: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
-    let start = (env.now_ms / 1000) as usize % ids.len().max(1);
+    if ids.is_empty() {
+        return None;
+    }
+    let start = (env.now_ms / 1000) as usize % ids.len();
     let mut released = false;
     for id in ids
         .iter()
@@ -114,7 +116,7 @@ pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> bool {
     {
         released |= step(env, id).unwrap_or(false);
     }
-    released
+    Some(released)
 }
 
 /// One subscription's step: passes finished deliveries, releases the head (or, no longer

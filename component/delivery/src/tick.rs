@@ -95,7 +95,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     // this tick then reads.
     let (replaying, jobs) = crate::replays::advance(env);
     // FIFO heads next, released into this second, which this tick then reads too.
-    let fifo_again = crate::fifo::advance(env);
+    let fifo = crate::fifo::advance(env);
     report.replays = u32::try_from(jobs).unwrap_or(u32::MAX);
     let Ok(directory) = read_directory(env.kv) else {
         report.next_due_ms = Some(now + 1000);
@@ -107,7 +107,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     if replaying {
         note_due(now + 1000);
     }
-    if fifo_again {
+    if fifo == Some(true) {
         note_due(now);
     }
     let due: Vec<(u64, u64)> = directory
@@ -156,7 +156,8 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
     // A FIFO head this tick delivered (or failed for good) lets the next one go now; the
     // tick that follows at once sends it.
-    if crate::fifo::advance(&clock.env(env)) {
+    // (Only when FIFO subscriptions are listed: otherwise no read is spent on it.)
+    if fifo.is_some() && crate::fifo::advance(&clock.env(env)) == Some(true) {
         note_due(now);
     }
     for scan in &scans {

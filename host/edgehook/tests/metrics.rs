@@ -19,27 +19,24 @@ fn receiver_ok_and_failing(
     rt: &tokio::runtime::Runtime,
 ) -> (u16, Arc<Mutex<BTreeMap<String, usize>>>) {
     let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let seen = counts.clone();
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, _| {
-            let seen = seen.clone();
-            async move {
-                let path = head.uri.path().to_owned();
-                *seen.lock().expect("lock").entry(path.clone()).or_default() += 1;
-                let status = if path == "/ok" { 200 } else { 500 };
-                let mut resp = hyper::Response::new(http_body_util::Full::new(
-                    bytes::Bytes::from_static(b"-"),
-                ));
-                *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-                resp
-            }
-        },
-    ));
+    let port = rt
+        .block_on(edgehook::receiver::loopback(
+            move |head: http::request::Parts, _| {
+                let seen = seen.clone();
+                async move {
+                    let path = head.uri.path().to_owned();
+                    *seen.lock().expect("lock").entry(path.clone()).or_default() += 1;
+                    let status = if path == "/ok" { 200 } else { 500 };
+                    let mut resp = hyper::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from_static(b"-"),
+                    ));
+                    *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+                    resp
+                }
+            },
+        ))
+        .expect("receiver");
     (port, counts)
 }
 

@@ -17,31 +17,28 @@ fn serve_sends_own_headers_and_honours_retry_after() {
     // Answers the first request 503 with Retry-After: 3, then 200; keeps each one's arrival
     // time and headers.
     let seen: Arc<Mutex<Vec<(Instant, http::HeaderMap)>>> = Arc::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let keep = seen.clone();
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, _: Bytes| {
-            let keep = keep.clone();
-            async move {
-                let first = {
-                    let mut seen = keep.lock().expect("lock");
-                    seen.push((Instant::now(), head.headers.clone()));
-                    seen.len() == 1
-                };
-                let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::new()));
-                if first {
-                    *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
-                    resp.headers_mut()
-                        .insert("retry-after", http::HeaderValue::from_static("3"));
+    let port = rt
+        .block_on(edgehook::receiver::loopback(
+            move |head: http::request::Parts, _: Bytes| {
+                let keep = keep.clone();
+                async move {
+                    let first = {
+                        let mut seen = keep.lock().expect("lock");
+                        seen.push((Instant::now(), head.headers.clone()));
+                        seen.len() == 1
+                    };
+                    let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::new()));
+                    if first {
+                        *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+                        resp.headers_mut()
+                            .insert("retry-after", http::HeaderValue::from_static("3"));
+                    }
+                    resp
                 }
-                resp
-            }
-        },
-    ));
+            },
+        ))
+        .expect("receiver");
     let mut server = Proc::start(&serve_to_loopback("retry_delays_ms=1000,1000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let body = json!({
@@ -83,29 +80,26 @@ fn serve_delivers_a_fifo_subscription_in_publish_order() {
     let dir = temp_dir("fifo");
     let rt = rt();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let keep = seen.clone();
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |_: http::request::Parts, body: Bytes| {
-            let keep = keep.clone();
-            async move {
-                let first = {
-                    let mut seen = keep.lock().expect("lock");
-                    seen.push(String::from_utf8_lossy(&body).into_owned());
-                    seen.len() == 1
-                };
-                let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::new()));
-                if first {
-                    *resp.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    let port = rt
+        .block_on(edgehook::receiver::loopback(
+            move |_: http::request::Parts, body: Bytes| {
+                let keep = keep.clone();
+                async move {
+                    let first = {
+                        let mut seen = keep.lock().expect("lock");
+                        seen.push(String::from_utf8_lossy(&body).into_owned());
+                        seen.len() == 1
+                    };
+                    let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::new()));
+                    if first {
+                        *resp.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    resp
                 }
-                resp
-            }
-        },
-    ));
+            },
+        ))
+        .expect("receiver");
     let mut server = Proc::start(&serve_to_loopback("retry_delays_ms=1000,1000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let body = json!({
@@ -150,29 +144,26 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
     let rt = rt();
     let arrived: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
     let slow_seen: Arc<Mutex<usize>> = Arc::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let (keep, slow) = (arrived.clone(), slow_seen.clone());
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, body: Bytes| {
-            let (keep, slow) = (keep.clone(), slow.clone());
-            async move {
-                if head.uri.path() == "/slow" {
-                    *slow.lock().expect("lock") += 1;
-                    // The slow receiver of the test: it answers after 5 s.
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                } else {
-                    let v: Value = serde_json::from_slice(&body).unwrap_or_default();
-                    let id = v["id"].as_str().unwrap_or("").to_owned();
-                    keep.lock().expect("lock").insert(id, Instant::now());
+    let port = rt
+        .block_on(edgehook::receiver::loopback(
+            move |head: http::request::Parts, body: Bytes| {
+                let (keep, slow) = (keep.clone(), slow.clone());
+                async move {
+                    if head.uri.path() == "/slow" {
+                        *slow.lock().expect("lock") += 1;
+                        // The slow receiver of the test: it answers after 5 s.
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                    } else {
+                        let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                        let id = v["id"].as_str().unwrap_or("").to_owned();
+                        keep.lock().expect("lock").insert(id, Instant::now());
+                    }
+                    hyper::Response::new(http_body_util::Full::new(Bytes::new()))
                 }
-                hyper::Response::new(http_body_util::Full::new(Bytes::new()))
-            }
-        },
-    ));
+            },
+        ))
+        .expect("receiver");
     let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=10000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let partner = Remote::new(&base, &key).expect("partner");

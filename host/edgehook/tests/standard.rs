@@ -44,29 +44,26 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
     let rt = rt();
     // A receiver that keeps every request's headers and body.
     let captured: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
     let keep = captured.clone();
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, body: Bytes| {
-            let keep = keep.clone();
-            async move {
-                let headers: serde_json::Map<String, Value> = head
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_str().unwrap_or(""))))
-                    .collect();
-                let body = String::from_utf8_lossy(&body).into_owned();
-                keep.lock()
-                    .expect("lock")
-                    .push(json!({"headers": headers, "body": body}));
-                hyper::Response::new(http_body_util::Full::new(Bytes::from_static(b"ok")))
-            }
-        },
-    ));
+    let port = rt
+        .block_on(edgehook::receiver::loopback(
+            move |head: http::request::Parts, body: Bytes| {
+                let keep = keep.clone();
+                async move {
+                    let headers: serde_json::Map<String, Value> = head
+                        .headers
+                        .iter()
+                        .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_str().unwrap_or(""))))
+                        .collect();
+                    let body = String::from_utf8_lossy(&body).into_owned();
+                    keep.lock()
+                        .expect("lock")
+                        .push(json!({"headers": headers, "body": body}));
+                    hyper::Response::new(http_body_util::Full::new(Bytes::from_static(b"ok")))
+                }
+            },
+        ))
+        .expect("receiver");
     let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=2000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let partner = Remote::new(&base, &key).expect("partner");
