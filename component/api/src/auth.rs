@@ -140,7 +140,7 @@ pub fn revoke<K: Kv>(
         .ok_or_else(not_found)?;
     let hash = String::from_utf8(hash).map_err(ApiError::internal)?;
     let now = env.now_ms;
-    let record = update(env.kv, &keys::api_key(&hash), |current| {
+    let record = update(env.kv, &keys::api_key(&hash), &mut |current| {
         let mut record = current
             .and_then(ApiKeyRecord::decode)
             .ok_or_else(not_found)?;
@@ -189,7 +189,7 @@ fn touch<K: Kv>(env: &Env<'_, K>, record: &ApiKeyRecord) {
     if !stale(record.last_used_at, now) {
         return;
     }
-    let converted = update(env.kv, &keys::api_key(&record.hash), |current| {
+    let converted = update(env.kv, &keys::api_key(&record.hash), &mut |current| {
         let old = current.is_some_and(ApiKeyRecord::predates_scopes);
         match current.and_then(ApiKeyRecord::decode) {
             Some(mut r) if r.revoked_at.is_none() && stale(r.last_used_at, now) => {

@@ -80,7 +80,7 @@ pub fn begin<K: Kv>(
         response: None,
         claim: Some(edgehook_model::ids::hex(&env.random_bytes::<8>())),
     };
-    let start = update(env.kv, &store_key, |current| {
+    let start = update(env.kv, &store_key, &mut |current| {
         let existing: Option<Record> = current.and_then(Record::decode);
         let reusable = match &existing {
             None => true,
@@ -135,7 +135,7 @@ pub fn finish<K: Kv>(
     record.response = Some(response);
     let json = serde_json::to_vec(&record).map_err(ApiError::internal)?;
     let ours = claim.record.clone();
-    update(env.kv, &claim.key, |current| {
+    update(env.kv, &claim.key, &mut |current| {
         let current: Option<Record> = current.and_then(Record::decode);
         if current.as_ref() != Some(&ours) {
             return Err(ApiError::idempotency_conflict(
@@ -161,7 +161,7 @@ pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
         return;
     };
     let ours = &claim.record;
-    let _ = update(env.kv, &claim.key, |current| {
+    let _ = update(env.kv, &claim.key, &mut |current| {
         let current: Option<Record> = current.and_then(Record::decode);
         if current.as_ref() != Some(ours) {
             return Ok::<_, ()>(Update::Keep(()));

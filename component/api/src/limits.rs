@@ -95,7 +95,7 @@ pub fn count_auth_failure<K: Kv>(env: &Env<'_, K>, req: &Request) {
         return;
     };
     let window = env.now_ms / WINDOW_MS;
-    let counted = update(env.kv, &keys::auth_failures(addr, window), |cur| {
+    let counted = update(env.kv, &keys::auth_failures(addr, window), &mut |cur| {
         let n = failures(cur) + 1;
         Ok::<_, ()>(Update::Write(n.to_string().into_bytes(), n))
     });

@@ -72,7 +72,7 @@ pub(crate) fn run_batch<K: Kv>(
     let mut held: Vec<(String, Wait)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let written = known.map(|(items, _)| &items[i].0);
-        let outcome = update(env.kv, &keys::delivery(id), |cur| {
+        let outcome = update(env.kv, &keys::delivery(id), &mut |cur| {
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(Claim::Skip));
             };
@@ -274,7 +274,7 @@ fn pace_batch<K: Kv>(
 
 /// Clears the lease this batch (`holder`) took on delivery `id`, which it will not send.
 fn unclaim<K: Kv>(env: &Env<'_, K>, id: &str, holder: &str) -> Result<(), KvError> {
-    update(env.kv, &keys::delivery(id), |cur| {
+    update(env.kv, &keys::delivery(id), &mut |cur| {
         let Some(bytes) = cur else {
             return Ok::<_, KvError>(Update::Keep(()));
         };

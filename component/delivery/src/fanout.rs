@@ -388,7 +388,7 @@ fn fan_out<K: Kv>(
                 env.kv.set(&keys::delivery(dlv), &bytes)?;
                 true
             }
-            Origin::Keyed | Origin::Resumed => update(env.kv, &keys::delivery(dlv), |cur| {
+            Origin::Keyed | Origin::Resumed => update(env.kv, &keys::delivery(dlv), &mut |cur| {
                 Ok::<_, KvError>(match cur {
                     Some(_) => Update::Keep(false),
                     None => Update::Write(bytes.clone(), true),

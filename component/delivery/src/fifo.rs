@@ -38,7 +38,7 @@ const FIFO_V1: u8 = 0xF1;
 
 /// Lists FIFO subscription `sub_id` for the ticks (after publish wrote its deliveries).
 pub(crate) fn list<K: Kv>(kv: &K, sub_id: &str) -> Result<(), KvError> {
-    update_seldom(kv, &keys::FIFO_DIRECTORY, |cur| {
+    update_seldom(kv, &keys::FIFO_DIRECTORY, &mut |cur| {
         let text = cur.and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
         if text.lines().any(|l| l == sub_id) {
             return Ok::<_, KvError>(Update::Keep(()));
@@ -49,7 +49,7 @@ pub(crate) fn list<K: Kv>(kv: &K, sub_id: &str) -> Result<(), KvError> {
 }
 
 fn unlist<K: Kv>(kv: &K, sub_id: &str) -> Result<(), KvError> {
-    update(kv, &keys::FIFO_DIRECTORY, |cur| {
+    update(kv, &keys::FIFO_DIRECTORY, &mut |cur| {
         let text = cur.and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
         let kept: String = text
             .lines()
@@ -174,7 +174,7 @@ fn step<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<bool, KvError> {
         }
     }
     if next != place {
-        update(env.kv, &place_key, |cur| {
+        update(env.kv, &place_key, &mut |cur| {
             let stored = cur.and_then(Place::decode).unwrap_or_default();
             match stored.passed > next.passed {
                 true => Ok::<_, KvError>(Update::Keep(())), // another tick went further
@@ -205,7 +205,7 @@ fn release<K: Kv>(env: &Env<'_, K>, d: &Delivery) -> Result<bool, KvError> {
         return Ok(false); // in flight, or waiting for its retry (queued by its outcome)
     }
     if held {
-        let made_due = update(env.kv, &keys::delivery(&d.id), |cur| {
+        let made_due = update(env.kv, &keys::delivery(&d.id), &mut |cur| {
             let Some(bytes) = cur else {
                 return Ok::<_, KvError>(Update::Keep(false));
             };

@@ -21,7 +21,7 @@ pub(crate) fn record_streak<K: Kv>(
     success: bool,
 ) -> Result<(), ApiError> {
     let limit = env.settings.disable_after_failures;
-    let reached = update(env.kv, &keys::subscription(sub_id), |cur| {
+    let reached = update(env.kv, &keys::subscription(sub_id), &mut |cur| {
         let Some(bytes) = cur else {
             return Ok(Update::Keep(false));
         };
@@ -94,7 +94,7 @@ pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiE
         if !pending {
             continue;
         }
-        let done = update(env.kv, key, |cur| {
+        let done = update(env.kv, key, &mut |cur| {
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(false));
             };

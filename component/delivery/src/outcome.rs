@@ -130,7 +130,7 @@ pub(crate) fn record_outcomes<K: Kv>(
             succeeded: matches!(verdict, Verdict::Succeeded),
             retry_after_ms: asked_wait(&r, now),
         });
-        let written = update(env.kv, &keys::delivery(&c.delivery.id), |cur| {
+        let written = update(env.kv, &keys::delivery(&c.delivery.id), &mut |cur| {
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(Recorded::Nothing));
             };

@@ -80,7 +80,7 @@ pub(crate) fn acquire<K: Kv>(
     until: u64,
 ) -> Result<u32, KvError> {
     let now = env.now_ms;
-    update(env.kv, &keys::pace(sub_id), |cur| {
+    update(env.kv, &keys::pace(sub_id), &mut |cur| {
         let mut pace = cur.and_then(Pace::decode).unwrap_or_default();
         pace.slots.retain(|(_, u, _)| *u > now);
         let held: u32 = pace.slots.iter().map(|(_, _, n)| n).sum();
@@ -104,7 +104,7 @@ pub(crate) fn acquire<K: Kv>(
 
 /// Gives back every slot `holder` took of `sub_id`.
 pub(crate) fn release<K: Kv>(env: &Env<'_, K>, sub_id: &str, holder: &str) -> Result<(), KvError> {
-    update(env.kv, &keys::pace(sub_id), |cur| {
+    update(env.kv, &keys::pace(sub_id), &mut |cur| {
         let Some(mut pace) = cur.and_then(Pace::decode) else {
             return Ok::<_, KvError>(Update::Keep(()));
         };
@@ -123,7 +123,7 @@ pub(crate) fn release<K: Kv>(env: &Env<'_, K>, sub_id: &str, holder: &str) -> Re
 /// attempt).
 pub(crate) fn mark_slow<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<(), KvError> {
     let now = env.now_ms;
-    update(env.kv, &keys::subscription(sub_id), |cur| {
+    update(env.kv, &keys::subscription(sub_id), &mut |cur| {
         let Some(bytes) = cur else {
             return Ok::<_, KvError>(Update::Keep(()));
         };

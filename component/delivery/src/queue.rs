@@ -60,7 +60,7 @@ pub(crate) fn enqueue<K: Kv>(
     }
     // Every event of the second after the first finds its second there, by a search of
     // the record (nothing decoded: the directory lists every second of the last minute).
-    let add = |cur: Option<&[u8]>| {
+    let mut add = |cur: Option<&[u8]>| {
         if let Some(cur) = cur {
             let mut listed = true;
             for second in &seconds {
@@ -77,8 +77,8 @@ pub(crate) fn enqueue<K: Kv>(
         Ok(Update::Write(directory::encode(&dir), ()))
     };
     match seen {
-        Some(seen) => update_seen(kv, &keys::DUE_DIRECTORY, seen, add),
-        None => update_seldom(kv, &keys::DUE_DIRECTORY, add),
+        Some(seen) => update_seen(kv, &keys::DUE_DIRECTORY, seen, &mut add),
+        None => update_seldom(kv, &keys::DUE_DIRECTORY, &mut add),
     }
     .map_err(KvError::from)
 }

@@ -28,7 +28,7 @@ pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
     }
     let now = env.now_ms;
     enqueue(env.kv, &[(second_of(now), vec![id.to_owned()])], None)?;
-    let replayed = update(env.kv, &keys::delivery(id), |cur| {
+    let replayed = update(env.kv, &keys::delivery(id), &mut |cur| {
         let Some(bytes) = cur else {
             return Err(ApiError::not_found("Delivery"));
         };
@@ -96,7 +96,7 @@ pub(crate) fn replay_batch<K: Kv>(
     let mut outcomes = Vec::with_capacity(ids.len());
     for (key, record) in record_keys.iter().zip(&records) {
         let outcome = match record {
-            Some(d) if replayable(d) => update(env.kv, key, |cur| {
+            Some(d) if replayable(d) => update(env.kv, key, &mut |cur| {
                 let Some(bytes) = cur else {
                     return Ok(Update::Keep(Replayed::Refused));
                 };

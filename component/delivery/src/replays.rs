@@ -125,7 +125,7 @@ pub fn cancel<K: Kv>(
         return Ok(None);
     }
     let now = env.now_ms;
-    let job = update(env.kv, &keys::replay(id), |cur| {
+    let job = update(env.kv, &keys::replay(id), &mut |cur| {
         let mut job = cur
             .and_then(ReplayJob::decode)
             .ok_or_else(|| ApiError::internal("damaged replay job"))?;
@@ -170,7 +170,7 @@ fn directory_ids(record: Option<&[u8]>) -> Vec<String> {
 
 /// Adds job `id` to the ticks' list, or takes it off (finished or cancelled).
 fn relist<K: Kv>(env: &Env<'_, K>, id: &str, running: bool) -> Result<(), KvError> {
-    update(env.kv, &keys::REPLAY_DIRECTORY, |cur| {
+    update(env.kv, &keys::REPLAY_DIRECTORY, &mut |cur| {
         let ids = directory_ids(cur);
         if ids.iter().any(|i| i == id) == running {
             return Ok::<_, KvError>(Update::Keep(()));
@@ -199,7 +199,7 @@ fn owned_by(job: ReplayJob, client_id: Option<&str>) -> Option<ReplayJob> {
 fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
     let key = keys::replay(id);
     let now = env.now_ms;
-    let claimed = update(env.kv, &key, |cur| {
+    let claimed = update(env.kv, &key, &mut |cur| {
         let Some(mut job) = cur.and_then(ReplayJob::decode) else {
             return Ok::<_, KvError>(Update::Keep(None));
         };
@@ -229,7 +229,7 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
         JobState::Done | JobState::Cancelled => {}
     }
     job.lease_until = 0;
-    let committed = update(env.kv, &key, |cur| {
+    let committed = update(env.kv, &key, &mut |cur| {
         let Some(current) = cur.and_then(ReplayJob::decode) else {
             return Ok::<_, KvError>(Update::Keep(None));
         };

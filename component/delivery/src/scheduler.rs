@@ -34,7 +34,7 @@ pub fn after_request<K: Kv>(
     let nonce = edgehook_model::ids::hex(&env.random_bytes::<8>());
     let now = env.now_ms;
     // A plain read first: nearly every request finds the lease taken and writes nothing.
-    let won = update_seldom(env.kv, &keys::TICK_LEASE, |current| {
+    let won = update_seldom(env.kv, &keys::TICK_LEASE, &mut |current| {
         let began = current
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.split(' ').next()?.parse::<u64>().ok())

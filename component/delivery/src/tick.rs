@@ -171,7 +171,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
         let _ = due_log(*second).delete_all(env.kv);
     }
     // Record the watermarks and drop expired seconds; a concurrent enqueue only ever adds.
-    let _ = update(env.kv, &keys::DUE_DIRECTORY, |cur| {
+    let _ = update(env.kv, &keys::DUE_DIRECTORY, &mut |cur| {
         let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
         for (second, seen) in &seen_now {
             if let Some(entry) = dir.get_mut(second) {

@@ -14,7 +14,10 @@
 //! component never parses or re-encodes JSON to append to a queue, a history or an index.
 //!
 //! An entry can be removed again ([`AppendLog::remove`]) or rewritten
-//! ([`AppendLog::modify`]): that rewrites only its own page.
+//! ([`AppendLog::modify`]): that rewrites only its own page. A log whose entries are removed
+//! for good (the subscription indexes, [`AppendLog::with_directory`]) keeps a page directory,
+//! so a read skips the pages emptied by removals and its cost does not grow with the log's
+//! history of appends and removals ([`pagedir`]).
 //!
 //! Used for the due queue (one list per second), each subscription's delivery history, the
 //! retention index (one list per day), and the subscription indexes (each client's list and
@@ -24,11 +27,19 @@ use crate::codec::Reader;
 use crate::keys::{self, Key};
 use crate::kv::{Kv, KvError, Update, UpdateError, read_counter, update};
 
+mod pagedir;
+
 /// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
 pub const PAGE: u64 = 128;
 
 /// The first byte of a page.
 const BINARY_PAGE: u8 = 0xE1;
+
+/// A sealed page: one byte, no entries, and none can be added ([`pagedir`]).
+const SEALED_PAGE: u8 = 0xE2;
+
+/// How many times an append moves entries whose page was sealed under it to new numbers.
+const APPEND_ROUNDS: usize = 4;
 
 /// An edit of a page's entries: `Some(())` if it changed them, `None` to write nothing.
 type PageChange<'a> = dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()> + 'a;
@@ -37,6 +48,8 @@ type PageChange<'a> = dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()> + 'a;
 pub struct AppendLog {
     prefix: Key,
     page: u64,
+    /// Whether the log keeps a page directory ([`AppendLog::with_directory`]).
+    directory: bool,
 }
 
 /// An entry and its number in the list (1-based).
@@ -75,9 +88,13 @@ pub fn encode_page(entries: &[Entry<Vec<u8>>]) -> Vec<u8> {
 }
 
 /// Decodes a page ([`encode_page`]). Entries come in the order they were written (which
-/// concurrent appenders can make differ from their numbers' order). `Err` if it is damaged.
+/// concurrent appenders can make differ from their numbers' order); a sealed page has none.
+/// `Err` if it is damaged.
 pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
     let damaged = || KvError("damaged append-log page".into());
+    if page == [SEALED_PAGE] {
+        return Ok(Vec::new());
+    }
     let mut r = Reader::new(page, BINARY_PAGE).ok_or_else(damaged)?;
     let mut out = Vec::new();
     while !r.is_empty() {
@@ -104,6 +121,18 @@ impl AppendLog {
         AppendLog {
             prefix,
             page: size.max(1),
+            directory: false,
+        }
+    }
+
+    /// The list stored under `prefix`, `size` entries a page, with a page directory: a
+    /// removal that empties a page seals it and the directory stops listing it, so reads
+    /// cost what the entries still there take, not what was ever appended ([`pagedir`]).
+    /// Every user of one list must agree on whether it has one.
+    pub fn with_directory(prefix: Key, size: u64) -> Self {
+        AppendLog {
+            directory: true,
+            ..Self::with_page_size(prefix, size)
         }
     }
 
@@ -125,28 +154,59 @@ impl AppendLog {
     }
 
     /// Appends items; returns their numbers. Each page is extended in place (the entries
-    /// already on it are not decoded), so an append costs a copy of one page at most.
+    /// already on it are not decoded), so an append costs a copy of one page at most. Items
+    /// whose page was sealed between their numbers' reservation and their write (a log with
+    /// a directory) take new numbers.
     pub fn append<K: Kv, T: AsRef<[u8]>>(&self, kv: &K, items: &[T]) -> Result<Vec<u64>, KvError> {
-        if items.is_empty() {
-            return Ok(Vec::new());
+        let items: Vec<&[u8]> = items.iter().map(AsRef::as_ref).collect();
+        self.append_bytes(kv, &items)
+    }
+
+    /// [`AppendLog::append`], once for every item type (the component is size-budgeted).
+    fn append_bytes<K: Kv>(&self, kv: &K, items: &[&[u8]]) -> Result<Vec<u64>, KvError> {
+        let mut seqs = vec![0; items.len()];
+        let mut todo: Vec<usize> = (0..items.len()).collect();
+        for _ in 0..APPEND_ROUNDS {
+            if todo.is_empty() {
+                return Ok(seqs);
+            }
+            todo = self.append_round(kv, items, &todo, &mut seqs)?;
         }
-        let count = i64::try_from(items.len()).map_err(|_| KvError("too many items".into()))?;
+        match todo.is_empty() {
+            true => Ok(seqs),
+            false => Err(KvError("append-log pages sealed under every append".into())),
+        }
+    }
+
+    /// Reserves numbers for `items[todo]` and writes them; returns those whose page was
+    /// sealed (written nowhere).
+    fn append_round<K: Kv>(
+        &self,
+        kv: &K,
+        items: &[&[u8]],
+        todo: &[usize],
+        seqs: &mut [u64],
+    ) -> Result<Vec<usize>, KvError> {
+        let count = i64::try_from(todo.len()).map_err(|_| KvError("too many items".into()))?;
         let end = kv.increment(&self.counter_key(), count)?;
         let end = u64::try_from(end).map_err(|_| KvError("negative counter".into()))?;
-        let first = end + 1 - items.len() as u64;
-        let seqs: Vec<u64> = (first..=end).collect();
+        let first = end + 1 - todo.len() as u64;
+        for (n, at) in todo.iter().enumerate() {
+            seqs[*at] = first + n as u64;
+        }
+        let mut sealed = Vec::new();
         let mut start = 0;
-        while start < items.len() {
-            let page = (seqs[start] - 1) / self.page;
+        while start < todo.len() {
+            let page = (seqs[todo[start]] - 1) / self.page;
             let mut added = Vec::new();
             let mut stop = start;
-            while stop < items.len() && (seqs[stop] - 1) / self.page == page {
-                push_entry(&mut added, seqs[stop], items[stop].as_ref());
+            while stop < todo.len() && (seqs[todo[stop]] - 1) / self.page == page {
+                push_entry(&mut added, seqs[todo[stop]], items[todo[stop]]);
                 stop += 1;
             }
-            let first_seq = seqs[start];
+            let first_seq = seqs[todo[start]];
             let mut tries = 0;
-            update(kv, &self.page_key(page), |current| {
+            let written = update(kv, &self.page_key(page), &mut |current| {
                 tries += 1;
                 // A retry after a swap reported lost: if the page already holds our first
                 // entry, the swap applied after all (a host can report failure after
@@ -158,20 +218,24 @@ impl AppendLog {
                         .iter()
                         .any(|e| e.seq == first_seq)
                 {
-                    return Ok(Update::Keep(()));
+                    return Ok(Update::Keep(true));
                 }
                 let mut page = match current {
                     None => vec![BINARY_PAGE],
+                    Some([SEALED_PAGE]) => return Ok(Update::Keep(false)),
                     Some(b) if b.first() == Some(&BINARY_PAGE) => b.to_vec(),
                     Some(_) => return Err(()), // damaged: refused, not overwritten
                 };
                 page.extend_from_slice(&added);
-                Ok::<_, ()>(Update::Write(page, ()))
+                Ok::<_, ()>(Update::Write(page, true))
             })
             .map_err(store_err)?;
+            if !written {
+                sealed.extend_from_slice(&todo[start..stop]);
+            }
             start = stop;
         }
-        Ok(seqs)
+        Ok(sealed)
     }
 
     /// Entries numbered after `after`, in order, at most `limit` of them, their items as
@@ -201,7 +265,9 @@ impl AppendLog {
     /// read is two store operations (a publish reading its fan-out list, list reading a page
     /// of a client's subscriptions, a tick reading a second's due queue); pages that turn out
     /// to hold fewer entries than expected (removed ones) are followed by one more batch.
-    /// Fewer than `limit` entries means the list was read to its end.
+    /// Fewer than `limit` entries means the list was read to its end. A log with a directory
+    /// reads it in that first batch, with the pages a read would take if it listed them all
+    /// (at most [`pagedir::WINDOW`]) and the last two, and then only the pages it lists.
     pub fn read_bytes<K: Kv>(
         &self,
         kv: &K,
@@ -216,19 +282,55 @@ impl AppendLog {
         if after >= len {
             return Ok(out);
         }
-        let last_page = (len - 1) / self.page;
-        let mut page = after / self.page;
-        while page <= last_page && out.len() < limit {
-            // Whole pages for the rest of the limit, plus one: the first may start mid-page.
-            let want = ((limit - out.len()) as u64)
-                .div_ceil(self.page)
-                .saturating_add(1);
-            let end = last_page.min(page.saturating_add(want - 1));
-            let keys: Vec<Key> = (page..=end).map(|p| self.page_key(p)).collect();
-            for value in kv.get_many(&keys)?.into_iter().flatten() {
+        let last = (len - 1) / self.page;
+        let first = after / self.page;
+        // Whole pages for the rest of the limit, plus one: the first may start mid-page.
+        let want = |got: usize| ((limit - got) as u64).div_ceil(self.page).saturating_add(1);
+        let (mut listed, from, mut fetched) = match self.directory {
+            false => (Vec::new(), first, Vec::new()),
+            true => self.read_directory(kv, first, last, want(0))?,
+        };
+        // The pages to read, in order: the listed ones from `first` on, then `from.max(first)`
+        // to `last` (every page, without a directory).
+        listed.retain(|p| *p >= first);
+        let (n, lo) = (listed.len() as u64, from.max(first));
+        let count = n + (last + 1).saturating_sub(lo);
+        let nth = |i: u64| match i < n {
+            true => listed[i as usize],
+            false => lo + (i - n),
+        };
+        let mut i = 0;
+        while out.len() < limit && i < count {
+            let page = nth(i);
+            i += 1;
+            let value = match fetched.iter().position(|(p, _)| *p == page) {
+                Some(at) => fetched.swap_remove(at).1,
+                None => {
+                    // This page and the next ones not read yet, as many as the limit may take.
+                    let mut batch = vec![page];
+                    let mut j = i;
+                    while (batch.len() as u64) < want(out.len()) && j < count {
+                        let next = nth(j);
+                        j += 1;
+                        if !fetched.iter().any(|(p, _)| *p == next) {
+                            batch.push(next);
+                        }
+                    }
+                    let mut keys = Vec::with_capacity(batch.len());
+                    for p in &batch {
+                        keys.push(self.page_key(*p));
+                    }
+                    let mut values = kv.get_many(&keys)?.into_iter();
+                    let value = values.next().flatten();
+                    for p in &batch[1..] {
+                        fetched.push((*p, values.next().flatten()));
+                    }
+                    value
+                }
+            };
+            if let Some(value) = value {
                 self.take_page(&value, after, &mut out)?;
             }
-            page = end + 1;
         }
         out.truncate(limit);
         Ok(out)
@@ -265,13 +367,21 @@ impl AppendLog {
     }
 
     /// Removes entry `seq` (rewriting only its page). Removing an entry that is not there is
-    /// not an error; the numbering never changes.
+    /// not an error; the numbering never changes. In a log with a directory, a removal that
+    /// empties a page then tidies the directory ([`pagedir`]; best effort: what it leaves
+    /// undone costs a later read one page more, never an entry).
     pub fn remove<K: Kv>(&self, kv: &K, seq: u64) -> Result<(), KvError> {
-        self.rewrite(kv, seq, &mut |entries| {
+        let mut emptied = false;
+        let rewritten = self.rewrite(kv, seq, &mut |entries| {
+            emptied = false;
             let at = entries.iter().position(|e| e.seq == seq)?;
             entries.remove(at);
+            emptied = entries.is_empty();
             Some(())
         })?;
+        if rewritten && emptied && self.directory {
+            let _ = self.emptied(kv, (seq - 1) / self.page);
+        }
         Ok(())
     }
 
@@ -286,7 +396,7 @@ impl AppendLog {
         if seq == 0 {
             return Ok(false);
         }
-        update(kv, &self.page_key((seq - 1) / self.page), |current| {
+        update(kv, &self.page_key((seq - 1) / self.page), &mut |current| {
             let Some(bytes) = current else {
                 return Ok(Update::Keep(false));
             };
@@ -332,7 +442,7 @@ impl AppendLog {
     /// drop cut short between its two writes) only moves the mark.
     pub fn drop_page<K: Kv>(&self, kv: &K, page: u64) -> Result<bool, KvError> {
         kv.delete(&self.page_key(page))?;
-        update(kv, &keys::log_dropped(&self.prefix), |cur| {
+        update(kv, &keys::log_dropped(&self.prefix), &mut |cur| {
             let at = match cur {
                 None => 0,
                 Some(b) => std::str::from_utf8(b)
@@ -367,167 +477,4 @@ impl AppendLog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kv::MemoryKv;
-
-    #[test]
-    fn append_and_read_across_pages() {
-        let kv = MemoryKv::new();
-        let log = AppendLog::new(Key::from_stored("t"));
-        let items: Vec<String> = (0..300).map(|i| format!("x{i}")).collect();
-        let seqs = log.append(&kv, &items[..200]).expect("append");
-        assert_eq!(seqs.first(), Some(&1));
-        log.append(&kv, &items[200..]).expect("append");
-        let all: Vec<Entry<String>> = log.read(&kv, 0, 1000).expect("read");
-        assert_eq!(all.len(), 300);
-        assert!(
-            all.iter()
-                .enumerate()
-                .all(|(i, e)| e.seq == i as u64 + 1 && e.item == items[i])
-        );
-        let some: Vec<Entry<String>> = log.read(&kv, 127, 3).expect("read");
-        assert_eq!(
-            some.iter().map(|e| e.seq).collect::<Vec<_>>(),
-            [128, 129, 130]
-        );
-        log.delete_all(&kv).expect("delete");
-        assert!(kv.dump().is_empty());
-    }
-
-    /// A read is the counter (through `increment(key, 0)`) and one batch of the pages the
-    /// limit may need: two store operations whatever the list's length.
-    #[test]
-    fn a_read_is_the_counter_and_one_batch_of_pages() {
-        let kv = MemoryKv::new();
-        let log = AppendLog::new(Key::from_stored("t"));
-        let cost = |after: u64, limit: usize| {
-            let before = kv.ops();
-            let entries = log.read(&kv, after, limit).expect("read");
-            (kv.ops() - before, entries.len())
-        };
-        assert_eq!(
-            cost(0, usize::MAX),
-            (1, 0),
-            "an empty list: the counter alone"
-        );
-        let items: Vec<String> = (0..600).map(|i| format!("x{i}")).collect();
-        log.append(&kv, &items[..100]).expect("append");
-        assert_eq!(cost(0, usize::MAX), (2, 100));
-        assert_eq!(
-            cost(60, 51),
-            (2, 40),
-            "a page from the middle of the first page"
-        );
-        assert_eq!(cost(100, 10), (1, 0), "nothing after the last entry");
-        log.append(&kv, &items[100..]).expect("append");
-        assert_eq!(cost(120, 5), (2, 5));
-        assert_eq!(cost(120, 51), (2, 51), "across a page boundary");
-        assert_eq!(cost(0, 300), (2, 300));
-        assert_eq!(cost(0, 500), (2, 500));
-        assert_eq!(cost(0, usize::MAX), (2, 600), "five pages at once");
-        assert_eq!(cost(0, 0), (0, 0));
-        // Removed entries make pages short: the read goes on with one more batch.
-        for seq in 1..=128 {
-            log.remove(&kv, seq).expect("remove");
-        }
-        assert_eq!(
-            cost(0, 10),
-            (2, 10),
-            "page 0 emptied: page 1 came in the batch"
-        );
-        for seq in 129..=256 {
-            log.remove(&kv, seq).expect("remove");
-        }
-        assert_eq!(
-            cost(0, 10),
-            (3, 10),
-            "pages 0 and 1 emptied: page 2 read next"
-        );
-    }
-
-    #[test]
-    fn remove_rewrites_one_page_and_keeps_the_numbering() {
-        let kv = MemoryKv::new();
-        let log = AppendLog::new(Key::from_stored("t"));
-        let items: Vec<String> = (0..300).map(|i| format!("x{i}")).collect();
-        log.append(&kv, &items).expect("append");
-        let untouched = kv.get("t:p0").expect("get");
-        log.remove(&kv, 200).expect("remove");
-        log.remove(&kv, 200).expect("removing twice is fine");
-        log.remove(&kv, 5000)
-            .expect("removing a number never handed out is fine");
-        assert_eq!(
-            kv.get("t:p0").expect("get"),
-            untouched,
-            "other pages untouched"
-        );
-        let all: Vec<Entry<String>> = log.read(&kv, 0, 1000).expect("read");
-        assert_eq!(all.len(), 299);
-        assert!(all.iter().all(|e| e.seq != 200));
-        let next = log.append(&kv, &["new".to_owned()]).expect("append");
-        assert_eq!(next, [301], "numbers are never reused");
-    }
-
-    #[test]
-    fn a_page_is_extended_without_decoding_it_and_modify_rewrites_one_entry() {
-        let kv = MemoryKv::new();
-        let log = AppendLog::with_page_size(Key::from_stored("t"), 4);
-        log.append(&kv, &["a", "b"]).expect("append");
-        let before = kv.get("t:p0").expect("get").expect("page");
-        log.append(&kv, &["c"]).expect("append");
-        let after = kv.get("t:p0").expect("get").expect("page");
-        assert_eq!(
-            after[..before.len()],
-            before[..],
-            "the old bytes are kept as they were"
-        );
-        assert!(
-            log.modify(&kv, 2, |item| Some([item, b"!"].concat()))
-                .expect("modify")
-        );
-        assert!(
-            !log.modify(&kv, 2, |_| None).expect("modify"),
-            "None writes nothing"
-        );
-        assert!(
-            !log.modify(&kv, 9, |_| Some(Vec::new())).expect("modify"),
-            "no entry 9"
-        );
-        let items: Vec<String> = log
-            .read(&kv, 0, 10)
-            .expect("read")
-            .into_iter()
-            .map(|e| e.item)
-            .collect();
-        assert_eq!(items, ["a", "b!", "c"]);
-    }
-
-    #[test]
-    fn a_page_that_is_not_binary_is_refused_and_never_overwritten() {
-        let kv = MemoryKv::new();
-        let log = AppendLog::new(Key::from_stored("t"));
-        kv.increment("t:n", 2).expect("counter");
-        let damaged = br#"[{"seq":2,"item":"y"},{"seq":1,"item":"x"}]"#;
-        kv.set("t:p0", damaged).expect("set");
-        assert!(log.read(&kv, 0, 10).is_err(), "reading it fails");
-        assert!(log.append(&kv, &["z"]).is_err(), "appending to it fails");
-        assert_eq!(kv.get("t:p0").expect("get").as_deref(), Some(&damaged[..]));
-    }
-
-    #[test]
-    fn a_damaged_page_is_an_error_not_a_panic() {
-        let mut page = encode_page(&[Entry {
-            seq: 1,
-            item: b"abc".to_vec(),
-        }]);
-        assert_eq!(decode_page(&page).expect("whole").len(), 1);
-        for cut in 2..page.len() {
-            assert!(decode_page(&page[..cut]).is_err(), "cut at {cut}");
-        }
-        page[9] = 0xff; // the length now runs past the end
-        assert!(decode_page(&page).is_err());
-        assert!(decode_page(b"").is_err());
-        assert!(decode_page(b"[{").is_err());
-    }
-}
+mod tests;

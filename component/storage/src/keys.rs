@@ -25,6 +25,9 @@
 //!   Written by a disable before its commit point; an entry counts only while the
 //!   subscription record names it (see `subscriptions`).
 //! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
+//! - `...:d` under the prefix of each subscription index (the client lists, the disabled
+//!   lists, the fan-out lists) — the log's page directory: which of its pages a reader must
+//!   read; the pages it no longer lists are sealed (`applog::pagedir`).
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record: the request's
 //!   fingerprint and the response to replay, without the signing secret (a replay reads it
 //!   from `sub:{id}`). Listed in the retention log of the day it was claimed.
@@ -288,6 +291,13 @@ pub fn log_page(prefix: &Key, page: u64) -> Key {
 /// none). Only logs trimmed from the front have one (a subscription's delivery history).
 pub fn log_dropped(prefix: &Key) -> Key {
     owned(format!("{prefix}:f"))
+}
+
+/// The page directory of the append log under `prefix` (binary; absent: every page is
+/// read). Only logs whose entries are removed have one (the subscription indexes; see
+/// `applog::pagedir`).
+pub fn log_directory(prefix: &Key) -> Key {
+    owned(format!("{prefix}:d"))
 }
 
 /// The set of days with events (for retention).

@@ -96,6 +96,12 @@ impl From<UpdateError<KvError>> for KvError {
     }
 }
 
+/// A read-modify-write's decision ([`update`]): given the current value, what to write (or
+/// keep) and what to return. Taken as `&mut dyn`, so each of the component's many call sites
+/// does not instantiate the loop again (the component is size-budgeted; a generic closure
+/// parameter cost about 600 bytes per call site).
+pub type Change<'a, T, E> = dyn FnMut(Option<&[u8]>) -> Result<Update<T>, E> + 'a;
+
 /// How many times [`update`] retries a lost compare-and-swap before giving up.
 pub const CAS_ATTEMPTS: usize = 32;
 
@@ -106,7 +112,7 @@ pub const CAS_ATTEMPTS: usize = 32;
 pub fn update<K: Kv, T, E>(
     kv: &K,
     key: &(impl AsKey + ?Sized),
-    mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
+    f: &mut Change<'_, T, E>,
 ) -> Result<T, UpdateError<E>> {
     // The loop itself is not generic over `T` and `E` (they travel in these slots), so there
     // is one copy of it per store type instead of one per call site: the component is
@@ -148,7 +154,7 @@ pub fn update<K: Kv, T, E>(
 pub fn update_seldom<K: Kv, T, E>(
     kv: &K,
     key: &(impl AsKey + ?Sized),
-    f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
+    f: &mut Change<'_, T, E>,
 ) -> Result<T, UpdateError<E>> {
     let seen = kv.get(key)?;
     update_seen(kv, key, seen.as_deref(), f)
@@ -161,7 +167,7 @@ pub fn update_seen<K: Kv, T, E>(
     kv: &K,
     key: &(impl AsKey + ?Sized),
     seen: Option<&[u8]>,
-    mut f: impl FnMut(Option<&[u8]>) -> Result<Update<T>, E>,
+    f: &mut Change<'_, T, E>,
 ) -> Result<T, UpdateError<E>> {
     match f(seen) {
         Ok(Update::Keep(t)) => Ok(t),
@@ -205,6 +211,7 @@ pub struct MemoryKv {
 struct MemoryInner {
     map: BTreeMap<String, Vec<u8>>,
     ops: u64,
+    keys_read: u64,
     cas_begun: u64,
     fail_at: Option<u64>,
 }
@@ -224,6 +231,12 @@ impl MemoryKv {
     /// Number of operations performed so far.
     pub fn ops(&self) -> u64 {
         self.inner.borrow().ops
+    }
+
+    /// Number of keys read so far (by `get`, `get_many` and `cas_begin`): a batch of many
+    /// keys is one operation, and costs the store one read per key.
+    pub fn keys_read(&self) -> u64 {
+        self.inner.borrow().keys_read
     }
 
     /// Number of compare-and-swaps begun so far (each is two or three host calls over
@@ -255,7 +268,9 @@ impl Kv for MemoryKv {
 
     fn get(&self, key: &(impl AsKey + ?Sized)) -> Result<Option<Vec<u8>>, KvError> {
         let key = key.key_str();
-        Ok(self.op()?.map.get(key).cloned())
+        let mut inner = self.op()?;
+        inner.keys_read += 1;
+        Ok(inner.map.get(key).cloned())
     }
 
     fn set(&self, key: &(impl AsKey + ?Sized), value: &[u8]) -> Result<(), KvError> {
@@ -271,7 +286,8 @@ impl Kv for MemoryKv {
     }
 
     fn get_many(&self, keys: &[impl AsKey]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
-        let inner = self.op()?;
+        let mut inner = self.op()?;
+        inner.keys_read += keys.len() as u64;
         Ok(keys
             .iter()
             .map(|k| inner.map.get(k.key_str()).cloned())
@@ -303,6 +319,7 @@ impl Kv for MemoryKv {
         let key = key.key_str();
         let mut inner = self.op()?;
         inner.cas_begun += 1;
+        inner.keys_read += 1;
         let seen = inner.map.get(key).cloned();
         Ok(((key.to_owned(), seen.clone()), seen))
     }
@@ -324,7 +341,7 @@ mod tests {
     #[test]
     fn update_writes_through_cas() {
         let kv = MemoryKv::new();
-        let out = update(&kv, "k", |cur| {
+        let out = update(&kv, "k", &mut |cur| {
             assert!(cur.is_none());
             Ok::<_, ()>(Update::Write(b"1".to_vec(), 7))
         });
@@ -336,7 +353,7 @@ mod tests {
     fn update_retries_when_another_writer_wins() {
         let kv = MemoryKv::new();
         let mut first = true;
-        let out = update(&kv, "k", |cur| -> Result<_, ()> {
+        let out = update(&kv, "k", &mut |cur| -> Result<_, ()> {
             if first {
                 first = false;
                 // Someone else writes between our read and our swap.
@@ -368,13 +385,13 @@ mod tests {
     #[test]
     fn update_seldom_keeps_without_a_compare_and_swap_and_writes_through_one() {
         let kv = MemoryKv::new();
-        assert_eq!(update_seldom(&kv, "set", add("a")).ok(), Some(true));
+        assert_eq!(update_seldom(&kv, "set", &mut add("a")).ok(), Some(true));
         assert_eq!(kv.cas_begun(), 1, "a write goes through compare-and-swap");
         let ops = kv.ops();
-        assert_eq!(update_seldom(&kv, "set", add("a")).ok(), Some(false));
+        assert_eq!(update_seldom(&kv, "set", &mut add("a")).ok(), Some(false));
         assert_eq!(kv.cas_begun(), 1, "a keep begins no compare-and-swap");
         assert_eq!(kv.ops() - ops, 1, "a keep is one read");
-        assert_eq!(update_seldom(&kv, "set", add("b")).ok(), Some(true));
+        assert_eq!(update_seldom(&kv, "set", &mut add("b")).ok(), Some(true));
         assert_eq!(kv.get("set").ok().flatten().as_deref(), Some(&b"a,b"[..]));
     }
 
@@ -384,7 +401,7 @@ mod tests {
         // write must keep it, not overwrite it with what the first read saw.
         let kv = MemoryKv::new();
         let mut first = true;
-        let out = update_seldom(&kv, "set", |cur| {
+        let out = update_seldom(&kv, "set", &mut |cur| {
             if first {
                 first = false;
                 kv.set("set", b"b").map_err(|_| ())?;

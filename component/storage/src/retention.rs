@@ -39,7 +39,7 @@ pub fn retain<K: Kv>(
 /// directory as read already, if it was.
 fn days_add<K: Kv>(kv: &K, day: u64, seen: Option<Option<&[u8]>>) -> Result<(), KvError> {
     // Every event of the day after the first finds its day there.
-    let add = |cur: Option<&[u8]>| {
+    let mut add = |cur: Option<&[u8]>| {
         if let Some(cur) = cur
             && directory::contains(cur, day)?
         {
@@ -50,14 +50,14 @@ fn days_add<K: Kv>(kv: &K, day: u64, seen: Option<Option<&[u8]>>) -> Result<(), 
         Ok(Update::Write(directory::encode(&days), ()))
     };
     Ok(match seen {
-        Some(seen) => update_seen(kv, &keys::RETENTION_DIRECTORY, seen, add),
-        None => update_seldom(kv, &keys::RETENTION_DIRECTORY, add),
+        Some(seen) => update_seen(kv, &keys::RETENTION_DIRECTORY, seen, &mut add),
+        None => update_seldom(kv, &keys::RETENTION_DIRECTORY, &mut add),
     }?)
 }
 
 /// Removes a day from the retention directory.
 fn days_remove<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
-    Ok(update(kv, &keys::RETENTION_DIRECTORY, |cur| {
+    Ok(update(kv, &keys::RETENTION_DIRECTORY, &mut |cur| {
         let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
         if days.remove(&day).is_none() {
             return Ok(Update::Keep(()));
@@ -109,7 +109,7 @@ pub fn purge_before<K: Kv>(
 
 /// Records that `day`'s log is purged through entry `through` (never moving back).
 fn days_mark<K: Kv>(kv: &K, day: u64, through: u64) -> Result<(), KvError> {
-    Ok(update(kv, &keys::RETENTION_DIRECTORY, |cur| {
+    Ok(update(kv, &keys::RETENTION_DIRECTORY, &mut |cur| {
         let mut days = cur.map(directory::decode).transpose()?.unwrap_or_default();
         match days.get_mut(&day) {
             Some(mark) if *mark < through => *mark = through,

@@ -33,7 +33,7 @@ pub(crate) fn take_slot<K: Kv>(
     let cap = env.settings.subscription_limit;
     let key = keys::client_live(client_id);
     let nonce = edgehook_model::ids::hex(&env.random_bytes::<8>());
-    let taken = update(env.kv, &key, |current| {
+    let taken = update(env.kv, &key, &mut |current| {
         Ok::<_, ApiError>(match parse_live(current) {
             Some(n) if n < u64::from(cap) => Update::Write(encode_live(n + 1, &nonce), true),
             _ => Update::Keep(false), // at the cap (or unreadable): recount below
@@ -102,7 +102,7 @@ pub(crate) fn parse_live(value: Option<&[u8]>) -> Option<u64> {
 /// corrected by the next recount.
 pub(crate) fn give_back_slot<K: Kv>(env: &Env<'_, K>, client_id: &str) {
     let nonce = edgehook_model::ids::hex(&env.random_bytes::<8>());
-    let _ = update(env.kv, &keys::client_live(client_id), |current| {
+    let _ = update(env.kv, &keys::client_live(client_id), &mut |current| {
         Ok::<_, ()>(match parse_live(current) {
             Some(n) if n > 0 => Update::Write(encode_live(n - 1, &nonce), ()),
             _ => Update::Keep(()),

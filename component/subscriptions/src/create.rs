@@ -81,7 +81,7 @@ pub fn activate<K: Kv>(
     id: &str,
     written: Option<(&Subscription, &[u8])>,
 ) -> Result<Subscription, ApiError> {
-    let (active, now) = update(env.kv, &keys::subscription(id), |current| {
+    let (active, now) = update(env.kv, &keys::subscription(id), &mut |current| {
         let mut sub: Subscription = match current {
             None => {
                 return Err(ApiError::internal(format!(

@@ -13,7 +13,7 @@ pub(crate) const INDEX_PAGE: u64 = 32;
 
 /// A client's subscription ids in creation order; an entry's number is the `seq`.
 pub(crate) fn client_index(client_id: &str) -> AppendLog {
-    AppendLog::with_page_size(keys::client_subscriptions(client_id), INDEX_PAGE)
+    AppendLog::with_directory(keys::client_subscriptions(client_id), INDEX_PAGE)
 }
 
 /// How far list may trust a client-index entry's list item.
@@ -104,12 +104,12 @@ pub(crate) fn disabled_log(client_id: Option<&str>) -> AppendLog {
         Some(c) => keys::client_disabled(c),
         None => keys::DISABLED_LOG,
     };
-    AppendLog::with_page_size(prefix, INDEX_PAGE)
+    AppendLog::with_directory(prefix, INDEX_PAGE)
 }
 
 /// The ids of subscriptions listening to one event type.
 pub(crate) fn fanout_index(event_type: &str) -> AppendLog {
-    AppendLog::with_page_size(keys::fanout(event_type), INDEX_PAGE)
+    AppendLog::with_directory(keys::fanout(event_type), INDEX_PAGE)
 }
 
 /// Appends one item to an index; returns its entry number.

@@ -87,7 +87,7 @@ pub fn rotate<K: Kv>(
 /// (the tick calls this when the queue entry a rotation left comes due).
 pub fn erase_expired_secret<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
     let now = env.now_ms;
-    update(env.kv, &keys::subscription(id), |cur| {
+    update(env.kv, &keys::subscription(id), &mut |cur| {
         let Some(bytes) = cur else {
             return Ok(Update::Keep(()));
         };
@@ -115,7 +115,7 @@ fn change_owned<K: Kv>(
     if !edgehook_model::ids::IdKind::Subscription.matches(id) {
         return Err(ApiError::not_found("Subscription"));
     }
-    update(env.kv, &keys::subscription(id), |cur| {
+    update(env.kv, &keys::subscription(id), &mut |cur| {
         let sub = cur.map(Subscription::decode).transpose()?;
         let Some(mut sub) = sub.filter(|s| {
             s.client_id == client_id

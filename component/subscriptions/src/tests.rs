@@ -321,3 +321,58 @@ fn a_disable_cut_short_anywhere_lists_exactly_the_disabled_ones() {
     }
     assert!(cut_short >= 5, "cut short at each step: {cut_short}");
 }
+
+/// #28 point 1's sweep over the subscription indexes: the delete that empties the first
+/// page of acme's list and of the fan-out list (32 entries each) tidies both page
+/// directories. Cut short at each of its store operations in turn, list shows exactly the
+/// active subscriptions, the fan-out list holds every one of them (and others only with a
+/// record that is not active), and the directories it wrote leave page 0 sealed.
+#[test]
+fn a_delete_that_empties_index_pages_cut_short_anywhere_keeps_the_lists_exact() {
+    let (settings, entropy) = (Settings::default(), SeededEntropy::new(28));
+    let mut cut_short = 0;
+    for n in 1.. {
+        let kv = MemoryKv::new();
+        let env = Env::new(1_000, &kv, &settings, &entropy);
+        let ids: Vec<String> = (0..34)
+            .map(|i| create_one(&env, i).expect("create"))
+            .collect();
+        for id in &ids[..31] {
+            disable(&env, id, Some("acme"), DELETED).expect("delete");
+        }
+        let before = kv.ops();
+        kv.fail_at(Some(n));
+        let done = disable(&env, &ids[31], Some("acme"), DELETED);
+        kv.fail_at(None);
+        let faulted = kv.ops() - before >= n;
+        let gone = load(&env, &ids[31]).expect("load").expect("record").status == Status::Disabled;
+        let active = &ids[if gone { 32 } else { 31 }..];
+        assert_eq!(list_ids(&env), active, "cut short at {n}");
+        let fanout = fanout_ids(&env, "load.created").expect("fan-out");
+        for id in active {
+            assert!(
+                fanout.contains(id),
+                "cut short at {n}: {id} not in {fanout:?}"
+            );
+        }
+        for id in fanout.iter().filter(|id| !active.contains(id)) {
+            let sub = load(&env, id).expect("load").expect("record");
+            assert_ne!(sub.status, Status::Active, "cut short at {n}");
+        }
+        if !faulted {
+            done.expect("no fault: deleted");
+            // The delete and its two tidies: every one of their operations was cut short.
+            assert!(n > 20, "{n} operations");
+            let dump = kv.dump();
+            let sealed = |prefix: &str| dump.get(&format!("{prefix}:p0")).map(Vec::as_slice);
+            assert_eq!(sealed("fanout:load.created"), Some(&[0xE2][..]));
+            assert_eq!(sealed("client:acme:subs"), Some(&[0xE2][..]));
+            break;
+        }
+        cut_short += usize::from(done.is_err());
+    }
+    assert!(
+        cut_short >= 5,
+        "failed at each step before the commit: {cut_short}"
+    );
+}

@@ -143,7 +143,11 @@ fn main() -> Result<()> {
             Section::Delivery => rows.extend(rt.block_on(serve::delivery_rate(deliveries))?),
             Section::Latency => rows.extend(rt.block_on(latency::steady_rate(args.quick))?),
             Section::Simulation => rows.extend(scale::simulation_speed()?),
-            Section::Growth => rows.extend(rt.block_on(scale::cost_growth())?),
+            Section::Growth => {
+                rows.extend(rt.block_on(scale::cost_growth())?);
+                let cycles = if args.quick { 2_000 } else { 100_000 };
+                rows.extend(rt.block_on(scale::history_growth(cycles))?);
+            }
             Section::Redis => match std::env::var("EDGEHOOK_BENCH_REDIS") {
                 Ok(url) => rows.extend(rt.block_on(redis::redis_latency(
                     &url,

@@ -30,7 +30,7 @@ fn the_watermark_never_passes_a_queue_number_still_being_written() {
     assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
     // A finishes writing number 1; the next tick must still look at it.
     let a = pending_delivery(&kv, &sub, "evt_a", now);
-    update(&kv, &due_log(second).page_key(0), |cur| {
+    update(&kv, &due_log(second).page_key(0), &mut |cur| {
         let mut entries = cur
             .map(|b| edgehook_storage::applog::decode_page(b).expect("page"))
             .unwrap_or_default();
