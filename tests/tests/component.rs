@@ -46,7 +46,8 @@ fn component_size_is_within_budget() {
         size as f64 / 1024.0
     );
     assert!(
-        size <= 512 * 1024,
-        "component is {size} bytes, over the 512 KiB budget"
+        size <= edgehook_runtime::COMPONENT_SIZE_BUDGET,
+        "component is {size} bytes, over the budget of {} bytes",
+        edgehook_runtime::COMPONENT_SIZE_BUDGET
     );
 }

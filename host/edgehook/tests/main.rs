@@ -17,6 +17,7 @@ mod process;
 mod quickstart;
 mod recovery;
 mod redis;
+mod sessions;
 mod standard;
 mod startup;
 mod tls;

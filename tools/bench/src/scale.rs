@@ -213,7 +213,7 @@ pub fn size() -> Vec<Row> {
         value: size,
         unit: "KiB",
         baseline: Some(edgehook_runtime::EMPTY_WASM.len() as f64 / 1024.0),
-        target: "<= 512 KiB".into(),
-        met: Some(size <= 512.0),
+        target: format!("<= {} KiB", edgehook_runtime::COMPONENT_SIZE_BUDGET / 1024),
+        met: Some(size <= edgehook_runtime::COMPONENT_SIZE_BUDGET as f64 / 1024.0),
     }]
 }
