@@ -1,0 +1,163 @@
+//! The log's format: records, reading them back, replaying a log, scanning one.
+
+use super::LOG_FILE;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+/// A record that sets a key.
+pub(super) const OP_SET: u8 = 1;
+/// A record that deletes a key.
+pub(super) const OP_DELETE: u8 = 2;
+
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+pub(super) fn encode(op: u8, key: &str, value: &[u8]) -> Vec<u8> {
+    let mut rec = Vec::with_capacity(17 + key.len() + value.len());
+    rec.push(op);
+    rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    rec.extend_from_slice(key.as_bytes());
+    rec.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    rec.extend_from_slice(value);
+    let sum = fnv1a(&rec);
+    rec.extend_from_slice(&sum.to_le_bytes());
+    rec
+}
+
+/// One record of a log at `pos`: `(is_set, key, value, end)`, or `None` if the bytes there
+/// are not a whole, valid record.
+pub(super) fn record_at(bytes: &[u8], pos: usize) -> Option<(bool, &str, &[u8], usize)> {
+    let read_u32 = |at: usize| -> Option<usize> {
+        Some(u32::from_le_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?) as usize)
+    };
+    let op = *bytes.get(pos)?;
+    let klen = read_u32(pos + 1)?;
+    let kstart = pos + 5;
+    let vlen = read_u32(kstart.checked_add(klen)?)?;
+    let vstart = kstart + klen + 4;
+    let end = vstart.checked_add(vlen)?;
+    let sum = u64::from_le_bytes(bytes.get(end..end.checked_add(8)?)?.try_into().ok()?);
+    if fnv1a(&bytes[pos..end]) != sum {
+        return None;
+    }
+    let key = std::str::from_utf8(&bytes[kstart..kstart + klen]).ok()?;
+    match op {
+        OP_SET => Some((true, key, &bytes[vstart..end], end + 8)),
+        OP_DELETE => Some((false, key, &[], end + 8)),
+        _ => None,
+    }
+}
+
+/// How a log reads: the length of its valid prefix, and, if what follows that prefix is not
+/// a torn tail but damage (a whole record follows the bad bytes), where that record starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LogRead {
+    valid: u64,
+    resumes_at: Option<u64>,
+}
+
+/// Walks the valid records of a log, calling `f(is_set, key, value)` for each, up to the
+/// first bad record; then looks past it for a whole record (damage) or none (a torn tail).
+pub(super) fn read_records(bytes: &[u8], mut f: impl FnMut(bool, &str, &[u8])) -> LogRead {
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Some((set, key, value, next)) = record_at(bytes, pos) else {
+            break;
+        };
+        f(set, key, value);
+        pos = next;
+    }
+    let resumes_at = (pos + 1..bytes.len())
+        .find(|at| record_at(bytes, *at).is_some())
+        .map(|at| at as u64);
+    LogRead {
+        valid: pos as u64,
+        resumes_at,
+    }
+}
+
+pub(super) fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(file) => {
+            BufReader::new(file).read_to_end(&mut bytes)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(bytes)
+}
+
+/// Replays a log; returns the map and the length of the valid prefix (a torn tail after it is
+/// cut off by the caller). Damage is an error: nothing is cut.
+pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Vec<u8>>, u64)> {
+    let mut map = BTreeMap::new();
+    let bytes = read_log(path)?;
+    let read = read_records(&bytes, |set, key, value| {
+        if set {
+            map.insert(key.to_owned(), value.to_vec());
+        } else {
+            map.remove(key);
+        }
+    });
+    if let Some(resumes_at) = read.resumes_at {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} is damaged: the record at byte {} is unreadable, and whole records follow \
+                 from byte {resumes_at} (of {}). Nothing was changed. To start from the records \
+                 before the damage, keep a copy and cut the file to {} bytes (truncate -s {} \
+                 {}); to start empty, move it aside",
+                path.display(),
+                read.valid,
+                bytes.len(),
+                read.valid,
+                read.valid,
+                path.display(),
+            ),
+        ));
+    }
+    Ok((map, read.valid))
+}
+
+/// What a store's log holds, read from disk without opening the store (a running server may
+/// be appending to it): the live keys and their size as the store counts it (key + value +
+/// 17 bytes of record framing per key), and the length of the log file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Live keys.
+    pub keys: u64,
+    /// Live data, in bytes.
+    pub live_bytes: u64,
+    /// Length of the log file (live data plus superseded records until compaction).
+    pub log_bytes: u64,
+}
+
+/// Reads the log of the store in `dir` (as [`FileStore::open`] would, without opening it).
+pub fn scan(dir: &Path) -> std::io::Result<LogStats> {
+    let bytes = read_log(&dir.join(LOG_FILE))?;
+    let mut sizes: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let _ = read_records(&bytes, |set, key, value| {
+        if set {
+            let size = (key.len() + value.len() + 17) as u64;
+            match sizes.get_mut(key) {
+                Some(s) => *s = size,
+                None => {
+                    sizes.insert(key.to_owned(), size);
+                }
+            }
+        } else {
+            sizes.remove(key);
+        }
+    });
+    Ok(LogStats {
+        keys: sizes.len() as u64,
+        live_bytes: sizes.values().sum(),
+        log_bytes: bytes.len() as u64,
+    })
+}
