@@ -1,6 +1,6 @@
 //! The log's format: records, reading them back, replaying a log, scanning one.
 
-use super::LOG_FILE;
+use super::{LOG_FILE, Slot};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -53,6 +53,15 @@ pub(super) fn record_at(bytes: &[u8], pos: usize) -> Option<(bool, &str, &[u8], 
     }
 }
 
+/// The value in `record`, the bytes of a set record of `key` read back whole from the log,
+/// or `None` if they are not one (damage since the store wrote it).
+pub(super) fn value_in(record: &[u8], key: &str) -> Option<Vec<u8>> {
+    match record_at(record, 0)? {
+        (true, k, value, end) if k == key && end == record.len() => Some(value.to_vec()),
+        _ => None,
+    }
+}
+
 /// How a log reads: the length of its valid prefix, and, if what follows that prefix is not
 /// a torn tail but damage (a whole record follows the bad bytes), where that record starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,15 +70,20 @@ pub(super) struct LogRead {
     resumes_at: Option<u64>,
 }
 
-/// Walks the valid records of a log, calling `f(is_set, key, value)` for each, up to the
-/// first bad record; then looks past it for a whole record (damage) or none (a torn tail).
-pub(super) fn read_records(bytes: &[u8], mut f: impl FnMut(bool, &str, &[u8])) -> LogRead {
+/// Walks the valid records of a log, calling `f(is_set, key, value, slot)` for each (`slot`:
+/// where the record is), up to the first bad record; then looks past it for a whole record
+/// (damage) or none (a torn tail).
+pub(super) fn read_records(bytes: &[u8], mut f: impl FnMut(bool, &str, &[u8], Slot)) -> LogRead {
     let mut pos = 0usize;
     while pos < bytes.len() {
         let Some((set, key, value, next)) = record_at(bytes, pos) else {
             break;
         };
-        f(set, key, value);
+        let slot = Slot {
+            at: pos as u64,
+            len: (next - pos) as u64,
+        };
+        f(set, key, value, slot);
         pos = next;
     }
     let resumes_at = (pos + 1..bytes.len())
@@ -81,6 +95,7 @@ pub(super) fn read_records(bytes: &[u8], mut f: impl FnMut(bool, &str, &[u8])) -
     }
 }
 
+/// The whole log file (empty if there is none yet).
 pub(super) fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     match File::open(path) {
@@ -93,14 +108,20 @@ pub(super) fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Replays a log; returns the map and the length of the valid prefix (a torn tail after it is
-/// cut off by the caller). Damage is an error: nothing is cut.
-pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Vec<u8>>, u64)> {
+/// Replays a log; returns the map of each live key to where its record is, and the length of
+/// the valid prefix (a torn tail after it is cut off by the caller). Damage is an error:
+/// nothing is cut. The log is read whole for this, and let go of before it returns.
+pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Slot>, u64)> {
     let mut map = BTreeMap::new();
     let bytes = read_log(path)?;
-    let read = read_records(&bytes, |set, key, value| {
+    let read = read_records(&bytes, |set, key, _, slot| {
         if set {
-            map.insert(key.to_owned(), value.to_vec());
+            match map.get_mut(key) {
+                Some(s) => *s = slot,
+                None => {
+                    map.insert(key.to_owned(), slot);
+                }
+            }
         } else {
             map.remove(key);
         }
@@ -142,7 +163,7 @@ pub struct LogStats {
 pub fn scan(dir: &Path) -> std::io::Result<LogStats> {
     let bytes = read_log(&dir.join(LOG_FILE))?;
     let mut sizes: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-    let _ = read_records(&bytes, |set, key, value| {
+    let _ = read_records(&bytes, |set, key, value, _| {
         if set {
             let size = (key.len() + value.len() + 17) as u64;
             match sizes.get_mut(key) {

@@ -1,5 +1,9 @@
-//! The embedded durable store of `edgehook serve`: the whole keyspace in memory, every change
-//! appended to a log file before the operation returns.
+//! The embedded durable store of `edgehook serve`: every change appended to a log file before
+//! the operation returns; in memory, every live key and where its value's record is in the
+//! log. Values are read from the log file (`pread`; the kernel's page cache is the cache), so
+//! memory grows with the number of keys, not with the size of their values, and every read
+//! checks the record's checksum (a record damaged since it was written is an error, not
+//! wrong bytes).
 //!
 //! Why not an embedded B-tree database: the component makes many small writes, each of which
 //! must survive the process being killed the moment it returns. A log append is one `write`
@@ -14,8 +18,10 @@
 //! whole records after it is damage, not a torn tail: the store refuses to open rather than
 //! cut away the records that follow (the error says where, and what to do). When the log
 //! holds much more than the live data it is rewritten (to a temporary file, fsynced, then
-//! renamed over the log, and the directory fsynced); a rewrite that fails is logged and tried
-//! again once the log has grown by another 16 MiB, and the write that set it off stands.
+//! renamed over the log, and the directory fsynced; the records are copied from the old log,
+//! each checked, and the keys are pointed at their new places only once the new log is open);
+//! a rewrite that fails is logged and tried again once the log has grown by another 16 MiB,
+//! and the write that set it off stands.
 //!
 //! One process at a time: [`FileStore::open`] takes an exclusive lock on `kv.lock` in the
 //! store's directory (held until the store is dropped), so a second `edgehook serve` on the
@@ -29,17 +35,16 @@
 
 mod files;
 mod format;
-#[cfg(test)]
-mod tests;
 
 pub use format::{LogStats, scan};
 
 use crate::store::{KvBackend, StoreError, StoreResult, keys_after, parse_counter};
 use files::{lock_dir, private_dir, private_file, sync_dir};
-use format::{OP_DELETE, OP_SET, encode, replay};
+use format::{OP_DELETE, OP_SET, encode, replay, value_in};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,8 +66,18 @@ const LOCK_FILE: &str = "kv.lock";
 const COMPACT_RATIO: u64 = 4;
 const COMPACT_MIN_BYTES: u64 = 16 << 20;
 
+/// Where a live key's set record is in the log: its first byte and its length (key + value +
+/// 17 bytes of framing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    at: u64,
+    len: u64,
+}
+
 struct Inner {
-    map: BTreeMap<String, Vec<u8>>,
+    /// Every live key, and where its record is in the log.
+    map: BTreeMap<String, Slot>,
+    /// The log, opened to append and to read at an offset.
     file: File,
     log_bytes: u64,
     live_bytes: u64,
@@ -100,10 +115,9 @@ pub struct StoreStats {
     pub live_bytes: u64,
     /// Length of the log file (live data plus superseded records until compaction).
     pub log_bytes: u64,
-    /// The live keys' bytes, all held in memory.
+    /// The live keys' bytes: the store holds them in memory (values stay in the log), with
+    /// 16 bytes of place each, plus its map's and the allocator's own overhead.
     pub key_bytes: u64,
-    /// The live values' bytes held in memory (not counting the map's own overhead).
-    pub value_bytes_in_memory: u64,
 }
 
 impl FileStore {
@@ -126,11 +140,8 @@ impl FileStore {
         file.set_len(valid)?;
         file.sync_all()?;
         sync_dir(dir)?;
-        let file = OpenOptions::new().append(true).open(&path)?;
-        let live_bytes = map
-            .iter()
-            .map(|(k, v)| (k.len() + v.len() + 17) as u64)
-            .sum();
+        let file = OpenOptions::new().read(true).append(true).open(&path)?;
+        let live_bytes = map.values().map(|s| s.len).sum();
         let store = FileStore {
             inner: Arc::new(Mutex::new(Inner {
                 map,
@@ -181,7 +192,6 @@ impl FileStore {
             live_bytes: inner.live_bytes,
             log_bytes: inner.log_bytes,
             key_bytes,
-            value_bytes_in_memory: inner.live_bytes - 17 * keys - key_bytes,
         }
     }
 
@@ -287,13 +297,49 @@ impl Inner {
         Ok(())
     }
 
-    fn put(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
-        self.append(&encode(OP_SET, key, value))?;
-        let added = (key.len() + value.len() + 17) as u64;
-        if let Some(old) = self.map.insert(key.to_owned(), value.to_vec()) {
-            self.live_bytes -= (key.len() + old.len() + 17) as u64;
+    /// The bytes of the record at `slot`, read from the log.
+    fn record(&self, slot: Slot) -> std::io::Result<Vec<u8>> {
+        let mut rec = vec![0; slot.len as usize];
+        self.file.read_exact_at(&mut rec, slot.at)?;
+        Ok(rec)
+    }
+
+    /// The value of `key`, read from its record in the log (checked: a record damaged since
+    /// it was written is an error).
+    fn read(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        let Some(&slot) = self.map.get(key) else {
+            return Ok(None);
+        };
+        let rec = self.record(slot).map_err(io_err)?;
+        match value_in(&rec, key) {
+            Some(value) => Ok(Some(value)),
+            None => Err(StoreError(format!(
+                "storage file: the record of {key} at byte {} is damaged",
+                slot.at
+            ))),
         }
-        self.live_bytes += added;
+    }
+
+    /// The length of `key`'s value, without reading it.
+    fn value_len(&self, key: &str) -> Option<u64> {
+        self.map.get(key).map(|s| s.len - 17 - key.len() as u64)
+    }
+
+    fn put(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        let rec = encode(OP_SET, key, value);
+        let slot = Slot {
+            at: self.log_bytes,
+            len: rec.len() as u64,
+        };
+        self.append(&rec)?;
+        let old = match self.map.get_mut(key) {
+            Some(s) => Some(std::mem::replace(s, slot)),
+            None => self.map.insert(key.to_owned(), slot),
+        };
+        if let Some(old) = old {
+            self.live_bytes -= old.len;
+        }
+        self.live_bytes += slot.len;
         self.maybe_compact();
         Ok(())
     }
@@ -304,7 +350,7 @@ impl Inner {
         }
         self.append(&encode(OP_DELETE, key, &[]))?;
         if let Some(old) = self.map.remove(key) {
-            self.live_bytes -= (key.len() + old.len() + 17) as u64;
+            self.live_bytes -= old.len;
         }
         self.maybe_compact();
         Ok(())
@@ -335,7 +381,10 @@ impl Inner {
         }
     }
 
-    /// Rewrites the log with only the live data.
+    /// Rewrites the log with only the live data: each live record copied from the old log
+    /// (checked as it is read: damage is not copied, the rewrite fails), the keys pointed at
+    /// their new places only once the new log is in place and open (until then, reads go on
+    /// in the old one, which the open handle keeps).
     fn compact(&mut self) -> std::io::Result<()> {
         let tmp = self.dir.join(format!("{LOG_FILE}.tmp"));
         let mut out = BufWriter::new(
@@ -346,21 +395,35 @@ impl Inner {
                 .open(&tmp)?,
         );
         let mut written = 0u64;
-        for (k, v) in &self.map {
-            let rec = encode(OP_SET, k, v);
+        let mut slots = Vec::with_capacity(self.map.len());
+        for (k, &slot) in &self.map {
+            let rec = self.record(slot)?;
+            if value_in(&rec, k).is_none() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the record of {k} at byte {} is damaged", slot.at),
+                ));
+            }
             out.write_all(&rec)?;
-            written += rec.len() as u64;
+            slots.push(Slot {
+                at: written,
+                len: slot.len,
+            });
+            written += slot.len;
         }
         out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         let path = self.dir.join(LOG_FILE);
         std::fs::rename(&tmp, &path)?;
         // From here the old log is gone: appending to its handle would write to nothing.
-        match OpenOptions::new().append(true).open(&path) {
+        match OpenOptions::new().read(true).append(true).open(&path) {
             Ok(file) => self.file = file,
             Err(e) => {
                 self.failed = Some(format!("the compacted log could not be reopened ({e})"));
                 return Err(e);
             }
+        }
+        for (slot, new) in self.map.values_mut().zip(slots) {
+            *slot = new;
         }
         self.log_bytes = written;
         self.dirty = false;
@@ -374,7 +437,7 @@ impl Inner {
 
 impl KvBackend for FileStore {
     fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(self.lock().map.get(key).cloned())
+        self.lock().read(key)
     }
 
     fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
@@ -391,7 +454,7 @@ impl KvBackend for FileStore {
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
         let mut inner = self.lock();
-        let next = parse_counter(key, inner.map.get(key))?
+        let next = parse_counter(key, inner.read(key)?.as_ref())?
             .checked_add(delta)
             .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
         inner.put(key, next.to_string().as_bytes())?;
@@ -405,7 +468,10 @@ impl KvBackend for FileStore {
         new: &[u8],
     ) -> StoreResult<bool> {
         let mut inner = self.lock();
-        if inner.map.get(key).map(Vec::as_slice) != expected {
+        // Lengths first: a value of another length is not read.
+        if inner.value_len(key) != expected.map(|e| e.len() as u64)
+            || inner.read(key)?.as_deref() != expected
+        {
             return Ok(false);
         }
         inner.put(key, new)?;
@@ -414,6 +480,9 @@ impl KvBackend for FileStore {
 
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         let inner = self.lock();
-        Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
+        keys.iter().map(|k| inner.read(k)).collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -219,3 +219,88 @@ fn the_store_is_readable_by_its_owner_only() {
     assert_eq!(mode(&dir.join(LOCK_FILE)), 0o600);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn values_are_read_from_the_log_and_follow_it_through_compaction() {
+    let dir = temp_dir("slots");
+    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    for i in 0..100 {
+        s.set(&format!("k{i:03}"), format!("value {i}").as_bytes())
+            .expect("set");
+    }
+    for i in 0..50 {
+        s.set(&format!("k{i:03}"), format!("second {i}").as_bytes())
+            .expect("overwrite");
+    }
+    s.delete("k099").expect("delete");
+    let before = s.stats();
+    assert_eq!(before.keys, 99);
+    assert_eq!(before.key_bytes, 99 * 4);
+    s.compact().expect("compact");
+    let after = s.stats();
+    assert_eq!(after.live_bytes, before.live_bytes);
+    assert_eq!(
+        after.log_bytes,
+        std::fs::metadata(dir.join(LOG_FILE)).expect("log").len(),
+        "the compacted log holds exactly the live data"
+    );
+    assert_eq!(after.log_bytes, after.live_bytes);
+    // Every key reads its last value from the new log, and writes go on after it.
+    assert_eq!(s.get("k007"), Ok(Some(b"second 7".to_vec())));
+    assert_eq!(s.get("k070"), Ok(Some(b"value 70".to_vec())));
+    assert_eq!(s.get("k099"), Ok(None));
+    s.set("k100", b"after").expect("set after compaction");
+    assert_eq!(
+        s.get_many(&["k100".into(), "k000".into(), "nope".into()]),
+        Ok(vec![
+            Some(b"after".to_vec()),
+            Some(b"second 0".to_vec()),
+            None
+        ])
+    );
+    assert_eq!(
+        s.compare_and_swap("k000", Some(b"second 1"), b"x"),
+        Ok(false)
+    );
+    assert_eq!(s.compare_and_swap("k000", Some(b"second"), b"x"), Ok(false));
+    assert_eq!(
+        s.compare_and_swap("k000", Some(b"second 0"), b"x"),
+        Ok(true)
+    );
+    assert_eq!(s.compare_and_swap("new", None, b"y"), Ok(true));
+    assert_eq!(s.compare_and_swap("new", None, b"z"), Ok(false));
+    drop(s);
+    let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
+    assert_eq!(s.get("k000"), Ok(Some(b"x".to_vec())));
+    assert_eq!(s.get("new"), Ok(Some(b"y".to_vec())));
+    assert_eq!(s.get("k100"), Ok(Some(b"after".to_vec())));
+    assert_eq!(s.len(), 101);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_record_damaged_after_it_was_written_is_an_error_not_wrong_bytes() {
+    let dir = temp_dir("read-damage");
+    let s = FileStore::open(&dir, SyncPolicy::Always).expect("open");
+    s.set("a", b"first value").expect("set");
+    s.set("b", b"2").expect("set");
+    // Damage a's value in the file under the open store.
+    let path = dir.join(LOG_FILE);
+    let mut bytes = std::fs::read(&path).expect("log");
+    let at = bytes
+        .windows(5)
+        .position(|w| w == b"first")
+        .expect("a's value");
+    bytes[at] ^= 0x20;
+    std::fs::write(&path, &bytes).expect("damage it");
+    let err = s.get("a").expect_err("damage is an error");
+    assert!(err.0.contains("damaged"), "{err:?}");
+    assert_eq!(s.get("b"), Ok(Some(b"2".to_vec())), "other keys still read");
+    // A compaction does not copy the damage: it fails, and the log stays as it is.
+    assert!(s.compact().is_err());
+    assert_eq!(std::fs::read(&path).expect("log"), bytes);
+    // The damaged key can be written again, and then reads.
+    s.set("a", b"again").expect("set");
+    assert_eq!(s.get("a"), Ok(Some(b"again".to_vec())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
