@@ -22,7 +22,7 @@
 //! Baselines, same run: the process's RSS before the store is opened, and with the empty store
 //! open and `serve` running.
 
-use crate::load::{MakeRequest, load, plain_server};
+use crate::load::plain_server;
 use crate::measure::proc_status_bytes;
 use crate::setup::{create, env, issue_key};
 use crate::table::Row;
@@ -33,7 +33,8 @@ use edgehook_runtime::Runtime;
 use edgehook_runtime::filestore::{FileStore, LOG_FILE, StoreStats, SyncPolicy};
 use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_runtime::store::{KvBackend, KvStore};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -134,24 +135,11 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
     let create_secs = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let make: MakeRequest = Arc::new(move || {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        http::Request::post("/internal/v1/events")
-            .header("host", "127.0.0.1")
-            .header("authorization", "Bearer bench")
-            .header("content-type", "application/json")
-            .header("x-service-event", PUBLISHED)
-            .body(Full::new(Bytes::from(format!(
-                r#"{{"id":"L{i}","status":"ASSIGNED","eligibleForTracking":true}}"#
-            ))))
-            .expect("request")
-    });
     let mut published = 0usize;
     for &target in &delivery_steps {
-        let events = target / FANOUT - published;
-        load(port, 32, Duration::from_secs(3600), events, make.clone()).await?;
-        published += events;
+        let events = target / FANOUT;
+        publish(port, published..events, &hits).await?;
+        published = events;
         settle(&store, &hits, published * FANOUT).await?;
         points.push(checkpoint(&store, &dir, created, published * FANOUT).await?);
     }
@@ -165,6 +153,68 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
     drop((e, store));
     let _ = std::fs::remove_dir_all(&dir);
     Ok(rows)
+}
+
+/// Publishers, each on a keep-alive connection of its own.
+const PUBLISHERS: usize = 4;
+/// Events published but not yet delivered (all their attempts received) at most: `serve`
+/// answers 503 when every instance is busy for 2 s, which an unbounded backlog of
+/// deliveries makes happen, so the events are fed at the rate they are delivered.
+const IN_FLIGHT_EVENTS: usize = 30;
+
+/// Publishes events `range` (type [`PUBLISHED`], load `{"id":"L<i>",...}`) to `serve`'s
+/// ingest, at most [`IN_FLIGHT_EVENTS`] ahead of the deliveries the receiver has counted; an
+/// event answered 503 (not accepted: nothing was stored) is sent again after a pause.
+async fn publish(port: u16, range: std::ops::Range<usize>, hits: &Arc<AtomicUsize>) -> Result<()> {
+    let next = Arc::new(AtomicUsize::new(range.start));
+    let mut tasks = Vec::new();
+    for _ in 0..PUBLISHERS {
+        let (next, hits, end) = (next.clone(), hits.clone(), range.end);
+        tasks.push(tokio::spawn(async move {
+            let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+            let _ = stream.set_nodelay(true);
+            let (mut send, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= end {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                while hits.load(Ordering::Relaxed) + IN_FLIGHT_EVENTS * FANOUT < i * FANOUT {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                loop {
+                    send.ready().await?;
+                    let resp = send.send_request(event(i)).await?;
+                    let status = resp.status();
+                    resp.into_body().collect().await?;
+                    if status.is_success() {
+                        break;
+                    }
+                    ensure!(status.as_u16() == 503, "publish: {status}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// Event `i` as published.
+fn event(i: usize) -> http::Request<Full<Bytes>> {
+    http::Request::post("/internal/v1/events")
+        .header("host", "127.0.0.1")
+        .header("authorization", "Bearer bench")
+        .header("content-type", "application/json")
+        .header("x-service-event", PUBLISHED)
+        .body(Full::new(Bytes::from(format!(
+            r#"{{"id":"L{i}","status":"ASSIGNED","eligibleForTracking":true}}"#
+        ))))
+        .expect("request")
 }
 
 /// This process's resident memory now.
