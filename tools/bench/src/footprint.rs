@@ -65,6 +65,8 @@ struct Checkpoint {
     /// The log file's length after it, and the blocks it takes on disk.
     compacted: u64,
     allocated: u64,
+    /// How long the forced compaction took (the store's lock held throughout).
+    compact_secs: f64,
     /// Live keys and bytes (key + value + 17 framing) by kind of key.
     kinds: BTreeMap<String, (u64, u64)>,
 }
@@ -147,12 +149,69 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
     for p in &points {
         report(p);
     }
-    let rows = rows(&points, rss_before, create_secs, delivery_rate);
+    let mut rows = rows(&points, rss_before, create_secs, delivery_rate);
     let _ = stop.send(true);
     let _ = running.await;
     drop((e, store));
+    let last = points.last().map_or(0, |p| p.compacted);
+    rows.extend(reopen(&dir, last).await?);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(rows)
+}
+
+/// A restart: the store closed, then opened again on its (compacted) log of `log_bytes`;
+/// the process's RSS before and after, the most it was resident while opening (`VmHWM`,
+/// reset first through `/proc/self/clear_refs`), and how long the open took.
+async fn reopen(dir: &Path, log_bytes: u64) -> Result<Vec<Row>> {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    // The server's last tasks let go of the store as they end.
+    let started = Instant::now();
+    let before = rss()?;
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let opened = Instant::now();
+    let store = loop {
+        match FileStore::open(dir, SyncPolicy::Every(Duration::from_millis(100))) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                ensure!(started.elapsed() < Duration::from_secs(30), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let secs = opened.elapsed().as_secs_f64();
+    let after = rss()?;
+    let peak = proc_status_bytes("VmHWM").unwrap_or(0);
+    let keys = store.len();
+    drop(store);
+    let row = |name: String, value: f64, unit: &'static str, baseline: Option<f64>| Row {
+        name,
+        value,
+        unit,
+        baseline,
+        target: "-".into(),
+        met: None,
+    };
+    Ok(vec![
+        row(
+            format!("footprint: restart, {keys} keys: RSS once open (vs closed)"),
+            mib(after),
+            "MiB",
+            Some(mib(before)),
+        ),
+        row(
+            "footprint: restart: peak RSS while opening (vs the log's size)".into(),
+            mib(peak),
+            "MiB",
+            Some(mib(log_bytes)),
+        ),
+        row(
+            "footprint: restart: time to open (replay the log)".into(),
+            secs,
+            "s",
+            None,
+        ),
+    ])
 }
 
 /// Publishers, each on a keep-alive connection of its own.
@@ -260,7 +319,9 @@ async fn checkpoint(
     let stats = store.stats();
     let log = dir.join(LOG_FILE);
     let log_file = std::fs::metadata(&log)?.len();
+    let compacting = Instant::now();
     store.compact().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let compact_secs = compacting.elapsed().as_secs_f64();
     let meta = std::fs::metadata(&log)?;
     let mut kinds: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut cursor: Option<String> = None;
@@ -290,6 +351,7 @@ async fn checkpoint(
         log_file,
         compacted: meta.len(),
         allocated: meta.blocks() * 512,
+        compact_secs,
         kinds,
     })
 }
@@ -312,7 +374,7 @@ fn report(p: &Checkpoint) {
     eprintln!(
         "footprint: {} subscriptions, {} delivery records: RSS {:.1} MiB; store {} keys, \
          live {:.1} MiB (keys {:.1} MiB); log {:.1} MiB, \
-         compacted {:.1} MiB ({:.1} MiB allocated)",
+         compacted {:.1} MiB ({:.1} MiB allocated) in {:.2} s",
         p.subscriptions,
         p.deliveries,
         mib(p.rss),
@@ -322,6 +384,7 @@ fn report(p: &Checkpoint) {
         mib(p.log_file),
         mib(p.compacted),
         mib(p.allocated),
+        p.compact_secs,
     );
     for (kind, (keys, bytes)) in &p.kinds {
         eprintln!("  {kind:<20} {keys:>9} keys {bytes:>12} B");

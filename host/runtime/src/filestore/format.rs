@@ -3,7 +3,7 @@
 use super::{LOG_FILE, Slot};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// A record that sets a key.
@@ -110,40 +110,103 @@ pub(super) fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
 
 /// Replays a log; returns the map of each live key to where its record is, and the length of
 /// the valid prefix (a torn tail after it is cut off by the caller). Damage is an error:
-/// nothing is cut. The log is read whole for this, and let go of before it returns.
+/// nothing is cut. The log is read as a stream (a buffer and one record in memory at a time,
+/// not the whole log); only past the valid prefix is the rest read whole, to tell a torn
+/// tail (no whole record follows) from damage (one does).
 pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Slot>, u64)> {
     let mut map = BTreeMap::new();
-    let bytes = read_log(path)?;
-    let read = read_records(&bytes, |set, key, _, slot| {
-        if set {
-            match map.get_mut(key) {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((map, 0)),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let mut log = BufReader::with_capacity(1 << 20, file);
+    let mut pos = 0u64;
+    let mut rec = Vec::new();
+    while let Some(slot) = next_record(&mut log, pos, len, &mut rec)? {
+        match record_at(&rec, 0) {
+            Some((true, key, _, _)) => match map.get_mut(key) {
                 Some(s) => *s = slot,
                 None => {
                     map.insert(key.to_owned(), slot);
                 }
+            },
+            Some((false, key, _, _)) => {
+                map.remove(key);
             }
-        } else {
-            map.remove(key);
+            None => unreachable!("next_record returns whole, valid records only"),
         }
-    });
-    if let Some(resumes_at) = read.resumes_at {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "{} is damaged: the record at byte {} is unreadable, and whole records follow \
-                 from byte {resumes_at} (of {}). Nothing was changed. To start from the records \
-                 before the damage, keep a copy and cut the file to {} bytes (truncate -s {} \
-                 {}); to start empty, move it aside",
-                path.display(),
-                read.valid,
-                bytes.len(),
-                read.valid,
-                read.valid,
-                path.display(),
-            ),
-        ));
+        pos += slot.len;
     }
-    Ok((map, read.valid))
+    if pos < len {
+        let mut rest = Vec::new();
+        let mut file = log.into_inner();
+        file.seek(SeekFrom::Start(pos))?;
+        file.read_to_end(&mut rest)?;
+        if let Some(at) = (1..rest.len()).find(|at| record_at(&rest, *at).is_some()) {
+            let resumes_at = pos + at as u64;
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} is damaged: the record at byte {pos} is unreadable, and whole records \
+                     follow from byte {resumes_at} (of {len}). Nothing was changed. To start \
+                     from the records before the damage, keep a copy and cut the file to {pos} \
+                     bytes (truncate -s {pos} {}); to start empty, move it aside",
+                    path.display(),
+                    path.display(),
+                ),
+            ));
+        }
+    }
+    Ok((map, pos))
+}
+
+/// Reads the record at `pos` of a log of `len` bytes into `rec`: its place, if it is whole
+/// and valid; `None` (the stream left anywhere) if it is not, or at the end.
+fn next_record(
+    log: &mut impl Read,
+    pos: u64,
+    len: u64,
+    rec: &mut Vec<u8>,
+) -> std::io::Result<Option<Slot>> {
+    // Reads `n` more bytes onto `rec` if the log holds them.
+    let mut more = |rec: &mut Vec<u8>, n: u64| -> std::io::Result<bool> {
+        if pos + rec.len() as u64 + n > len {
+            return Ok(false);
+        }
+        let from = rec.len();
+        rec.resize(from + n as usize, 0);
+        log.read_exact(&mut rec[from..])?;
+        Ok(true)
+    };
+    let u32_at = |rec: &[u8], at: usize| {
+        u64::from(u32::from_le_bytes([
+            rec[at],
+            rec[at + 1],
+            rec[at + 2],
+            rec[at + 3],
+        ]))
+    };
+    rec.clear();
+    if !more(rec, 5)? {
+        return Ok(None);
+    }
+    let klen = u32_at(rec, 1);
+    if !more(rec, klen + 4)? {
+        return Ok(None);
+    }
+    let vlen = u32_at(rec, 5 + klen as usize);
+    if !more(rec, vlen + 8)? {
+        return Ok(None);
+    }
+    Ok(match record_at(rec, 0) {
+        Some((_, _, _, end)) if end == rec.len() => Some(Slot {
+            at: pos,
+            len: rec.len() as u64,
+        }),
+        _ => None,
+    })
 }
 
 /// What a store's log holds, read from disk without opening the store (a running server may

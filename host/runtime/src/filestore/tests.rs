@@ -269,12 +269,16 @@ fn values_are_read_from_the_log_and_follow_it_through_compaction() {
     );
     assert_eq!(s.compare_and_swap("new", None, b"y"), Ok(true));
     assert_eq!(s.compare_and_swap("new", None, b"z"), Ok(false));
+    // A record larger than the buffer the replay reads through.
+    let big: Vec<u8> = (0..3 << 20).map(|i| (i % 251) as u8).collect();
+    s.set("big", &big).expect("set");
     drop(s);
     let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
     assert_eq!(s.get("k000"), Ok(Some(b"x".to_vec())));
     assert_eq!(s.get("new"), Ok(Some(b"y".to_vec())));
     assert_eq!(s.get("k100"), Ok(Some(b"after".to_vec())));
-    assert_eq!(s.len(), 101);
+    assert_eq!(s.get("big"), Ok(Some(big)));
+    assert_eq!(s.len(), 102);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
