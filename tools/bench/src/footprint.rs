@@ -32,7 +32,7 @@ use edgehook::serve::Server;
 use edgehook_runtime::Runtime;
 use edgehook_runtime::filestore::{FileStore, LOG_FILE, StoreStats, SyncPolicy};
 use edgehook_runtime::net::{NetOptions, NetOutbound};
-use edgehook_runtime::store::{KvBackend, KvStore};
+use edgehook_runtime::store::{KvBackend, KvStore, MemoryStore};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
@@ -150,6 +150,7 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
         report(p);
     }
     let mut rows = rows(&points, rss_before, create_secs, delivery_rate);
+    rows.push(read_cost(&store)?);
     let _ = stop.send(true);
     let _ = running.await;
     drop((e, store));
@@ -157,6 +158,47 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
     rows.extend(reopen(&dir, last).await?);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(rows)
+}
+
+/// What a store read costs: the mean of `get` over up to 10,000 delivery records (their keys
+/// listed from `dlv:` on), ten rounds, against the in-memory store's `get` of the same keys
+/// and values, timed the same way.
+fn read_cost(store: &FileStore) -> Result<Row> {
+    let keys = store
+        .list_keys(Some("dlv:"), 10_000)
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let memory = MemoryStore::new();
+    for (k, v) in keys.iter().zip(
+        store
+            .get_many(&keys)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?,
+    ) {
+        memory
+            .set(k, &v.unwrap_or_default())
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    }
+    let mean_ns = |kv: &dyn KvBackend| -> Result<f64> {
+        let started = Instant::now();
+        for _ in 0..10 {
+            for k in &keys {
+                std::hint::black_box(kv.get(k).map_err(|e| anyhow::anyhow!("{e:?}"))?);
+            }
+        }
+        Ok(started.elapsed().as_nanos() as f64 / (10 * keys.len().max(1)) as f64)
+    };
+    let baseline = mean_ns(&memory)?;
+    let ours = mean_ns(store)?;
+    Ok(Row {
+        name: format!(
+            "footprint: store get of a delivery record, mean of {} (vs in memory)",
+            keys.len()
+        ),
+        value: ours,
+        unit: "ns",
+        baseline: Some(baseline),
+        target: "-".into(),
+        met: None,
+    })
 }
 
 /// A restart: the store closed, then opened again on its (compacted) log of `log_bytes`;
