@@ -228,14 +228,7 @@ async fn reopen(dir: &Path, log_bytes: u64) -> Result<Vec<Row>> {
     let peak = proc_status_bytes("VmHWM").unwrap_or(0);
     let keys = store.len();
     drop(store);
-    let row = |name: String, value: f64, unit: &'static str, baseline: Option<f64>| Row {
-        name,
-        value,
-        unit,
-        baseline,
-        target: "-".into(),
-        met: None,
-    };
+    let row = Row::reported;
     Ok(vec![
         row(
             format!("footprint: restart: RSS once open, {keys} keys (vs closed)"),
@@ -450,14 +443,7 @@ fn bytes_of(p: &Checkpoint, pick: impl Fn(&str) -> bool) -> u64 {
 /// The table's rows.
 fn rows(points: &[Checkpoint], rss_before: u64, create_secs: f64, rate: f64) -> Vec<Row> {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    let row = |name: String, value: f64, unit: &'static str, baseline: Option<f64>| Row {
-        name,
-        value,
-        unit,
-        baseline,
-        target: "-".into(),
-        met: None,
-    };
+    let row = Row::reported;
     let empty = &points[0];
     let subs: Vec<&Checkpoint> = points.iter().filter(|p| p.deliveries == 0).collect();
     let dels: Vec<&Checkpoint> = points.iter().filter(|p| p.deliveries > 0).collect();

@@ -486,14 +486,7 @@ fn rows_for(plan: Plan, ours: &Figures, floor: &Figures) -> Vec<Row> {
         plan.duration.as_secs()
     );
     let judged = plan.rate == 1000.0 && plan.subscriptions == SUBSCRIPTIONS;
-    let row = |name: String, value: f64, unit: &'static str, baseline: Option<f64>| Row {
-        name,
-        value,
-        unit,
-        baseline,
-        target: "-".into(),
-        met: None,
-    };
+    let row = Row::reported;
     let mut rows = Vec::new();
     for (k, label) in ["p50", "p99", "p99.9", "max"].iter().enumerate() {
         let mut r = row(

@@ -18,6 +18,18 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row with no target (a figure reported, not judged).
+    pub fn reported(name: String, value: f64, unit: &'static str, baseline: Option<f64>) -> Row {
+        Row {
+            name,
+            value,
+            unit,
+            baseline,
+            target: "-".into(),
+            met: None,
+        }
+    }
+
     fn ratio(&self) -> Option<f64> {
         self.baseline.filter(|b| *b > 0.0).map(|b| self.value / b)
     }
