@@ -57,6 +57,6 @@ pub mod store;
 
 pub use env::{Clocks, GuestLog, HostEnv};
 pub use runtime::{
-    Baseline, COMPONENT_WASM, EMPTY_WASM, HttpResponse, KVPROBE_WASM, POOL_INSTANCES, PublishError,
-    PublishReceipt, Rest, Runtime, TickReport,
+    Baseline, COMPONENT_WASM, EMPTY_WASM, HttpResponse, KVPROBE_WASM, POOL_INSTANCES, PORTAL_WASM,
+    PublishError, PublishReceipt, Rest, Runtime, TickReport,
 };
