@@ -227,6 +227,7 @@ fn read_request(req: IncomingRequest) -> Request {
         &method_name(&req.method()),
         &req.path_with_query().unwrap_or_else(|| "/".into()),
     );
+    out.tls = matches!(req.scheme(), Some(Scheme::Https));
     out.headers = req
         .headers()
         .entries()

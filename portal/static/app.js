@@ -68,4 +68,13 @@ async function boot() {
   }
 }
 
+// A link opened in a tab that already shows the portal changes only the fragment: no load.
+window.addEventListener("hashchange", () => {
+  const token = takeLinkToken();
+  if (token !== null) {
+    opApi.signOut();
+    startPartner(frame, token);
+  }
+});
+
 boot();

@@ -336,7 +336,9 @@ async function clientPanel(clientId, out) {
     }, result),
     h("div", { class: "row" }, action("Create a partner portal link", "secondary", async () => {
       const link = (await api.post(`/clients/${seg(clientId)}/portal-links`)).data;
-      return h("div", null, secretOnce("Portal link (works once, for 15 minutes)", link.url),
+      // The API answers a path: the partner reaches the portal where the operator does.
+      const url = link.url.startsWith("/") ? window.location.origin + link.url : link.url;
+      return h("div", null, secretOnce("Portal link (works once, for 15 minutes)", url),
         h("p", { class: "muted" }, "Expires at ", time(link.expiresAt), ". Send it to the partner over a channel you trust."));
     }, result)),
     result));

@@ -56,7 +56,8 @@ class Receiver:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 with receiver.lock:
-                    receiver.received.append((self.path, dict(self.headers), body))
+                    receiver.received.append(
+                        (self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 status = 410 if self.path.startswith("/flaky") and receiver.gone else 200
                 self.send_response(status)
                 self.send_header("content-length", "0")
@@ -75,7 +76,7 @@ class Receiver:
                 1
                 for p, h, _ in self.received
                 if p.startswith(path_prefix)
-                and (event is None or h.get("X-Service-Event") == event)
+                and (event is None or h.get("x-service-event") == event)
             )
 
     def requests(self, path_prefix):
@@ -434,8 +435,8 @@ class Walk:
         self.button("Send a test delivery").click()
         result = self.visible(".test-result")
         assert "arrived" in result.text and "200" in result.text, result.text
-        pings = [h for p, h in self.receiver.requests("/partner") if h.get("X-Service-Event") == "webhook.ping"]
-        assert pings and pings[0].get("X-Receiver-Token") == "t0ken", pings
+        pings = [h for p, h in self.receiver.requests("/partner") if h.get("x-service-event") == "webhook.ping"]
+        assert pings and pings[0].get("x-receiver-token") == "t0ken", pings
 
         # An event: its delivery in the log, with its attempt.
         self.api.publish("P1")

@@ -41,10 +41,17 @@ enum Expect {
 /// on operator routes only (the partner API answers it 401, as before scopes).
 fn expected(cred: Cred, path: &str, method: &str) -> Expect {
     let partner_route = path.starts_with("/v1/");
-    if path == "/healthz" {
+    // A portal link's exchange takes no credential (its token is in the body).
+    if path == "/healthz" || path == "/v1/portal/sessions" {
         return Expect::Allowed;
     }
     match cred {
+        // Only a portal session (a cookie, not among these) reads or ends itself.
+        Cred::Partner | Cred::PartnerRead | Cred::Ingest
+            if path == "/v1/portal/sessions/current" =>
+        {
+            Expect::Forbidden
+        }
         Cred::NoToken | Cred::Revoked => Expect::Unauthorized,
         Cred::Admin if partner_route => Expect::Unauthorized,
         Cred::Admin => Expect::Allowed,

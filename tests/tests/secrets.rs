@@ -307,7 +307,19 @@ fn every_secret_comparison_is_constant_time() {
         .nth(1)
         .and_then(|rest| rest.split("\n}\n").next())
         .expect("auth::authenticate");
-    assert!(authenticate.contains("secret_eq(&hash, &record.hash)"));
+    assert!(authenticate.contains("find(env, token)"));
+    let find = auth
+        .split("pub fn find")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}\n").next())
+        .expect("auth::find");
+    assert!(find.contains("secret_eq(&hash, &record.hash)"));
+    let csrf = auth
+        .split("fn check_csrf")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}\n").next())
+        .expect("auth::check_csrf");
+    assert!(csrf.contains("secret_eq(given, &csrf_token(token))"));
     let listen = read("host/edgehook/src/listen.rs");
     assert!(
         listen.contains("verify_slice"),

@@ -153,11 +153,38 @@ pub fn revoke<K: Kv>(
     Ok(record)
 }
 
-/// Authenticates a request made with an API key; returns the key's record (its client and
-/// scope: what it may do is the router's to decide). Missing, malformed, unknown and revoked
-/// keys are all the same 401. Records the key's use (see [`LAST_USED_GRANULARITY_MS`]).
+/// Authenticates a request made with an API key (`Authorization: Bearer`), or, without
+/// one, with a portal session (the `edgehook_session` cookie; every method but `GET` and
+/// `HEAD` with its CSRF token, [`check_csrf`]); returns the key's record (its
+/// client and scope: what it may do is the router's to decide). Missing, malformed,
+/// unknown, revoked and expired keys are all the same 401, and so is a session presented as
+/// a bearer key or a key as a cookie. Records the key's use (see
+/// [`LAST_USED_GRANULARITY_MS`]).
 pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<ApiKeyRecord, ApiError> {
-    let token = bearer(req).ok_or_else(ApiError::unauthorized)?;
+    let (token, cookie) = match bearer(req) {
+        Some(token) => (token, false),
+        None => (
+            session_cookie(req).ok_or_else(ApiError::unauthorized)?,
+            true,
+        ),
+    };
+    let record = find(env, token)?;
+    let session = record.scope == Scope::PortalSession;
+    if session != cookie
+        || record.scope == Scope::PortalLink
+        || (session && expired(&record, env.now_ms))
+    {
+        return Err(ApiError::unauthorized());
+    }
+    if cookie {
+        check_csrf(req, token)?;
+    }
+    touch(env, &record);
+    Ok(record)
+}
+
+/// The live (unrevoked) record of key `token`, whatever its scope; 401 for any other.
+pub fn find<K: Kv>(env: &Env<'_, K>, token: &str) -> Result<ApiKeyRecord, ApiError> {
     if !token.starts_with(KEY_PREFIX) || token.len() > 128 {
         return Err(ApiError::unauthorized());
     }
@@ -170,7 +197,6 @@ pub fn authenticate<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<ApiKeyReco
     if !secret_eq(&hash, &record.hash) || record.revoked_at.is_some() {
         return Err(ApiError::unauthorized());
     }
-    touch(env, &record);
     Ok(record)
 }
 
@@ -201,6 +227,70 @@ fn touch<K: Kv>(env: &Env<'_, K>, record: &ApiKeyRecord) {
     });
     if matches!(converted, Ok(true)) && !record.client_id.is_empty() {
         let _ = index(&record.client_id).append(env.kv, &[record.hash.as_bytes()]);
+    }
+}
+
+// Portal links and sessions (`crate::portal`): their lifetimes, the cookie, the CSRF token.
+
+/// How long a link's token can be exchanged: 15 minutes from its issue.
+pub const LINK_TTL_MS: u64 = 15 * 60 * 1000;
+/// How long a session lasts: 12 hours from its issue (not extended by use).
+pub const SESSION_TTL_MS: u64 = 12 * 3600 * 1000;
+/// The session cookie's name.
+pub const COOKIE: &str = "edgehook_session";
+/// The session cookie's `Max-Age`: [`SESSION_TTL_MS`] in seconds.
+pub(crate) const SESSION_MAX_AGE: &str = "43200";
+
+/// When a link or session issued at `created_at` stops working.
+pub(crate) fn expiry(record: &ApiKeyRecord) -> u64 {
+    let ttl = match record.scope {
+        Scope::PortalLink => LINK_TTL_MS,
+        _ => SESSION_TTL_MS,
+    };
+    record.created_at.saturating_add(ttl)
+}
+
+/// Whether a link or session is past its lifetime at `now`.
+pub(crate) fn expired(record: &ApiKeyRecord, now: u64) -> bool {
+    now >= expiry(record)
+}
+
+/// The session token the request's `Cookie` headers carry, if any.
+pub(crate) fn session_cookie(req: &Request) -> Option<&str> {
+    for (name, value) in &req.headers {
+        let (true, Ok(value)) = (name == "cookie", std::str::from_utf8(value)) else {
+            continue;
+        };
+        for pair in value.split(';') {
+            if let Some(token) = pair.trim().strip_prefix("edgehook_session=")
+                && !token.is_empty()
+            {
+                return Some(token);
+            }
+        }
+    }
+    None
+}
+
+/// The CSRF token of session `token`: a hash of it under its own label, so only who
+/// holds the session (the server, and the page it gave the token to) knows it.
+pub(crate) fn csrf_token(token: &str) -> String {
+    sha256_hex(&format!("edgehook-csrf:{token}"))
+}
+
+/// A call made with the session cookie: `GET` and `HEAD` pass; anything else needs the
+/// session's CSRF token in `X-CSRF-Token`, else 403 `csrf_failed`.
+pub(crate) fn check_csrf(req: &Request, token: &str) -> Result<(), ApiError> {
+    if matches!(req.method.as_str(), "GET" | "HEAD") {
+        return Ok(());
+    }
+    match req.header_str("x-csrf-token") {
+        Some(given) if secret_eq(given, &csrf_token(token)) => Ok(()),
+        _ => Err(ApiError::new(
+            403,
+            "csrf_failed",
+            "A call with the portal's session cookie needs its CSRF token in X-CSRF-Token.",
+        )),
     }
 }
 

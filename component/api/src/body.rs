@@ -32,7 +32,10 @@ pub(crate) fn object(req: &Request, fields: &[&str]) -> Result<Map<String, Value
         ));
     };
     if let Some(other) = obj.keys().find(|k| !fields.contains(&k.as_str())) {
-        let message = format!("Unknown field; this request takes {}.", fields.join(", "));
+        let message = format!(
+            "Unknown field; this request takes {}.",
+            edgehook_model::error::comma_list(fields.iter().copied())
+        );
         return Err(invalid(other, "unknown_field", &message));
     }
     Ok(obj)

@@ -44,7 +44,7 @@ impl<'a> KeyView<'a> {
     }
 }
 
-fn invalid_client_id() -> ApiError {
+pub(crate) fn invalid_client_id() -> ApiError {
     ApiError::validation(vec![FieldError::new(
         "clientId",
         "invalid_client_id",
@@ -58,11 +58,7 @@ fn requested_scope(req: &Request, default: Scope, allowed: &[Scope]) -> Result<S
     let Some(obj) = crate::body::optional_object(req, &["scope"])? else {
         return Ok(default);
     };
-    let names = allowed
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let names = edgehook_model::error::comma_list(allowed.iter().map(|s| s.as_str()));
     match obj.get("scope") {
         None => Ok(default),
         Some(Value::String(s)) => match Scope::parse(s) {

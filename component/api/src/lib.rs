@@ -6,7 +6,8 @@
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
 //! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), replays by range for both ([`replays`]),
-//! and the partner's delivery options: scheme, headers, secret rotation ([`options`]).
+//! the partner's delivery options: scheme, headers, secret rotation ([`options`]), and
+//! the portal's links and sessions ([`portal`]).
 //!
 //! May use: `edgehook-delivery`, `edgehook-subscriptions`, `edgehook-records`,
 //! `edgehook-model`, `edgehook-storage` (everything below it). Nothing uses it but the
@@ -22,5 +23,6 @@ pub mod operator;
 pub mod options;
 pub mod partner;
 pub mod ping;
+pub mod portal;
 pub mod replays;
 pub mod router;

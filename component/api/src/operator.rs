@@ -80,7 +80,7 @@ pub fn ingest<K: Kv>(
             "required",
             format!(
                 "X-Service-Event is required; one of {}",
-                EVENT_TYPES.join(", ")
+                edgehook_model::error::comma_list(EVENT_TYPES.iter().copied())
             ),
         )]));
     };
@@ -126,7 +126,7 @@ pub fn ingest<K: Kv>(
             format!(
                 "unknown event type {}; valid event types are {}",
                 edgehook_model::error::quoted(&t),
-                EVENT_TYPES.join(", ")
+                edgehook_model::error::comma_list(EVENT_TYPES.iter().copied())
             ),
         )])),
         Err(PublishError::InvalidLoad(m)) => Err(ApiError::validation(vec![FieldError::new(

@@ -2,7 +2,7 @@
 //! limits, authentication, the request id on every response).
 
 use crate::auth::{self, Scope};
-use crate::{deliveries, keys, operator, options, partner, ping, replays};
+use crate::{deliveries, keys, operator, options, partner, ping, portal, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -42,6 +42,15 @@ pub enum Route {
     PartnerReplay(String),
     /// `/v1/replays/{id}/cancel`: cancel a replay job of the caller's (POST).
     PartnerReplayCancel(String),
+    /// `/v1/portal/sessions`: exchange a portal link's token for a session (POST; no
+    /// credentials but the token).
+    PortalSessions,
+    /// `/v1/portal/sessions/current`: the caller's portal session (GET), or its end
+    /// (DELETE); the session cookie only.
+    PortalSession,
+    /// `/internal/v1/clients/{clientId}/portal-links`: mint a one-time portal link
+    /// (operator, POST).
+    PortalLinks(String),
     /// `/internal/v1/settings`: the effective settings (operator).
     OperatorSettings,
     /// `/internal/v1/clients/{clientId}/keys`: list (GET) and issue (POST) a client's API
@@ -98,6 +107,11 @@ impl Route {
             ["v1", "webhooks", id, "deliveries"] => Route::WebhookDeliveries((*id).to_owned()),
             ["v1", "replays", id] => Route::PartnerReplay((*id).to_owned()),
             ["v1", "replays", id, "cancel"] => Route::PartnerReplayCancel((*id).to_owned()),
+            ["v1", "portal", "sessions"] => Route::PortalSessions,
+            ["v1", "portal", "sessions", "current"] => Route::PortalSession,
+            ["internal", "v1", "clients", client, "portal-links"] => {
+                Route::PortalLinks((*client).to_owned())
+            }
             ["internal", "v1", "settings"] => Route::OperatorSettings,
             ["internal", "v1", "clients", client, "keys"] => {
                 Route::ClientKeys((*client).to_owned())
@@ -153,6 +167,7 @@ impl Route {
             | Route::Delivery(_) => &["GET"],
             Route::Webhooks | Route::ClientKeys(_) | Route::IngestKeys => &["GET", "POST"],
             Route::Webhook(_) => &["GET", "PATCH", "DELETE"],
+            Route::PortalSession => &["GET", "DELETE"],
             Route::Events
             | Route::Tick
             | Route::DisableSubscription(_)
@@ -165,6 +180,8 @@ impl Route {
             | Route::PartnerReplayCancel(_)
             | Route::Replays
             | Route::OperatorReplayCancel(_)
+            | Route::PortalSessions
+            | Route::PortalLinks(_)
             | Route::Replay(_) => &["POST"],
             Route::ClientKey(..) | Route::IngestKey(_) => &["DELETE"],
         }
@@ -184,18 +201,25 @@ impl Route {
                 | Route::WebhookDeliveries(_)
                 | Route::PartnerReplay(_)
                 | Route::PartnerReplayCancel(_)
+                | Route::PortalSessions
+                | Route::PortalSession
         )
     }
 
     /// Whether an API key of `scope` may call this route with `method` (the router asks
     /// once the key is authenticated; `/healthz` takes no credentials at all): a `partner`
     /// key every partner route, a `partner_read` key their `GET`s only, an `ingest` key event
-    /// ingest only. No key may call another operator route: those take the admin token.
+    /// ingest only. No key may call another operator route: those take the admin token. A
+    /// portal session may do what a `partner` key may, and read or end itself; a portal
+    /// link nothing (it is only exchanged).
     pub fn allows(&self, scope: Scope, method: &str) -> bool {
+        let own_session = matches!(self, Route::PortalSession);
         match scope {
-            Scope::Partner => !self.is_operator(),
-            Scope::PartnerRead => !self.is_operator() && method == "GET",
-            Scope::Ingest => *self == Route::Events,
+            Scope::Partner => !self.is_operator() && !own_session,
+            Scope::PartnerRead => !self.is_operator() && !own_session && method == "GET",
+            Scope::Ingest => matches!(self, Route::Events),
+            Scope::PortalSession => !self.is_operator(),
+            Scope::PortalLink => false,
         }
     }
 
@@ -272,7 +296,7 @@ fn dispatch<K: Kv>(
     if req.body_truncated || req.body.len() > route.body_limit() {
         return Err(ApiError::payload_too_large(route.body_limit()));
     }
-    if route == Route::Health {
+    if matches!(route, Route::Health) {
         return Ok((health(env, request_id)?, None));
     }
     crate::limits::check_auth_failures(env, req)?;
@@ -296,6 +320,7 @@ fn dispatch<K: Kv>(
             }
             Route::ClientKeys(client) => keys::issue(env, req, &client, request_id),
             Route::ClientKey(client, key) => keys::revoke(env, &client, &key, request_id),
+            Route::PortalLinks(client) => portal::mint(env, &client, request_id),
             Route::IngestKeys if req.method == "GET" => keys::list_ingest(env, req, request_id),
             Route::IngestKeys => keys::issue_ingest(env, req, request_id),
             Route::IngestKey(key) => keys::revoke_ingest(env, &key, request_id),
@@ -327,14 +352,22 @@ fn dispatch<K: Kv>(
             | Route::WebhookDeliveries(_)
             | Route::PartnerReplay(_)
             | Route::PartnerReplayCancel(_)
+            | Route::PortalSessions
+            | Route::PortalSession
             | Route::Events
             | Route::Replay(_) => Err(ApiError::not_found("Route")),
         };
         return Ok((resp?, None));
     }
+    if matches!(route, Route::PortalSessions) {
+        return Ok((portal::exchange(env, req, request_id)?, None));
+    }
     let key = auth::authenticate(env, req)?;
     if !route.allows(key.scope, &req.method) {
         return Err(ApiError::forbidden());
+    }
+    if matches!(route, Route::PortalSession) {
+        return Ok((portal::current(env, req, &key, request_id)?, None));
     }
     let client_id = key.client_id;
     crate::limits::count_request(env, &client_id)?;
@@ -493,11 +526,22 @@ mod tests {
             "/internal/v1/subscriptions/sub_0123456789abcdef01234567/deliveries",
             "/internal/v1/deliveries/dlv_0123456789abcdef01234567",
             "/internal/v1/deliveries/dlv_0123456789abcdef01234567/replay",
+            "/internal/v1/clients/acme/portal-links",
+            "/v1/portal/sessions",
+            "/v1/portal/sessions/current",
         ];
         for path in paths {
             let route = Route::parse(path).expect(path);
             for &method in route.methods() {
-                let partner = !path.starts_with("/internal/");
+                let partner_api = path.starts_with("/v1/");
+                // A key reads and ends no portal session; a session is a partner's key.
+                let partner = partner_api && path != "/v1/portal/sessions/current";
+                assert_eq!(
+                    route.allows(Scope::PortalSession, method),
+                    partner_api,
+                    "{method} {path}"
+                );
+                assert!(!route.allows(Scope::PortalLink, method), "{method} {path}");
                 assert_eq!(
                     route.allows(Scope::Partner, method),
                     partner,

@@ -19,6 +19,9 @@ pub struct Request {
     /// True when the body was longer than the shell was willing to read: the request is
     /// answered 413 whatever the route.
     pub body_truncated: bool,
+    /// Whether it came over HTTPS (the host's scheme for it): cookies set in the answer are
+    /// `Secure`, and URLs built from its `Host` are `https://`.
+    pub tls: bool,
 }
 
 impl Request {

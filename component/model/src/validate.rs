@@ -440,7 +440,7 @@ fn check_public(host: &str, kind: HostKind) -> Result<(), UrlProblem> {
 /// Validates the `eventTypes` field: a non-empty array of known event types. Duplicates are
 /// collapsed, first occurrence first. Returns one [`FieldError`] per bad entry.
 pub fn event_types(value: Option<&serde_json::Value>) -> Result<Vec<String>, Vec<FieldError>> {
-    let valid = EVENT_TYPES.join(", ");
+    let valid = crate::error::comma_list(EVENT_TYPES.iter().copied());
     let Some(value) = value else {
         return Err(vec![FieldError::new(
             "eventTypes",

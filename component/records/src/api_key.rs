@@ -12,7 +12,23 @@ pub enum Scope {
     PartnerRead,
     /// Only event ingest (`POST /internal/v1/events`); belongs to no client.
     Ingest,
+    /// A portal link's one-time token: exchanged once, within 15 minutes of its issue, for a
+    /// [`Scope::PortalSession`]; authenticates no request itself.
+    PortalLink,
+    /// A partner's portal session (at most 12 hours from its issue): the partner API with
+    /// its client's rights, presented only as the `edgehook_session` cookie, every call
+    /// but a `GET` with its CSRF token.
+    PortalSession,
 }
+
+/// Every scope, in the order of their stored bytes.
+const SCOPES: [Scope; 5] = [
+    Scope::Partner,
+    Scope::PartnerRead,
+    Scope::Ingest,
+    Scope::PortalLink,
+    Scope::PortalSession,
+];
 
 impl Scope {
     /// The scope's name in the API (`partner`, `partner_read`, `ingest`).
@@ -21,30 +37,24 @@ impl Scope {
             Scope::Partner => "partner",
             Scope::PartnerRead => "partner_read",
             Scope::Ingest => "ingest",
+            Scope::PortalLink => "portal_link",
+            Scope::PortalSession => "portal_session",
         }
     }
 
     /// The scope named `name` in the API, if there is one.
     pub fn parse(name: &str) -> Option<Scope> {
-        [Scope::Partner, Scope::PartnerRead, Scope::Ingest]
-            .into_iter()
-            .find(|s| s.as_str() == name)
+        SCOPES.into_iter().find(|s| s.as_str() == name)
     }
 
-    /// Its stored byte.
+    /// Its stored byte: its place in [`SCOPES`].
     fn code(self) -> u8 {
-        match self {
-            Scope::Partner => 0,
-            Scope::PartnerRead => 1,
-            Scope::Ingest => 2,
-        }
+        self as u8
     }
 
     /// The scope of a stored byte; `None` for one no release wrote.
     fn from_code(code: u8) -> Option<Scope> {
-        [Scope::Partner, Scope::PartnerRead, Scope::Ingest]
-            .into_iter()
-            .find(|s| s.code() == code)
+        SCOPES.get(usize::from(code)).copied()
     }
 }
 
@@ -158,7 +168,7 @@ mod tests {
         let mut unknown = bytes.clone();
         let at = unknown.len() - 10; // the scope byte, before `Some` + 8 bytes of last use
         assert_eq!(unknown[at], 1);
-        unknown[at] = 3;
+        unknown[at] = SCOPES.len() as u8;
         assert_eq!(ApiKeyRecord::decode(&unknown), None);
     }
 
@@ -196,13 +206,16 @@ mod tests {
 
     #[test]
     fn scopes_have_one_name_each() {
-        for scope in [Scope::Partner, Scope::PartnerRead, Scope::Ingest] {
+        for (code, scope) in SCOPES.into_iter().enumerate() {
             assert_eq!(Scope::parse(scope.as_str()), Some(scope));
             assert_eq!(Scope::from_code(scope.code()), Some(scope));
+            assert_eq!(usize::from(scope.code()), code, "stored bytes never change");
         }
+        assert_eq!(Scope::Ingest.code(), 2);
+        assert_eq!(Scope::PortalSession.code(), 4);
         assert_eq!(Scope::parse("admin"), None);
         assert_eq!(Scope::parse("Partner"), None);
-        assert_eq!(Scope::from_code(3), None);
+        assert_eq!(Scope::from_code(5), None);
     }
 
     /// Only the binary format is read: a record in another format (the JSON no release

@@ -109,6 +109,42 @@ pub fn print_answer(status: u16, text: &str, only: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// Prints a minted portal link (`POST .../portal-links`'s answer) as a whole URL: `origin`
+/// in front of its path; the error answer as [`print_answer`] does.
+pub fn print_portal_link(status: u16, text: &str, origin: &str) -> Result<()> {
+    if status >= 400 {
+        return print_answer(status, text, None);
+    }
+    let answer: serde_json::Value = serde_json::from_str(text)
+        .with_context(|| format!("the server's answer is not JSON: {text}"))?;
+    let path = answer["data"]["url"]
+        .as_str()
+        .with_context(|| format!("the server's answer has no data.url: {text}"))?;
+    println!("{}{path}", origin.trim_end_matches('/'));
+    eprintln!("usable once, for 15 minutes; the session it opens lasts 12 hours");
+    Ok(())
+}
+
+/// The path of a client's keys, or (`None`) of the ingest keys.
+pub fn keys_path(client: Option<&str>) -> String {
+    match client {
+        Some(c) => format!("/internal/v1/clients/{}/keys", segment(c)),
+        None => "/internal/v1/ingest-keys".to_owned(),
+    }
+}
+
+/// The runtime the operator commands run their calls on.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// `path` made absolute (against the working directory), for messages.
+pub fn absolute(path: &Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
 /// Percent-encodes a path segment (ids typed by a person may contain anything).
 pub fn segment(s: &str) -> String {
     s.bytes()

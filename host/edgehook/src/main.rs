@@ -2,7 +2,7 @@
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
-use edgehook::cli::{self, Remote};
+use edgehook::cli::{self, Remote, absolute, keys_path, runtime};
 use edgehook::listen;
 use edgehook::serve::{Server, bind};
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
@@ -75,6 +75,21 @@ enum Command {
     /// Replay deliveries by range (what failed or was skipped since a time, by default) and
     /// follow the job with a progress bar (talks to a running server).
     Replay(ReplayArgs),
+    /// Print a one-time link to a client's portal: usable for 15 minutes, once, for a session
+    /// of 12 hours (talks to a running server).
+    PortalLink(PortalLinkArgs),
+}
+
+#[derive(clap::Args)]
+struct PortalLinkArgs {
+    /// The API client (partner) id.
+    client: String,
+    /// The origin partners reach the portal at, e.g. https://hooks.example.com (default:
+    /// --server).
+    #[arg(long, env = "EDGEHOOK_PUBLIC_URL")]
+    public_url: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 #[derive(clap::Args)]
@@ -246,14 +261,6 @@ enum KeysCommand {
         #[command(flatten)]
         remote: RemoteArgs,
     },
-}
-
-/// The path of a client's keys, or (`None`) of the ingest keys.
-fn keys_path(client: Option<&str>) -> String {
-    match client {
-        Some(c) => format!("/internal/v1/clients/{}/keys", cli::segment(c)),
-        None => "/internal/v1/ingest-keys".to_owned(),
-    }
 }
 
 #[derive(clap::Args)]
@@ -495,6 +502,15 @@ fn run(cli: Cli) -> Result<()> {
             None,
             &[],
         ),
+        Command::PortalLink(args) => {
+            let path = format!(
+                "/internal/v1/clients/{}/portal-links",
+                cli::segment(&args.client)
+            );
+            let (status, text) = remote_answer(&args.remote, "POST", &path, None, &[])?;
+            let origin = args.public_url.as_deref().unwrap_or(&args.remote.server);
+            cli::print_portal_link(status, &text, origin)
+        }
         Command::Delivery(DeliveryCommand::Replay(args)) => remote_call(
             &args.remote,
             "POST",
@@ -503,12 +519,6 @@ fn run(cli: Cli) -> Result<()> {
             &[],
         ),
     }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?)
 }
 
 fn remote_call(
@@ -773,9 +783,4 @@ fn serve(args: ServeArgs) -> Result<()> {
         log_line("info", "stopped", &[]);
         Ok(())
     })
-}
-
-/// `path` made absolute (against the working directory), for messages.
-fn absolute(path: &std::path::Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }

@@ -19,6 +19,10 @@ use wasmtime_wasi_http::WasiHttpView;
 /// The component built from `component/` by this crate's build script.
 pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_COMPONENT_WASM"));
 
+/// The most [`COMPONENT_WASM`] may weigh: 528 KiB (docs/design/building-and-testing.md,
+/// "The size budget"). Checked by a test and printed by the benchmarks.
+pub const COMPONENT_SIZE_BUDGET: usize = 528 * 1024;
+
 /// The benchmark baseline: a component that answers every request 200 and does nothing else
 /// (`bench/empty`, world `edgehook:webhooks/baseline`).
 pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
@@ -34,6 +38,9 @@ pub const KVPROBE_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_KVPROBE_WASM"));
 /// the baseline's way: [`Baseline::portal`]. `serve` sends `/portal` and `/portal/...` to it,
 /// as `spin.toml` does.
 pub const PORTAL_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_PORTAL_WASM"));
+
+/// The most [`PORTAL_WASM`] may weigh: 256 KiB, the app's files included (checked by a test).
+pub const PORTAL_SIZE_BUDGET: usize = 256 * 1024;
 
 /// Instances the pooling allocator keeps slots for.
 pub const POOL_INSTANCES: u32 = 256;

@@ -32,6 +32,7 @@
 
 mod harness;
 mod options;
+mod portal;
 
 use edgehook_sim::spin;
 use edgehook_testkit::redis::{redis_installed, start_redis};
@@ -153,6 +154,8 @@ fn story(mut w: Walk, receiver: &Receiver) {
     deliveries(&mut w, &made, receiver);
     recovery(&mut w, &made, receiver);
     options::delivery_options(&mut w, &made.acme, made.id(4), &made.subs[4].1, receiver);
+    portal::index_pages(&mut w, receiver);
+    portal::session(&mut w);
     w.report();
 }
 

@@ -301,6 +301,10 @@ fn generic_request(
         match scheme.as_deref() {
             Some("partnerApiKey") => headers.push(("authorization".into(), bearer(key))),
             Some("adminToken") => headers.push(("authorization".into(), bearer(ADMIN))),
+            // The key as a session cookie: refused, but only after the store is read.
+            Some("portalSession") => {
+                headers.push(("cookie".into(), format!("edgehook_session={key}")))
+            }
             _ => {}
         }
     }

@@ -40,11 +40,14 @@ pub(crate) fn served_paths() -> Vec<String> {
         "/internal/v1/deliveries".to_owned(),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}"),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}/replay"),
+        "/v1/portal/sessions".to_owned(),
+        "/v1/portal/sessions/current".to_owned(),
+        "/internal/v1/clients/acme/portal-links".to_owned(),
     ]
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 29;
+pub(crate) const VARIANTS: usize = 32;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -80,6 +83,9 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::WebhookDeliveries(_) => 26,
         Route::Deliveries => 27,
         Route::WebhookRotate(_) => 28,
+        Route::PortalSessions => 29,
+        Route::PortalSession => 30,
+        Route::PortalLinks(_) => 31,
     }
 }
 

@@ -23,6 +23,37 @@ fn retried_then_delivered(doc: &Doc) -> (World, String) {
     (w, id)
 }
 
+/// A portal link's token for acme, minted by the operator.
+fn portal_link(w: &mut World) -> String {
+    let minted = w.operator("POST", "/internal/v1/clients/acme/portal-links");
+    assert_eq!(minted.status, 201, "{}", minted.json());
+    minted.json()["data"]["token"]
+        .as_str()
+        .expect("token")
+        .to_owned()
+}
+
+/// Exchanges `token` as the request example `link` shows (its token replaced).
+fn exchange(doc: &Doc, w: &mut World, token: &str) -> HttpResponse {
+    let mut body = doc.request_example("POST", "/v1/portal/sessions", "link");
+    body["token"] = json!(token);
+    let headers = [("content-type", "application/json")];
+    w.sim
+        .request(
+            "POST",
+            "/v1/portal/sessions",
+            &headers,
+            body.to_string().as_bytes(),
+        )
+        .expect("runs")
+}
+
+/// The `Cookie` header a browser sends back after an exchange.
+fn session_cookie(exchanged: &HttpResponse) -> String {
+    let set = exchanged.header("set-cookie").expect("a session cookie");
+    set.split(';').next().expect("name=value").to_owned()
+}
+
 /// The request a scenario makes for the example written in an operation, `key`.
 pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
     let subscription = || doc.request_example("POST", "/v1/webhooks", "subscription");
@@ -106,6 +137,53 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
                 .to_owned();
             let body = doc.request_example("POST", "/v1/webhooks/{id}/rotate-secret", "oneHour");
             w.partner_json(&format!("/v1/webhooks/{id}/rotate-secret"), &body)
+        }
+        "POST /internal/v1/clients/{clientId}/portal-links 201 minted" => {
+            World::new(80).operator("POST", "/internal/v1/clients/acme/portal-links")
+        }
+        "POST /internal/v1/clients/{clientId}/portal-links 422 badClientId" => {
+            World::new(81).operator("POST", "/internal/v1/clients/acme%20eu/portal-links")
+        }
+        "POST /v1/portal/sessions 201 session" => {
+            let mut w = World::new(82);
+            let link = portal_link(&mut w);
+            exchange(doc, &mut w, &link)
+        }
+        "POST /v1/portal/sessions 401 usedLink" => {
+            let mut w = World::new(83);
+            let link = portal_link(&mut w);
+            assert_eq!(exchange(doc, &mut w, &link).status, 201);
+            exchange(doc, &mut w, &link)
+        }
+        "POST /v1/portal/sessions 422 badToken" => {
+            let body = doc.request_example("POST", "/v1/portal/sessions", "invalid");
+            let headers = [("content-type", "application/json")];
+            let mut w = World::new(84);
+            let path = "/v1/portal/sessions";
+            w.sim
+                .request("POST", path, &headers, body.to_string().as_bytes())
+                .expect("runs")
+        }
+        "GET /v1/portal/sessions/current 200 session" => {
+            // The seed of the exchange's scenario: the same session, the same CSRF token.
+            let mut w = World::new(82);
+            let link = portal_link(&mut w);
+            let made = exchange(doc, &mut w, &link);
+            let cookie = session_cookie(&made);
+            let headers = [("cookie", cookie.as_str())];
+            w.sim
+                .request("GET", "/v1/portal/sessions/current", &headers, b"")
+                .expect("runs")
+        }
+        "DELETE /v1/portal/sessions/current 403 csrfFailed" => {
+            let mut w = World::new(86);
+            let link = portal_link(&mut w);
+            let made = exchange(doc, &mut w, &link);
+            let cookie = session_cookie(&made);
+            let headers = [("cookie", cookie.as_str())];
+            w.sim
+                .request("DELETE", "/v1/portal/sessions/current", &headers, b"")
+                .expect("runs")
         }
         "POST /v1/webhooks/{id}/rotate-secret 404 notFound" => {
             World::new(65).partner("POST", &format!("/v1/webhooks/{SAMPLE_SUB}/rotate-secret"))
