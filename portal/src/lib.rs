@@ -24,7 +24,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
     connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; \
     frame-ancestors 'none'";
 
-/// Headers every answer carries, files and errors alike.
+/// Headers every answer carries, files and errors alike (and `X-Request-Id`, which the
+/// shell adds).
 pub const SECURITY_HEADERS: &[(&str, &str)] = &[
     ("content-security-policy", CSP),
     ("x-content-type-options", "nosniff"),
@@ -117,18 +118,17 @@ fn not_found(request_id: &str) -> Response {
     error(404, "not_found", "No such page in the portal.", request_id)
 }
 
-/// An error in the service's envelope: `{"error":{"code","message","requestId"}}` (the
+/// An error in the service's envelope: `{"error":{"code","message"},"requestId"}` (the
 /// codes and messages here are fixed ASCII without quotes; the id is `req_` + hex).
 fn error(status: u16, code: &str, message: &str, request_id: &str) -> Response {
     let body = format!(
-        "{{\"error\":{{\"code\":\"{code}\",\"message\":\"{message}\",\"requestId\":\"{request_id}\"}}}}"
+        "{{\"error\":{{\"code\":\"{code}\",\"message\":\"{message}\"}},\"requestId\":\"{request_id}\"}}"
     );
     Response {
         status,
         headers: vec![
             ("content-type", "application/json".into()),
             ("cache-control", "no-store".into()),
-            ("x-request-id", request_id.into()),
         ],
         body: body.into_bytes(),
     }
@@ -187,7 +187,7 @@ mod tests {
             assert_eq!(r.status, 404, "{path}");
             assert_eq!(
                 String::from_utf8_lossy(&r.body),
-                r#"{"error":{"code":"not_found","message":"No such page in the portal.","requestId":"req_abc"}}"#
+                r#"{"error":{"code":"not_found","message":"No such page in the portal."},"requestId":"req_abc"}"#
             );
         }
         let r = respond("POST", "/portal/", None, "req_1");

@@ -54,6 +54,8 @@ impl Guest for Portal {
         for (name, value) in crate::SECURITY_HEADERS {
             let _ = headers.append(name, value.as_bytes());
         }
+        // Every answer names its request, as the service's do (the host logs it).
+        let _ = headers.append("x-request-id", id.as_bytes());
         for (name, value) in &answer.headers {
             let _ = headers.append(name, value.as_bytes());
         }

@@ -86,6 +86,7 @@ fn serve_sends_the_portal_paths_to_the_portal_with_its_headers() {
         assert_eq!(header(&headers, "referrer-policy"), "no-referrer");
         assert_eq!(header(&headers, "cache-control"), "no-cache");
         assert!(header(&headers, "etag").starts_with('"'));
+        assert!(header(&headers, "x-request-id").starts_with("req_"));
     }
     let (status, headers, body) = fetch(&rt, "HEAD", &format!("{base}/portal/operator.js"));
     assert_eq!((status, body.len()), (200, 0));
@@ -100,7 +101,7 @@ fn serve_sends_the_portal_paths_to_the_portal_with_its_headers() {
     let error: serde_json::Value = serde_json::from_slice(&body).expect("an error envelope");
     assert_eq!(error["error"]["code"], "not_found");
     assert_eq!(
-        error["error"]["requestId"].as_str(),
+        error["requestId"].as_str(),
         Some(header(&headers, "x-request-id"))
     );
     assert!(header(&headers, "content-security-policy").contains("default-src 'none'"));
