@@ -10,7 +10,6 @@
 //! replays it, cuts any torn tail and proves it reads, and synced to disk.
 
 use crate::filestore::{FileStore, LOG_FILE, SyncPolicy};
-use std::io::{Read as _, Write as _};
 use std::path::Path;
 
 /// What a backup copied.
@@ -34,11 +33,11 @@ pub fn backup(from: &Path, to: &Path) -> std::io::Result<Backup> {
             format!("{} is not empty", to.display()),
         ));
     }
-    let mut log = Vec::new();
-    std::fs::File::open(from.join(LOG_FILE))?.read_to_end(&mut log)?;
+    // Streamed (not read whole into memory): the same one handle, read to its end.
+    let mut log = std::fs::File::open(from.join(LOG_FILE))?;
     std::fs::create_dir_all(to)?;
     let mut copy = std::fs::File::create(to.join(LOG_FILE))?;
-    copy.write_all(&log)?;
+    let bytes = std::io::copy(&mut log, &mut copy)?;
     copy.sync_all()?;
     drop(copy);
     // Opening replays the copy (and cuts a torn last record); it must read whole.
@@ -47,8 +46,5 @@ pub fn backup(from: &Path, to: &Path) -> std::io::Result<Backup> {
     store
         .flush()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(Backup {
-        bytes: log.len() as u64,
-        keys,
-    })
+    Ok(Backup { bytes, keys })
 }

@@ -335,11 +335,7 @@ impl KvBackend for MemoryStore {
 }
 
 /// The keys of a sorted map after `cursor` (exclusive), at most `limit` of them.
-pub fn keys_after(
-    map: &BTreeMap<String, Vec<u8>>,
-    cursor: Option<&str>,
-    limit: usize,
-) -> Vec<String> {
+pub fn keys_after<V>(map: &BTreeMap<String, V>, cursor: Option<&str>, limit: usize) -> Vec<String> {
     let from = match cursor {
         Some(c) => std::ops::Bound::Excluded(c),
         None => std::ops::Bound::Unbounded,

@@ -16,12 +16,14 @@
 //! exact rows (fuel, store operations) are judged against a committed baseline ([`exact`]):
 //! more than 5 % over it is exit status 3.
 //! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `latency`, `simulation`, `growth`,
-//! `redis`, `spin`) run only those. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
+//! `redis`, `spin`, `footprint`) run only those; `footprint` (minutes, a large store on
+//! disk) runs only when named. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
 //! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
 //! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 mod api;
 mod exact;
+mod footprint;
 mod latency;
 mod load;
 mod measure;
@@ -63,7 +65,7 @@ struct Args {
     /// (tools/bench/exact-baseline.json) instead of judging them against it.
     #[arg(long)]
     write_baseline: bool,
-    /// Sections to run (default: all). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
+    /// Sections to run (default: all but `footprint`, which runs only when named). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
     /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
     /// ../shared/tools/spin).
     #[arg(value_enum)]
@@ -93,10 +95,13 @@ enum Section {
     Redis,
     /// The same component under `spin up` against `serve`.
     Spin,
+    /// The file store's bytes per subscription and per delivery record, and serve's RSS
+    /// (opt-in: 3-6 minutes and 1.2 GB of disk, not in the default run).
+    Footprint,
 }
 
 /// Every section, in the order they run, with what the progress line says.
-const ALL: [(Section, &str); 10] = [
+const ALL: [(Section, &str); 11] = [
     (Section::Size, "sizes"),
     (Section::Api, "api latency and instantiate"),
     (Section::Fuel, "guest fuel"),
@@ -107,13 +112,19 @@ const ALL: [(Section, &str); 10] = [
     (Section::Growth, "cost growth"),
     (Section::Redis, "redis latency"),
     (Section::Spin, "spin against serve"),
+    (Section::Footprint, "footprint"),
 ];
+
+/// Sections that run only when named (they take minutes and fill the disk).
+const OPT_IN: [Section; 1] = [Section::Footprint];
 
 fn main() -> Result<()> {
     let args = Args::parse();
     let chosen: Vec<(Section, &str)> = ALL
         .into_iter()
-        .filter(|(s, _)| args.sections.is_empty() || args.sections.contains(s))
+        .filter(|(s, _)| {
+            args.sections.contains(s) || (args.sections.is_empty() && !OPT_IN.contains(s))
+        })
         .collect();
     let (n, secs, deliveries) = if args.quick {
         (200, 1, 1000)
@@ -160,6 +171,7 @@ fn main() -> Result<()> {
                     eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)");
                 }
             },
+            Section::Footprint => rows.extend(rt.block_on(footprint::footprint(args.quick))?),
             Section::Spin => match edgehook_sim::spin::find_binary() {
                 Some(binary) => rows.extend(rt.block_on(spin::spin_vs_serve(
                     &binary,

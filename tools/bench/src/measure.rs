@@ -21,6 +21,17 @@ pub fn process_cpu() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
+/// A figure of this process's memory from `/proc/self/status`, in bytes: `VmRSS` (resident
+/// now) or `VmHWM` (the most it has been resident); `None` where there is no such file.
+pub fn proc_status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Process CPU time (µs) per unit of work since `since` (`NaN` where it cannot be read).
 pub fn cpu_per(since: Option<Duration>, units: usize) -> f64 {
     match (since, process_cpu()) {
@@ -59,6 +70,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resident_memory_is_read_from_proc() {
+        let Some(rss) = proc_status_bytes("VmRSS") else {
+            return; // no /proc
+        };
+        let peak = proc_status_bytes("VmHWM").expect("VmHWM beside VmRSS");
+        assert!(rss > 0 && peak >= rss, "{rss} {peak}");
+        assert_eq!(proc_status_bytes("NoSuchField"), None);
+    }
 
     /// `process_cpu` reads this process's own CPU time (not a constant field, not its
     /// children's): burning CPU on this thread moves it forward, by no more than the wall

@@ -1,7 +1,7 @@
 //! The server's memory over a soak run and the "memory flat" verdict.
 //!
-//! `edgehook serve`'s embedded store keeps the whole keyspace in memory (see
-//! `host/runtime/src/filestore.rs`), and every published event is retained (30 days by
+//! `edgehook serve`'s embedded store keeps every key in memory, with where its value is in
+//! the log (see `host/runtime/src/filestore/`), and every published event is retained (30 days by
 //! default), so the server's RSS must grow with the data it holds. A leak is growth beyond that. So the
 //! verdict compares the load's middle third with its last third (the first third is warm-up)
 //! after taking out what the store's growth explains:
