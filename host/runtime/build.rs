@@ -1,7 +1,8 @@
 //! Builds the edgehook component (`component/`) for `wasm32-wasip2` with the size-optimized
 //! `guest` profile and hands its path to this crate as `EDGEHOOK_COMPONENT_WASM`, so that
-//! `cargo build`/`cargo test` at the workspace root always embed the current .wasm. The two
-//! small guests beside it are built the same way: the benchmarks' baseline (`bench/empty`,
+//! `cargo build`/`cargo test` at the workspace root always embed the current .wasm. The
+//! small guests beside it are built the same way: the web portal (`portal/`, with its static
+//! files, `EDGEHOOK_PORTAL_WASM`), the benchmarks' baseline (`bench/empty`,
 //! `EDGEHOOK_EMPTY_WASM`) and the key-value conformance probe (`tests/kvprobe`,
 //! `EDGEHOOK_KVPROBE_WASM`).
 //!
@@ -23,6 +24,9 @@ fn main() {
         "component",
         "bench/empty/src",
         "tests/kvprobe/src",
+        "portal/src",
+        "portal/static",
+        "portal/Cargo.toml",
         "Cargo.toml",
         "wit",
         "Cargo.lock",
@@ -48,6 +52,8 @@ fn main() {
             "edgehook-empty",
             "--package",
             "edgehook-kvprobe",
+            "--package",
+            "edgehook-portal",
         ])
         .args(["--target", "wasm32-wasip2"])
         .args(["--profile", "guest", "--target-dir"])
@@ -72,6 +78,7 @@ fn main() {
         ("edgehook_component.wasm", "EDGEHOOK_COMPONENT_WASM"),
         ("edgehook_empty.wasm", "EDGEHOOK_EMPTY_WASM"),
         ("edgehook_kvprobe.wasm", "EDGEHOOK_KVPROBE_WASM"),
+        ("edgehook_portal.wasm", "EDGEHOOK_PORTAL_WASM"),
     ] {
         let out = out_dir.join(file);
         let built = std::fs::read(target_dir.join("wasm32-wasip2/guest").join(file))

@@ -568,3 +568,58 @@ fn the_kubernetes_examples_use_the_component_s_variables_and_the_tick_route() {
     assert!(cron.contains("Authorization: Bearer"));
     assert!(cron.contains("concurrencyPolicy: Forbid"));
 }
+
+#[test]
+fn spin_toml_routes_the_portal_to_the_portal_component_it_builds() {
+    let spin = spin_manifest();
+    let routes: Vec<(String, String)> = get(&spin, &["trigger", "http"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let route = t.get("route")?.as_str()?.to_owned();
+            Some((route, t.get("component")?.as_str()?.to_owned()))
+        })
+        .collect();
+    // Spin sends a request to the most specific route that matches: the longest pattern.
+    let owner = |path: &str| {
+        routes
+            .iter()
+            .filter(|(route, _)| route_matches(route, path))
+            .max_by_key(|(route, _)| route.len())
+            .map(|(_, component)| component.as_str())
+    };
+    for path in ["/portal", "/portal/", "/portal/app.js"] {
+        assert_eq!(owner(path), Some("portal"), "{path}: {routes:?}");
+    }
+    for path in MUST_ROUTE
+        .iter()
+        .chain(&["/v1/portal/sessions", "/portals"])
+    {
+        assert_eq!(owner(path), Some(COMPONENT), "{path}: {routes:?}");
+    }
+    let command = get_str(&spin, &["component", "portal", "build", "command"]).expect("command");
+    let build = CargoBuild::parse(command).expect("a cargo build");
+    let portal_crate = read_toml("portal/Cargo.toml");
+    assert_eq!(
+        build.package.as_deref(),
+        get_str(&portal_crate, &["package", "name"])
+    );
+    let expected = format!(
+        "{}/{}/{}/edgehook_portal.wasm",
+        build.target_dir,
+        build.target.as_deref().unwrap_or_default(),
+        build.profile_dir()
+    );
+    assert_eq!(
+        get_str(&spin, &["component", "portal", "source"]),
+        Some(expected.as_str())
+    );
+    // Static files only: no store, no variables, no outbound network.
+    let portal = get(&spin, &["component", "portal"])
+        .and_then(Value::as_table)
+        .expect("[component.portal]");
+    for key in ["key_value_stores", "variables", "allowed_outbound_hosts"] {
+        assert!(!portal.contains_key(key), "[component.portal] has {key}");
+    }
+}

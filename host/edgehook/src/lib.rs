@@ -2,7 +2,8 @@
 //!
 //! The parts of the `edgehook` binary: [`serve`] (the component behind a real HTTP server,
 //! HTTP/1.1, or with [`tls`] HTTPS with HTTP/2 too, with a timer that ticks when work is due
-//! and a graceful shutdown; [`metrics`], its Prometheus endpoint), [`listen`] (a local receiver that verifies signatures), [`cli`]
+//! and a graceful shutdown; [`metrics`], its Prometheus endpoint; [`portal`], which paths go to
+//! the web portal's component), [`listen`] (a local receiver that verifies signatures), [`cli`]
 //! (the admin token file and the operator commands' HTTP client), [`replay`] (replays by
 //! range with a progress bar), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`) and
 //! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on). The component and its imports are
@@ -11,6 +12,7 @@
 pub mod cli;
 pub mod listen;
 pub mod metrics;
+pub mod portal;
 pub mod receiver;
 pub mod replay;
 pub mod serve;

@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use bytes::{Bytes, BytesMut};
 use edgehook_component::model::error::ApiError;
 use edgehook_runtime::log::{log_line, now_ms};
-use edgehook_runtime::{HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime};
+use edgehook_runtime::{Baseline, HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -93,6 +93,11 @@ pub struct Server {
     instances: Arc<Semaphore>,
     /// With TLS: the certificate new connections are accepted with (reloadable).
     tls: Option<Arc<crate::tls::Tls>>,
+    /// The web portal's component: `/portal` and `/portal/...` go to it, everything else to
+    /// the service's ([`crate::portal::is_portal`]).
+    portal: &'static Baseline,
+    /// One permit per instance of the portal's pool (its own, as its engine is).
+    portal_instances: Arc<Semaphore>,
 }
 
 impl Server {
@@ -108,6 +113,8 @@ impl Server {
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             instances: Arc::new(Semaphore::new(POOL_INSTANCES as usize)),
             tls: None,
+            portal: Baseline::portal()?,
+            portal_instances: Arc::new(Semaphore::new(POOL_INSTANCES as usize)),
         })
     }
 
@@ -236,6 +243,7 @@ impl Server {
         let path = req.uri().path().to_owned();
         let outcome = match (req.method() == hyper::Method::GET, path.as_str()) {
             (true, READY_PATH) => Ok(self.ready().await),
+            (_, p) if crate::portal::is_portal(p) => self.portal(req).await,
             _ => self.forward(req).await,
         };
         let response = match outcome {
@@ -335,29 +343,9 @@ impl Server {
                 ));
             }
         };
-        // A free slot at once (the common case) sets no timer.
-        let permit = match self.instances.clone().try_acquire_owned() {
-            Ok(permit) => Ok(permit),
-            Err(_) => tokio::time::timeout(
-                self.timeouts.instance,
-                self.instances.clone().acquire_owned(),
-            )
-            .await
-            .map_err(|_| ())
-            .and_then(|p| p.map_err(|_| ())),
-        };
-        let permit = match permit {
+        let permit = match self.slot(&self.instances).await {
             Ok(permit) => permit,
-            Err(()) => {
-                return Ok(host_error(
-                    ApiError::new(
-                        503,
-                        "overloaded",
-                        "The service is at capacity; nothing was changed. Retry later.",
-                    )
-                    .with_header("retry-after", "1"),
-                ));
-            }
+            Err(busy) => return Ok(busy),
         };
         let req = hyper::Request::from_parts(parts, Full::new(buf));
         let (response, rest) = self.runtime.handle_detached(&self.env, req).await?;
@@ -375,6 +363,52 @@ impl Server {
             }
         }
         Ok(response)
+    }
+
+    /// A free instance of `pool`'s component, waited for up to the instance timeout; else the
+    /// 503 `overloaded` to answer.
+    async fn slot(
+        &self,
+        pool: &Arc<Semaphore>,
+    ) -> std::result::Result<tokio::sync::OwnedSemaphorePermit, HttpResponse> {
+        // A free slot at once (the common case) sets no timer.
+        let permit = match pool.clone().try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => tokio::time::timeout(self.timeouts.instance, pool.clone().acquire_owned())
+                .await
+                .map_err(|_| ())
+                .and_then(|p| p.map_err(|_| ())),
+        };
+        permit.map_err(|()| {
+            host_error(
+                ApiError::new(
+                    503,
+                    "overloaded",
+                    "The service is at capacity; nothing was changed. Retry later.",
+                )
+                .with_header("retry-after", "1"),
+            )
+        })
+    }
+
+    /// `/portal` and `/portal/...`: the web portal's component ([`Baseline::portal`]), static
+    /// files only. The request's body is not read (the portal answers `GET` and `HEAD`; any
+    /// other method is its 405), and the portal never works after its response.
+    async fn portal(&self, req: hyper::Request<Incoming>) -> Result<HttpResponse> {
+        let permit = match self.slot(&self.portal_instances).await {
+            Ok(permit) => permit,
+            Err(busy) => return Ok(busy),
+        };
+        let (parts, _body) = req.into_parts();
+        let response = self
+            .portal
+            .handle(
+                &self.env,
+                hyper::Request::from_parts(parts, Full::new(Bytes::new())),
+            )
+            .await;
+        drop(permit);
+        response
     }
 
     /// Calls `tick` when due, when woken by a request, once at start (work left by a

@@ -13,6 +13,7 @@ mod hardening;
 mod metrics;
 mod operations;
 mod options;
+mod portal;
 mod process;
 mod quickstart;
 mod recovery;

@@ -58,5 +58,6 @@ pub mod store;
 pub use env::{Clocks, GuestLog, HostEnv};
 pub use runtime::{
     Baseline, COMPONENT_SIZE_BUDGET, COMPONENT_WASM, EMPTY_WASM, HttpResponse, KVPROBE_WASM,
-    POOL_INSTANCES, PublishError, PublishReceipt, Rest, Runtime, TickReport,
+    POOL_INSTANCES, PORTAL_SIZE_BUDGET, PORTAL_WASM, PublishError, PublishReceipt, Rest, Runtime,
+    TickReport,
 };

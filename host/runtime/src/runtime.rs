@@ -32,6 +32,16 @@ pub const EMPTY_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_EMPTY_WASM"));
 /// relies on (docs/embedding.md, "Key-value contract"). Run it with [`Baseline::with`].
 pub const KVPROBE_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_KVPROBE_WASM"));
 
+/// The web portal (`portal/`, world `edgehook:webhooks/portal`): the operator and partner
+/// single-page app, static files under `/portal/`, in a component of its own (the service
+/// component's size budget holds). It exports only `wasi:http/incoming-handler`, so it runs
+/// the baseline's way: [`Baseline::portal`]. `serve` sends `/portal` and `/portal/...` to it,
+/// as `spin.toml` does.
+pub const PORTAL_WASM: &[u8] = include_bytes!(env!("EDGEHOOK_PORTAL_WASM"));
+
+/// The most [`PORTAL_WASM`] may weigh: 256 KiB, the app's files included (checked by a test).
+pub const PORTAL_SIZE_BUDGET: usize = 256 * 1024;
+
 /// Instances the pooling allocator keeps slots for.
 pub const POOL_INSTANCES: u32 = 256;
 /// Tables one instance of the component takes: its module's and the indirect-call shim's
@@ -209,6 +219,17 @@ impl Baseline {
         Ok(Baseline { engine, pre })
     }
 
+    /// The portal ([`PORTAL_WASM`]), compiled and linked once per process: the host's second
+    /// pre-instantiated component, beside [`Runtime::embedded`]. Its engine and pool are its
+    /// own; a request gets a fresh instance, as the service's do.
+    pub fn portal() -> Result<&'static Baseline> {
+        static PORTAL: OnceLock<Result<Baseline, String>> = OnceLock::new();
+        PORTAL
+            .get_or_init(|| Baseline::with(PORTAL_WASM).map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
     fn build(metered: bool) -> Result<Self> {
         let (engine, pre) = link(EMPTY_WASM, metered)?;
         let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
@@ -243,14 +264,26 @@ impl Baseline {
         let mut store = new_store(&self.engine, env);
         let (req, out, receiver) = incoming(&mut store, req)?;
         let proxy = self.pre.instantiate_async(&mut store).await?;
-        proxy
-            .wasi_http_incoming_handler()
-            .call_handle(&mut store, req, out)
-            .await?;
-        let response = receiver
-            .await?
-            .map_err(|code| anyhow!("the baseline answered with error {code:?}"))?;
-        collect(response).await
+        // The guest writes its body while the host reads it: a body larger than the stream's
+        // buffer (the portal's files) would wait forever for a reader that waits for the call.
+        let call = tokio::spawn(async move {
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, req, out)
+                .await
+        });
+        let response = match receiver.await {
+            Ok(Ok(response)) => collect(response).await?,
+            Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
+            Err(_) => {
+                call.await?
+                    .map_err(|e| anyhow::Error::from(e).context("the component trapped"))?;
+                return Err(anyhow!("the component never set a response"));
+            }
+        };
+        call.await?
+            .map_err(|e| anyhow::Error::from(e).context("the component trapped"))?;
+        Ok(response)
     }
 
     /// Instantiates the baseline and drops it at once.
@@ -483,6 +516,7 @@ mod tests {
             ("component", COMPONENT_WASM),
             ("empty", EMPTY_WASM),
             ("kvprobe", KVPROBE_WASM),
+            ("portal", PORTAL_WASM),
         ] {
             let component = Component::new(&engine, wasm).expect("compiles");
             let needs = component.resources_required().expect("known");

@@ -1,7 +1,8 @@
 //! The project's own `spin.toml` under a real `spin up`, for the Spin test suite
 //! (`host/sim/tests/spin.rs`) and the benchmark's `spin` section: the same `.wasm` the rest of
-//! the host embeds ([`edgehook_runtime::COMPONENT_WASM`]), written to a temporary directory
-//! beside a copy of `spin.toml` whose `source` points at it. Everything else of the manifest
+//! the host embeds ([`edgehook_runtime::COMPONENT_WASM`], and the portal's,
+//! [`edgehook_runtime::PORTAL_WASM`]), written to a temporary directory beside a copy of
+//! `spin.toml` whose `source` lines point at them. Everything else of the manifest
 //! is the project's, except outbound hosts a caller adds for a receiver on loopback.
 //!
 //! Running Spin itself (finding the CLI, the process group, the wait until it answers) is
@@ -20,6 +21,10 @@ pub const REDIS_RUNTIME_CONFIG: &str = include_str!("../../../deploy/runtime-con
 pub const COMPONENT_ID: &str = "edgehook";
 /// The component's file name beside the manifest copy.
 const COMPONENT_FILE: &str = "edgehook_component.wasm";
+/// The component id in `spin.toml` that serves the web portal (`/portal/...`).
+pub const PORTAL_ID: &str = "portal";
+/// The portal's file name beside the manifest copy.
+const PORTAL_FILE: &str = "edgehook_portal.wasm";
 
 /// Starts the project's application under `spin up` (see [`SpinApp::start`]): the embedded
 /// component and [`manifest`] with `extra_outbound_hosts` (e.g. `http://127.0.0.1:*`), besides
@@ -30,6 +35,10 @@ pub fn start(name: &str, extra_outbound_hosts: &[&str], options: &SpinOptions) -
         (
             COMPONENT_FILE.to_owned(),
             edgehook_runtime::COMPONENT_WASM.to_vec(),
+        ),
+        (
+            PORTAL_FILE.to_owned(),
+            edgehook_runtime::PORTAL_WASM.to_vec(),
         ),
         (
             MANIFEST_FILE.to_owned(),
@@ -56,16 +65,29 @@ fn toml_str(s: &str) -> String {
 }
 
 /// [`MANIFEST`] with the component's `source` set to `wasm` and `extra_outbound_hosts`
-/// appended to its `allowed_outbound_hosts`; every other line as committed. Fails if either
-/// line is not where this expects it (then the manifest changed shape: update this too).
+/// appended to its `allowed_outbound_hosts`, and the portal's `source` set to the portal's
+/// file beside `wasm`; every other line as committed. Fails if a line is not where this
+/// expects it (then the manifest changed shape: update this too).
 pub fn manifest(wasm: &Path, extra_outbound_hosts: &[&str]) -> Result<String> {
     let table = format!("[component.{COMPONENT_ID}]");
+    let portal_table = format!("[component.{PORTAL_ID}]");
+    let portal = wasm.with_file_name(PORTAL_FILE);
     let mut out = String::with_capacity(MANIFEST.len() + 256);
     let (mut in_component, mut source, mut hosts) = (false, false, false);
+    let (mut in_portal, mut portal_source) = (false, false);
     for line in MANIFEST.lines() {
         let trimmed = line.trim_start();
         if trimmed.starts_with('[') {
             in_component = trimmed == table;
+            in_portal = trimmed == portal_table;
+        }
+        if in_portal && trimmed.starts_with("source") && trimmed.contains('=') {
+            out.push_str(&format!(
+                "source = {}\n",
+                toml_str(&portal.display().to_string())
+            ));
+            portal_source = true;
+            continue;
         }
         if in_component && trimmed.starts_with("source") && trimmed.contains('=') {
             out.push_str(&format!(
@@ -95,6 +117,9 @@ pub fn manifest(wasm: &Path, extra_outbound_hosts: &[&str]) -> Result<String> {
     }
     if !source || !hosts {
         bail!("spin.toml: no `source` or no `allowed_outbound_hosts` line in {table}");
+    }
+    if !portal_source {
+        bail!("spin.toml: no `source` line in {portal_table}");
     }
     Ok(out)
 }
@@ -140,8 +165,12 @@ mod tests {
             .filter(|(a, b)| a != b)
             .collect();
         assert_eq!(MANIFEST.lines().count(), m.lines().count());
-        assert_eq!(changed.len(), 2, "{changed:?}");
+        assert_eq!(changed.len(), 3, "{changed:?}");
         assert_eq!(changed[0].1, r#"source = "/tmp/x \"y\"/c.wasm""#);
+        assert_eq!(
+            changed[2].1,
+            r#"source = "/tmp/x \"y\"/edgehook_portal.wasm""#
+        );
         assert!(
             changed[1]
                 .1

@@ -22,7 +22,8 @@
 //! what get exercised, and the manifest is the project's but for `source`. The receiver is on
 //! loopback, so the walks set `allow_private_targets = true` (a development setting).
 //!
-//! The walks end with the delivery options (`spin/options.rs`): Standard Webhooks signatures
+//! The walks begin with the web portal's files (`spin/portal_files.rs`: `spin.toml`'s second
+//! component on `/portal/...`) and end with the delivery options (`spin/options.rs`): Standard Webhooks signatures
 //! with a partner's header, both secrets of a rotation verifying, and FIFO ordering.
 //!
 //! Retries: in the walks attempt 2 is due about 60 s after attempt 1 failed (SPEC's delays),
@@ -33,6 +34,7 @@
 mod harness;
 mod options;
 mod portal;
+mod portal_files;
 
 use edgehook_sim::spin;
 use edgehook_testkit::redis::{redis_installed, start_redis};
@@ -165,6 +167,7 @@ fn keys_and_subscriptions(w: &mut Walk, receiver: &Receiver) -> Made {
         let ok = h.json["status"] == "ok";
         w.check("healthz", ok, format!("status not ok: {}", h.text));
     }
+    portal_files::files(w);
     let keys = "/internal/v1/clients/acme/keys";
     let unauthorized = (401, "unauthorized");
     w.refused(

@@ -328,7 +328,7 @@ impl Walk {
     }
 
     /// Sends one request; a transport error comes back as status 0.
-    fn send(&self, r: &Req<'_>) -> Resp {
+    pub fn send(&self, r: &Req<'_>) -> Resp {
         let mut builder =
             http::Request::builder()
                 .method(r.method)
