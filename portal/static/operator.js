@@ -1,5 +1,6 @@
-// The operator view: the admin token's /internal/v1 API. Sections: disabled subscriptions
-// (with reason and client filters, enable/disable, test, history), delivery search with
+// The operator view: the admin token's /internal/v1 API. Sections: subscriptions (disabled
+// ones across clients or of one client, active ones of a client, the reason filter;
+// enable/disable, test, history), delivery search with
 // attempt detail and single replays, replays by range with live progress, and clients
 // (their keys: issue, revoke; and partner portal links).
 
@@ -61,42 +62,72 @@ const REASONS = [["repeated_failures", "repeated failures"], ["gone", "gone (410
 
 async function subscriptions() {
   nav("Subscriptions");
+  const status = select("status", [["disabled", "disabled"], ["active", "active (one client's)"]]);
   const reason = select("reason", REASONS, "any reason");
   const client = h("input", { type: "text", name: "clientId", placeholder: "e.g. acme" });
   const lookup = h("input", { type: "text", name: "id", placeholder: "sub_...", class: "wide" });
+  const heading = h("h3", { id: "dis-h" }, "Disabled subscriptions");
   const list = h("div", { id: "disabled-list" });
   const detail = h("div", { id: "subscription-detail" });
   const lookupOut = h("div");
-  const rows = [];
+  let rows = [];
   let cursor = null;
+  let shownStatus = "disabled";
   const more = h("button", { type: "button", class: "secondary", hidden: true }, "Load more");
   const draw = () => {
-    const shown = rows.filter((s) => (!reason.value || s.disabledReason === reason.value || (reason.value === "*" && !REASONS.some(([r]) => r === s.disabledReason)))
-      && (!client.value || s.clientId === client.value));
-    replace(list, table("Disabled subscriptions", [
+    const active = shownStatus === "active";
+    reason.disabled = active;
+    const shown = active ? rows : rows.filter((s) => !reason.value || s.disabledReason === reason.value
+      || (reason.value === "*" && !REASONS.some(([r]) => r === s.disabledReason)));
+    const columns = [
       ["Subscription", (s) => h("span", { class: "mono" }, s.id)],
       ["Client", (s) => s.clientId],
       ["URL", (s) => h("span", { class: "url" }, s.url)],
-      ["Reason", (s) => badge(s.disabledReason || "—")],
-      ["Disabled", (s) => time(s.disabledAt)],
+      active ? ["Events", (s) => s.eventTypes.join(", ")] : ["Reason", (s) => badge(s.disabledReason || "—")],
+      active ? ["Created", (s) => time(s.createdAt)] : ["Disabled", (s) => time(s.disabledAt)],
       ["Failures in a row", (s) => String(s.consecutiveFailures)],
       ["Actions", (s) => [
         h("button", { type: "button", class: "secondary", "aria-label": `Open ${s.id}`, onclick: () => openSubscription(s.id, detail) }, "Open"),
       ]],
-    ], shown, rows.length
-      ? "No disabled subscription matches these filters: clear them to see all."
-      : "No subscription is disabled. Every subscription is delivering; when one is disabled (repeated failures, a 410, an operator) it appears here."));
+    ];
+    const empty = active
+      ? "This client has no active subscription: its partner creates them (send a portal link from Clients), or enable a disabled one."
+      : rows.length
+        ? "No disabled subscription matches these filters: clear them to see all."
+        : "No subscription is disabled. Every subscription is delivering; when one is disabled (repeated failures, a 410, an operator) it appears here.";
+    replace(list, table(active ? "Active subscriptions" : "Disabled subscriptions", columns, shown, empty));
   };
-  const load = async () => {
-    const page = await api.get("/subscriptions", { status: "disabled", limit: 100, cursor });
+  // The status and client go to the API (active ones are listed per client); the reason
+  // filters what was loaded.
+  let generation = 0;
+  const load = async (fresh) => {
+    if (fresh) {
+      rows = [];
+      cursor = null;
+      shownStatus = status.value;
+      heading.textContent = shownStatus === "active" ? "Active subscriptions" : "Disabled subscriptions";
+      generation += 1;
+    }
+    const mine = generation;
+    const clientId = client.value.trim();
+    if (shownStatus === "active" && !clientId) {
+      more.hidden = true;
+      return replace(list, h("div", { class: "empty", role: "note" },
+        "Enter a client id to list its active subscriptions (they are listed per client)."));
+    }
+    const page = await api.get("/subscriptions", { status: shownStatus, clientId, limit: 100, cursor });
+    if (mine !== generation) return; // a newer filter's answer is drawn instead
     rows.push(...page.data);
     cursor = page.nextCursor;
     more.hidden = !page.hasMore;
     draw();
   };
-  more.addEventListener("click", () => load().catch((err) => replace(list, errorBox(err))));
+  const reload = () => load(true).catch((err) => replace(list, errorBox(err)));
+  more.addEventListener("click", () => load(false).catch((err) => replace(list, errorBox(err))));
   reason.addEventListener("change", draw);
-  client.addEventListener("input", draw);
+  status.addEventListener("change", reload);
+  client.addEventListener("change", reload);
+  client.addEventListener("keydown", (ev) => { if (ev.key === "Enter") reload(); });
   frame.show(
     h("h2", null, "Subscriptions"),
     h("section", { "aria-labelledby": "find-h", class: "panel" },
@@ -104,11 +135,12 @@ async function subscriptions() {
       form("inline", [field("Subscription id", lookup), h("button", { type: "submit" }, "Open")],
         async () => openSubscription(lookup.value.trim(), detail), lookupOut), lookupOut),
     h("section", { "aria-labelledby": "dis-h" },
-      h("h3", { id: "dis-h" }, "Disabled subscriptions"),
-      h("div", { class: "row" }, field("Reason", reason), field("Client", client)),
+      heading,
+      h("div", { class: "row" }, field("Status", status), field("Client", client, "press Enter to apply"),
+        field("Reason", reason)),
       list, more),
     detail);
-  try { await load(); } catch (err) { replace(list, errorBox(err)); }
+  await reload();
 }
 
 /** One subscription's detail, actions and history, drawn in `out`. */

@@ -305,6 +305,16 @@ class Walk:
         self.wait("enabled", lambda: f"Enabled {self.flaky}" in self.find("#notice").text)
         self.wait("active", lambda: "active" in self.find("#subscription-panel").text)
         self.shot("operator-enabled")
+        # The status filter: acme's active subscriptions now hold it; the disabled ones not.
+        Select(self.find("select[name=status]")).select_by_value("active")
+        self.wait("a client asked for", lambda: "Enter a client id" in self.find("#disabled-list").text)
+        client_filter = self.visible("section[aria-labelledby=dis-h] input[name=clientId]")
+        client_filter.send_keys("acme", Keys.ENTER)
+        self.wait("acme's active ones", lambda: self.flaky in self.find("#disabled-list").text
+                  and self.xss not in self.find("#disabled-list").text)
+        Select(self.find("select[name=status]")).select_by_value("disabled")
+        self.wait("acme's disabled ones", lambda: self.xss in self.find("#disabled-list").text
+                  and self.flaky not in self.find("#disabled-list").text)
 
         # Replay the range it failed and skipped, and watch the progress.
         self.button("Replay a range of it").click()

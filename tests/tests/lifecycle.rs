@@ -396,7 +396,7 @@ fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_
         call(&mut sim, "POST", &format!("/v1/webhooks/{a}/enable"), &acme).status,
         200
     );
-    assert_eq!(paged_ids(&mut sim, mine, &acme), [c]);
+    assert_eq!(paged_ids(&mut sim, mine, &acme), std::slice::from_ref(&c));
     assert!(!paged_ids(&mut sim, all, ADMIN).contains(&a));
     call_fails(
         &mut sim,
@@ -423,6 +423,32 @@ fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_
         &acme,
         403,
         "forbidden",
+    );
+    // #29 point 2: one client's, by status (the operator's view of a client).
+    let d = create_id(&mut sim, &acme, URL, &["load.updated"]);
+    let of_acme = "/internal/v1/subscriptions?clientId=acme&limit=1";
+    assert_eq!(
+        paged_ids(&mut sim, of_acme, ADMIN),
+        std::slice::from_ref(&c),
+        "its own list"
+    );
+    let active = "/internal/v1/subscriptions?status=active&clientId=acme&limit=1";
+    assert_eq!(paged_ids(&mut sim, active, ADMIN), [a.clone(), d.clone()]);
+    let page = call(&mut sim, "GET", active, ADMIN).json();
+    assert_eq!(page["data"][0]["clientId"], "acme");
+    assert_eq!(page["data"][0]["status"], "active");
+    assert!(!page.to_string().contains("whsec_"));
+    let none = "/internal/v1/subscriptions?status=active&clientId=initech";
+    assert!(paged_ids(&mut sim, none, ADMIN).is_empty());
+    assert_error(
+        &call(
+            &mut sim,
+            "GET",
+            "/internal/v1/subscriptions?clientId=a%20b",
+            ADMIN,
+        ),
+        422,
+        "validation_failed",
     );
 }
 

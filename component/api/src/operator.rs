@@ -168,28 +168,54 @@ fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, A
 
 /// `GET /internal/v1/subscriptions?status=disabled`: every client's disabled subscriptions
 /// (deleted ones included), in the order they were disabled, with their reason and since
-/// when; paged like the partner list (`limit`, `cursor`). Only `status=disabled` (the
-/// default) is listed: there is no index of every active subscription across clients.
+/// when; with `clientId`, that client's (deleted ones not: its own disabled list); paged like
+/// the partner list (`limit`, `cursor`). `status=active` needs a `clientId`: a client's
+/// active subscriptions in creation order (there is no index of every active subscription
+/// across clients; each client's is its list).
 pub fn subscriptions_list<K: Kv>(
     env: &Env<'_, K>,
     req: &Request,
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let (limit, after) = partner::list_params(req)?;
-    match req.query_param("status") {
-        Ok(None) => {}
-        Ok(Some(s)) if s == "disabled" => {}
+    let client = match req.query_param("clientId") {
+        Ok(None) => None,
+        Ok(Some(c)) if crate::auth::valid_client_id(&c) => Some(c),
+        _ => return Err(crate::keys::invalid_client_id()),
+    };
+    let active = match req.query_param("status") {
+        Ok(None) => false,
+        Ok(Some(s)) if s == "disabled" => false,
+        Ok(Some(s)) if s == "active" && client.is_some() => true,
         _ => {
             return Err(ApiError::validation(vec![FieldError::new(
                 "status",
                 "invalid_status",
-                "status must be disabled (the operator lists disabled subscriptions)",
+                "status must be disabled, or active with a clientId (active subscriptions are listed per client)",
             )]));
         }
-    }
-    let (found, has_more) = subscriptions::disabled_page(env, None, limit, after)?;
-    let data: Vec<_> = found.iter().map(|(_, s)| s.operator_view()).collect();
-    let last = found.last().map(|(seq, _)| *seq);
+    };
+    let (records, has_more, last) = match (active, client.as_deref()) {
+        (true, Some(client)) => {
+            let (found, has_more) = subscriptions::list_page(env, client, limit, after)?;
+            let ids: Vec<String> = found
+                .iter()
+                .filter_map(|l| l.id().map(str::to_owned))
+                .collect();
+            let records: Vec<_> = subscriptions::load_many(env, &ids)?
+                .into_iter()
+                .flatten()
+                .filter(|s| s.status == subscriptions::Status::Active)
+                .collect();
+            (records, has_more, found.last().map(|l| l.seq))
+        }
+        (_, client) => {
+            let (found, has_more) = subscriptions::disabled_page(env, client, limit, after)?;
+            let last = found.last().map(|(seq, _)| *seq);
+            (found.into_iter().map(|(_, s)| s).collect(), has_more, last)
+        }
+    };
+    let data: Vec<_> = records.iter().map(|s| s.operator_view()).collect();
     Ok(partner::page_json(&data, has_more, last, request_id))
 }
 

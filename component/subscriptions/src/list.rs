@@ -23,6 +23,14 @@ impl Listed {
     pub fn view(&self) -> &[u8] {
         &self.bytes[self.at..]
     }
+
+    /// Its subscription id: the view's first field (`{"id":"sub_...",...}`, as
+    /// [`crate::PartnerView`] writes it).
+    pub fn id(&self) -> Option<&str> {
+        let rest = self.view().strip_prefix(b"{\"id\":\"")?;
+        let end = rest.iter().position(|b| *b == b'"')?;
+        std::str::from_utf8(&rest[..end]).ok()
+    }
 }
 
 /// Up to `limit` of `client_id`'s active subscriptions after index number `after`, and

@@ -95,6 +95,18 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
         "GET /internal/v1/subscriptions 422 badStatus" => {
             World::new(43).operator("GET", "/internal/v1/subscriptions?status=active")
         }
+        "GET /internal/v1/subscriptions 200 activeOfClient" => {
+            let mut w = World::new(48);
+            w.subscribe(&["load.created"]);
+            w.subscribe(&["load.created"]);
+            let gone = w.subscribe(&["load.created"]);
+            assert_eq!(
+                w.partner("DELETE", &format!("/v1/webhooks/{gone}")).status,
+                200
+            );
+            let page = "/internal/v1/subscriptions?status=active&clientId=acme&limit=1";
+            w.operator("GET", page)
+        }
         "GET /v1/webhooks 422 badLimit" => World::new(3).partner("GET", "/v1/webhooks?limit=0"),
         "POST /v1/webhooks 201 created" => {
             let mut w = World::new(4);
