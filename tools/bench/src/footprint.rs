@@ -65,8 +65,11 @@ struct Checkpoint {
     /// The log file's length after it, and the blocks it takes on disk.
     compacted: u64,
     allocated: u64,
-    /// How long the forced compaction took (the store's lock held throughout).
+    /// How long the forced compaction took.
     compact_secs: f64,
+    /// The longest a store read waited while it ran (the lock is held only at its start and
+    /// end).
+    read_wait_ms: f64,
     /// Live keys and bytes (key + value + 17 framing) by kind of key.
     kinds: BTreeMap<String, (u64, u64)>,
 }
@@ -360,8 +363,25 @@ async fn checkpoint(
     let log = dir.join(LOG_FILE);
     let log_file = std::fs::metadata(&log)?.len();
     let compacting = Instant::now();
-    store.compact().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    // A reader beside it: the longest one read waits is how long the lock was held.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (compacted, read_wait) = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut longest = std::time::Duration::ZERO;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let asked = Instant::now();
+                let _ = std::hint::black_box(store.get("health"));
+                longest = longest.max(asked.elapsed());
+            }
+            longest
+        });
+        let compacted = store.compact();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (compacted, reader.join().unwrap_or_default())
+    });
+    compacted.map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let compact_secs = compacting.elapsed().as_secs_f64();
+    let read_wait_ms = read_wait.as_secs_f64() * 1e3;
     let meta = std::fs::metadata(&log)?;
     let mut kinds: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut cursor: Option<String> = None;
@@ -392,6 +412,7 @@ async fn checkpoint(
         compacted: meta.len(),
         allocated: meta.blocks() * 512,
         compact_secs,
+        read_wait_ms,
         kinds,
     })
 }
@@ -414,7 +435,7 @@ fn report(p: &Checkpoint) {
     eprintln!(
         "footprint: {} subscriptions, {} delivery records: RSS {:.1} MiB; store {} keys, \
          live {:.1} MiB (keys {:.1} MiB); log {:.1} MiB, \
-         compacted {:.1} MiB ({:.1} MiB allocated) in {:.2} s",
+         compacted {:.1} MiB ({:.1} MiB allocated) in {:.2} s, a read waiting {:.1} ms at most",
         p.subscriptions,
         p.deliveries,
         mib(p.rss),
@@ -425,6 +446,7 @@ fn report(p: &Checkpoint) {
         mib(p.compacted),
         mib(p.allocated),
         p.compact_secs,
+        p.read_wait_ms,
     );
     for (kind, (keys, bytes)) in &p.kinds {
         eprintln!("  {kind:<20} {keys:>9} keys {bytes:>12} B");
@@ -596,6 +618,23 @@ fn rows(points: &[Checkpoint], rss_before: u64, create_secs: f64, rate: f64) -> 
         "d/s",
         None,
     ));
+    if let Some(last) = points.last() {
+        rows.push(row(
+            format!(
+                "footprint: forced compaction at {} records",
+                last.stats.keys
+            ),
+            last.compact_secs,
+            "s",
+            None,
+        ));
+        rows.push(row(
+            "footprint: longest store read during it (vs the compaction)".into(),
+            last.read_wait_ms,
+            "ms",
+            Some(last.compact_secs * 1e3),
+        ));
+    }
     rows
 }
 

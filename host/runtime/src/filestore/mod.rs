@@ -20,8 +20,10 @@
 //! holds much more than the live data it is rewritten (to a temporary file, fsynced, then
 //! renamed over the log, and the directory fsynced; the records are copied from the old log,
 //! each checked, and the keys are pointed at their new places only once the new log is open);
-//! a rewrite that fails is logged and tried again once the log has grown by another 16 MiB,
-//! and the write that set it off stands.
+//! the copy runs without the store's lock, which is held only to take the snapshot and to
+//! put the new log in place ([`compact`](self::compact)); the write that made the log due
+//! runs it once it has let go of the lock. A rewrite that fails is logged and tried again
+//! once the log has grown by another 16 MiB, and the write that set it off stands.
 //!
 //! One process at a time: [`FileStore::open`] takes an exclusive lock on `kv.lock` in the
 //! store's directory (held until the store is dropped), so a second `edgehook serve` on the
@@ -33,6 +35,7 @@
 //! longer holds what the store acknowledged: every later write is refused (reads still
 //! answer) until a restart replays the log.
 
+mod compact;
 mod files;
 mod format;
 
@@ -43,7 +46,7 @@ use files::{lock_dir, private_dir, private_file, sync_dir};
 use format::{OP_DELETE, OP_SET, encode, replay, value_in};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -88,6 +91,10 @@ struct Inner {
     failed: Option<String>,
     /// The log size from which compaction is tried again after a failed one.
     compact_from: u64,
+    /// A compaction is under way ([`compact`]: one at a time).
+    compacting: bool,
+    /// A write found the log due for compaction; the writer runs it once the lock is free.
+    compact_due: bool,
     /// Locked for as long as the store is open.
     _lock: File,
     /// Tests: the next append writes only this many bytes of its record, then fails (what a
@@ -153,6 +160,8 @@ impl FileStore {
                 dir: dir.to_path_buf(),
                 failed: None,
                 compact_from: 0,
+                compacting: false,
+                compact_due: false,
                 _lock: lock,
                 #[cfg(test)]
                 short_write: None,
@@ -200,13 +209,55 @@ impl FileStore {
     /// size). A failure is handled as the store's own compaction's: a failed rename or
     /// reopen leaves the store refusing writes (see the module docs).
     pub fn compact(&self) -> StoreResult<()> {
+        let snapshot = {
+            let mut inner = self.lock();
+            inner.refuse()?;
+            match inner.begin_compaction().map_err(io_err)? {
+                Some(snapshot) => snapshot,
+                None => return Ok(()), // one is under way
+            }
+        };
+        let dir = self.lock().dir.clone();
+        // The long part, without the lock (see `compact`).
+        let copied = snapshot.copy(&dir);
         let mut inner = self.lock();
-        inner.refuse()?;
-        if let Err(e) = inner.compact() {
-            let _ = std::fs::remove_file(inner.dir.join(format!("{LOG_FILE}.tmp")));
+        let done = match copied {
+            Ok(copied) => inner.finish_compaction(snapshot, copied),
+            Err(e) => {
+                inner.compacting = false;
+                Err(e)
+            }
+        };
+        if let Err(e) = done {
+            let _ = std::fs::remove_file(compact::tmp_path(&dir));
             return Err(io_err(e));
         }
         Ok(())
+    }
+
+    /// A write through `f`; then, if it made the log due, its compaction, with the lock
+    /// free. A compaction that fails is logged and tried again once the log has grown by
+    /// another 16 MiB; the write stands either way.
+    fn write<T>(&self, f: impl FnOnce(&mut Inner) -> StoreResult<T>) -> StoreResult<T> {
+        let (out, due) = {
+            let mut inner = self.lock();
+            let out = f(&mut inner);
+            (out, std::mem::take(&mut inner.compact_due))
+        };
+        if due && let Err(e) = self.compact() {
+            let mut inner = self.lock();
+            inner.compact_from = inner.log_bytes + COMPACT_MIN_BYTES;
+            crate::log::log_line(
+                "error",
+                "store compaction failed; writes go on to the log as it is",
+                &[
+                    ("error", e.0),
+                    ("log_bytes", inner.log_bytes.to_string()),
+                    ("retry_at_bytes", inner.compact_from.to_string()),
+                ],
+            );
+        }
+        out
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -359,79 +410,17 @@ impl Inner {
     /// Compacts when the log is large and mostly superseded. The write that got here is
     /// already in the log, so a failed compaction does not fail it: it is logged, and tried
     /// again once the log has grown by another [`COMPACT_MIN_BYTES`].
+    /// Marks the log due for compaction when it holds [`COMPACT_RATIO`] times the live
+    /// data (and at least 16 MiB, and past a failed attempt's retry point); the writer runs
+    /// it once it lets go of the lock ([`FileStore::write`]).
     fn maybe_compact(&mut self) {
-        if self.log_bytes <= COMPACT_MIN_BYTES
-            || self.log_bytes <= COMPACT_RATIO * self.live_bytes
-            || self.log_bytes < self.compact_from
+        if self.log_bytes > COMPACT_MIN_BYTES
+            && self.log_bytes > COMPACT_RATIO * self.live_bytes
+            && self.log_bytes >= self.compact_from
+            && !self.compacting
         {
-            return;
+            self.compact_due = true;
         }
-        if let Err(e) = self.compact() {
-            let _ = std::fs::remove_file(self.dir.join(format!("{LOG_FILE}.tmp")));
-            self.compact_from = self.log_bytes + COMPACT_MIN_BYTES;
-            crate::log::log_line(
-                "error",
-                "store compaction failed; writes go on to the log as it is",
-                &[
-                    ("error", e.to_string()),
-                    ("log_bytes", self.log_bytes.to_string()),
-                    ("retry_at_bytes", self.compact_from.to_string()),
-                ],
-            );
-        }
-    }
-
-    /// Rewrites the log with only the live data: each live record copied from the old log
-    /// (checked as it is read: damage is not copied, the rewrite fails), the keys pointed at
-    /// their new places only once the new log is in place and open (until then, reads go on
-    /// in the old one, which the open handle keeps).
-    fn compact(&mut self) -> std::io::Result<()> {
-        let tmp = self.dir.join(format!("{LOG_FILE}.tmp"));
-        let mut out = BufWriter::new(
-            private_file()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&tmp)?,
-        );
-        let mut written = 0u64;
-        let mut slots = Vec::with_capacity(self.map.len());
-        for (k, &slot) in &self.map {
-            let rec = self.record(slot)?;
-            if value_in(&rec, k).is_none() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("the record of {k} at byte {} is damaged", slot.at),
-                ));
-            }
-            out.write_all(&rec)?;
-            slots.push(Slot {
-                at: written,
-                len: slot.len,
-            });
-            written += slot.len;
-        }
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        let path = self.dir.join(LOG_FILE);
-        std::fs::rename(&tmp, &path)?;
-        // From here the old log is gone: appending to its handle would write to nothing.
-        match OpenOptions::new().read(true).append(true).open(&path) {
-            Ok(file) => self.file = file,
-            Err(e) => {
-                self.failed = Some(format!("the compacted log could not be reopened ({e})"));
-                return Err(e);
-            }
-        }
-        for (slot, new) in self.map.values_mut().zip(slots) {
-            *slot = new;
-        }
-        self.log_bytes = written;
-        self.dirty = false;
-        if let Err(e) = sync_dir(&self.dir) {
-            self.failed = Some(format!("fsync of the store directory failed ({e})"));
-            return Err(e);
-        }
-        Ok(())
     }
 }
 
@@ -441,11 +430,11 @@ impl KvBackend for FileStore {
     }
 
     fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        self.lock().put(key, value)
+        self.write(|inner| inner.put(key, value))
     }
 
     fn delete(&self, key: &str) -> StoreResult<()> {
-        self.lock().remove(key)
+        self.write(|inner| inner.remove(key))
     }
 
     fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
@@ -453,12 +442,13 @@ impl KvBackend for FileStore {
     }
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
-        let mut inner = self.lock();
-        let next = parse_counter(key, inner.read(key)?.as_ref())?
-            .checked_add(delta)
-            .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
-        inner.put(key, next.to_string().as_bytes())?;
-        Ok(next)
+        self.write(|inner| {
+            let next = parse_counter(key, inner.read(key)?.as_ref())?
+                .checked_add(delta)
+                .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
+            inner.put(key, next.to_string().as_bytes())?;
+            Ok(next)
+        })
     }
 
     fn compare_and_swap(
@@ -467,15 +457,16 @@ impl KvBackend for FileStore {
         expected: Option<&[u8]>,
         new: &[u8],
     ) -> StoreResult<bool> {
-        let mut inner = self.lock();
-        // Lengths first: a value of another length is not read.
-        if inner.value_len(key) != expected.map(|e| e.len() as u64)
-            || inner.read(key)?.as_deref() != expected
-        {
-            return Ok(false);
-        }
-        inner.put(key, new)?;
-        Ok(true)
+        self.write(|inner| {
+            // Lengths first: a value of another length is not read.
+            if inner.value_len(key) != expected.map(|e| e.len() as u64)
+                || inner.read(key)?.as_deref() != expected
+            {
+                return Ok(false);
+            }
+            inner.put(key, new)?;
+            Ok(true)
+        })
     }
 
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
