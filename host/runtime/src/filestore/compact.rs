@@ -83,6 +83,11 @@ impl Inner {
     }
 
     fn finish_inner(&mut self, snapshot: Snapshot, copied: Copied) -> std::io::Result<()> {
+        // The log stopped being trusted while the copy ran (a write could not be taken back,
+        // an fsync failed): it is not rewritten from.
+        if let Some(why) = &self.failed {
+            return Err(std::io::Error::other(why.clone()));
+        }
         let Copied {
             out,
             written,
