@@ -209,15 +209,14 @@ impl FileStore {
     /// size). A failure is handled as the store's own compaction's: a failed rename or
     /// reopen leaves the store refusing writes (see the module docs).
     pub fn compact(&self) -> StoreResult<()> {
-        let snapshot = {
+        let (snapshot, dir) = {
             let mut inner = self.lock();
             inner.refuse()?;
             match inner.begin_compaction().map_err(io_err)? {
-                Some(snapshot) => snapshot,
+                Some(snapshot) => (snapshot, inner.dir.clone()),
                 None => return Ok(()), // one is under way
             }
         };
-        let dir = self.lock().dir.clone();
         // The long part, without the lock (see `compact`).
         let copied = snapshot.copy(&dir);
         let mut inner = self.lock();
