@@ -2,47 +2,52 @@
 //! and the end: reads and writes go on while the live records are copied (at a million
 //! records that copy took 2.45 s, every store call waiting behind it).
 //!
-//! 1. [`Inner::begin_compaction`], under the lock: the place of every live record, the log's
-//!    length then (`end`), and a second handle of the log. One compaction at a time.
-//! 2. [`Snapshot::copy`], without the lock: each of those records, in log order, read from
-//!    the log, checked (damage is not copied: the rewrite fails) and written to
-//!    `kv.log.tmp`, and fsynced. A key's record never moves while it is live, and every write after the
-//!    snapshot lands at or after `end`, so the records read are exactly the snapshot's.
+//! 1. [`Inner::begin_compaction`], under the lock: the key index's recent changes are frozen
+//!    (as for a merge of the index, [`super::index`]), so the frozen map laid over the base
+//!    lists every live key as of now, with its place; the log's length then (`end`), and a
+//!    second handle of the log. One compaction or merge at a time.
+//! 2. [`Snapshot::copy`], without the lock: each of those records, in the keys' order, read
+//!    from the log, checked (damage is not copied: the rewrite fails) and written to
+//!    `kv.log.tmp`, which is fsynced; and the new index, the same keys at their new places.
+//!    A key's record never moves while it is live, and every write after the snapshot lands
+//!    at or after `end`, so the records read are exactly the snapshot's.
 //! 3. [`Inner::finish_compaction`], under the lock again: the log's bytes written since
 //!    `end` (whole records: a failed write is cut back before the lock is released) are
-//!    appended to the new log as they are, which is fsynced and renamed over the log; then
-//!    every key is pointed at its new place: a record from before `end` where the copy put
-//!    it, one from after at its offset in the copied tail. A key deleted meanwhile has its
-//!    delete record in the tail, after its copied set record, so a replay ends the same.
+//!    appended to the new log as they are, which is fsynced and renamed over the log; the new
+//!    index becomes the base, and the recent changes (every one made since `end`) move by
+//!    the same distance as the tail. A key deleted meanwhile has its delete record in the
+//!    tail, after its copied set record, so a replay ends the same.
 //!
-//! The new places are worked out before the rename, so a failure up to the rename leaves
-//! the store as it was (the temporary file is removed); after it, as before, the store
-//! refuses writes until a restart (its log cannot be trusted).
+//! A failure up to the rename leaves the store as it was (the frozen changes go back under
+//! the recent ones, the temporary file is removed); after it, as before, the store refuses
+//! writes until a restart (its log cannot be trusted).
 
 use super::files::{private_file, sync_dir};
 use super::format::record_at;
+use super::index::{Base, BaseWriter, Changes, Entry, overlay};
 use super::{Inner, LOG_FILE, Slot};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a compaction copies (step 1).
 pub(super) struct Snapshot {
-    /// The live records' places, in the map's (the keys') order.
-    places: Vec<Slot>,
+    /// The index as of `end`: its base and the changes frozen over it.
+    base: Arc<Base>,
+    frozen: Arc<Changes>,
     /// The log's length when they were taken.
     end: u64,
     /// A handle of the log to read them from without the lock.
     file: File,
 }
 
-/// What step 2 wrote: the temporary log, its length, and the new offset of each record of
-/// [`Snapshot::places`], in the same order (the keys').
+/// What step 2 wrote: the temporary log, its length, and the index of its records.
 pub(super) struct Copied {
     out: File,
     written: u64,
-    new_at: Vec<u64>,
+    index: Base,
 }
 
 fn invalid(what: String) -> std::io::Error {
@@ -55,23 +60,27 @@ pub(super) fn tmp_path(dir: &Path) -> PathBuf {
 }
 
 impl Inner {
-    /// Step 1 (under the lock): `None` if a compaction is running already.
+    /// Step 1 (under the lock): `None` if a compaction or a merge of the index is running.
     pub(super) fn begin_compaction(&mut self) -> std::io::Result<Option<Snapshot>> {
-        if self.compacting {
+        if self.compacting || self.index.frozen.is_some() {
             return Ok(None);
         }
         let file = self.file.try_clone()?;
-        let places: Vec<Slot> = self.map.values().copied().collect();
+        let Some((base, frozen)) = self.index.freeze() else {
+            return Ok(None);
+        };
         self.compacting = true;
         Ok(Some(Snapshot {
-            places,
+            base,
+            frozen,
             end: self.log_bytes,
             file,
         }))
     }
 
     /// Step 3 (under the lock): appends the log's tail since the snapshot, puts the new log
-    /// in place and points every key at its new record. Ends the compaction either way.
+    /// and its index in place and moves the recent changes with the tail. Ends the
+    /// compaction either way (a failure puts the frozen changes back).
     pub(super) fn finish_compaction(
         &mut self,
         snapshot: Snapshot,
@@ -79,7 +88,14 @@ impl Inner {
     ) -> std::io::Result<()> {
         let done = self.finish_inner(snapshot, copied);
         self.compacting = false;
+        self.index.thaw();
         done
+    }
+
+    /// A compaction whose copy failed ends: the frozen changes go back.
+    pub(super) fn abandon_compaction(&mut self) {
+        self.compacting = false;
+        self.index.thaw();
     }
 
     fn finish_inner(&mut self, snapshot: Snapshot, copied: Copied) -> std::io::Result<()> {
@@ -91,31 +107,17 @@ impl Inner {
         let Copied {
             out,
             written,
-            new_at,
+            index,
         } = copied;
         let end = snapshot.end;
-        // Every key's new place, before anything is replaced. The map and the snapshot are
-        // walked together in the keys' order: a record from before `end` is the snapshot's
-        // record of the same key (keys deleted or rewritten since are skipped over), found by
-        // its place, so the walk is linear (a search per key was a second under the lock at
-        // a million keys).
-        let mut moved = Vec::with_capacity(self.map.len());
-        let mut next = 0;
-        for slot in self.map.values() {
-            let at = match slot.at >= end {
-                true => slot.at - end + written,
-                false => {
-                    while snapshot.places.get(next).is_some_and(|p| p.at != slot.at) {
-                        next += 1;
-                    }
-                    let Some(&at) = new_at.get(next) else {
-                        return Err(invalid(format!("no copy of the record at {}", slot.at)));
-                    };
-                    next += 1;
-                    at
-                }
-            };
-            moved.push(Slot { at, len: slot.len });
+        // Every change since the snapshot is a record in the tail.
+        if let Some((key, _)) = self
+            .index
+            .recent
+            .iter()
+            .find(|(_, e)| matches!(e, Entry::Live(s) if s.at < end))
+        {
+            return Err(invalid(format!("{key} changed before the snapshot's end")));
         }
         // The tail: whole records written since the snapshot, copied as they are.
         let mut out = BufWriter::new(out);
@@ -138,9 +140,12 @@ impl Inner {
                 return Err(e);
             }
         }
-        for (slot, new) in self.map.values_mut().zip(moved) {
-            *slot = new;
+        for entry in self.index.recent.values_mut() {
+            if let Entry::Live(slot) = entry {
+                slot.at = slot.at - end + written;
+            }
         }
+        self.index.install(index);
         self.log_bytes = written + (self.log_bytes - end);
         self.dirty = false;
         if let Err(e) = sync_dir(&self.dir) {
@@ -153,7 +158,7 @@ impl Inner {
 
 impl Snapshot {
     /// Step 2 (without the lock): the snapshot's records, checked, into `kv.log.tmp` in
-    /// `dir`.
+    /// `dir`, and their index.
     pub(super) fn copy(&self, dir: &Path) -> std::io::Result<Copied> {
         let out = private_file()
             .create(true)
@@ -161,19 +166,16 @@ impl Snapshot {
             .read(true)
             .write(true)
             .open(tmp_path(dir))?;
-        let mut writer = BufWriter::new(out);
+        let mut writer = BufWriter::with_capacity(1 << 20, out);
+        let mut index = BaseWriter::new(dir)?;
         let mut written = 0u64;
-        let mut new_at = vec![0; self.places.len()];
         let mut rec = Vec::new();
-        // In the log's order (sequential reads), each new offset kept at its key's place.
-        let mut order: Vec<usize> = (0..self.places.len()).collect();
-        order.sort_unstable_by_key(|&i| self.places[i].at);
-        for i in order {
-            let slot = &self.places[i];
+        for entry in overlay(&self.frozen, self.base.iter_from(None), None) {
+            let (key, slot) = entry?;
             rec.resize(slot.len as usize, 0);
             self.file.read_exact_at(&mut rec, slot.at)?;
             match record_at(&rec, 0) {
-                Some((true, _, _, end)) if end == rec.len() => {}
+                Some((true, k, _, end)) if k == key && end == rec.len() => {}
                 _ => {
                     return Err(invalid(format!(
                         "the record at byte {} is damaged",
@@ -182,7 +184,13 @@ impl Snapshot {
                 }
             }
             writer.write_all(&rec)?;
-            new_at[i] = written;
+            index.push(
+                &key,
+                Slot {
+                    at: written,
+                    len: slot.len,
+                },
+            )?;
             written += slot.len;
         }
         let out = writer.into_inner().map_err(|e| e.into_error())?;
@@ -192,7 +200,7 @@ impl Snapshot {
         Ok(Copied {
             out,
             written,
-            new_at,
+            index: index.finish()?,
         })
     }
 }

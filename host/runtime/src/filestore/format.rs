@@ -1,7 +1,6 @@
 //! The log's format: records, reading them back, replaying a log, scanning one.
 
 use super::{LOG_FILE, Slot};
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -108,16 +107,19 @@ pub(super) fn read_log(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Replays a log; returns the map of each live key to where its record is, and the length of
-/// the valid prefix (a torn tail after it is cut off by the caller). Damage is an error:
-/// nothing is cut. The log is read as a stream (a buffer and one record in memory at a time,
-/// not the whole log); only past the valid prefix is the rest read whole, to tell a torn
-/// tail (no whole record follows) from damage (one does).
-pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Slot>, u64)> {
-    let mut map = BTreeMap::new();
+/// Replays a log: calls `apply(is_set, key, slot)` for each valid record in order (`slot`:
+/// where the record is), and returns the length of the valid prefix (a torn tail after it
+/// is cut off by the caller). Damage is an error: nothing is cut. The log is read as a
+/// stream (a buffer and one record in memory at a time, not the whole log); only past the
+/// valid prefix is the rest read whole, to tell a torn tail (no whole record follows) from
+/// damage (one does).
+pub(super) fn replay(
+    path: &Path,
+    mut apply: impl FnMut(bool, &str, Slot) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
     let file = match File::open(path) {
         Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((map, 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
     let len = file.metadata()?.len();
@@ -126,15 +128,7 @@ pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Slot>, u6
     let mut rec = Vec::new();
     while let Some(slot) = next_record(&mut log, pos, len, &mut rec)? {
         match record_at(&rec, 0) {
-            Some((true, key, _, _)) => match map.get_mut(key) {
-                Some(s) => *s = slot,
-                None => {
-                    map.insert(key.to_owned(), slot);
-                }
-            },
-            Some((false, key, _, _)) => {
-                map.remove(key);
-            }
+            Some((set, key, _, _)) => apply(set, key, slot)?,
             None => unreachable!("next_record returns whole, valid records only"),
         }
         pos += slot.len;
@@ -159,7 +153,7 @@ pub(super) fn replay(path: &Path) -> std::io::Result<(BTreeMap<String, Slot>, u6
             ));
         }
     }
-    Ok((map, pos))
+    Ok(pos)
 }
 
 /// Reads the record at `pos` of a log of `len` bytes into `rec`: its place, if it is whole

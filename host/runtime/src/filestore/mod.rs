@@ -1,9 +1,11 @@
 //! The embedded durable store of `edgehook serve`: every change appended to a log file before
-//! the operation returns; in memory, every live key and where its value's record is in the
-//! log. Values are read from the log file (`pread`; the kernel's page cache is the cache), so
-//! memory grows with the number of keys, not with the size of their values, and every read
-//! checks the record's checksum (a record damaged since it was written is an error, not
-//! wrong bytes).
+//! the operation returns; an index of where each live key's record is in the log, mostly on
+//! disk ([`index`]: a sorted base file and a bounded map of the changes since); values read
+//! from the log file (`pread`), each read checking the record's key and checksum (a record
+//! damaged since it was written is an error, not wrong bytes), and the values written or
+//! read last kept in a cache bounded in bytes ([`cache`], 32 MiB by default). So memory does
+//! not grow with the number of keys or the size of their values (#28), and the hot reads
+//! do not go to the file.
 //!
 //! Why not an embedded B-tree database: the component makes many small writes, each of which
 //! must survive the process being killed the moment it returns. A log append is one `write`
@@ -35,16 +37,20 @@
 //! longer holds what the store acknowledged: every later write is refused (reads still
 //! answer) until a restart replays the log.
 
+mod cache;
 mod compact;
 mod files;
 mod format;
+mod index;
 
+pub use cache::DEFAULT_CACHE_BYTES;
 pub use format::{LogStats, scan};
 
-use crate::store::{KvBackend, StoreError, StoreResult, keys_after, parse_counter};
+use crate::store::{KvBackend, StoreError, StoreResult, parse_counter};
+use cache::ValueCache;
 use files::{lock_dir, private_dir, private_file, sync_dir};
 use format::{OP_DELETE, OP_SET, encode, replay, value_in};
-use std::collections::BTreeMap;
+use index::{Entry, KeyIndex, OPEN_CHUNK, RECENT_MAX};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -78,8 +84,8 @@ struct Slot {
 }
 
 struct Inner {
-    /// Every live key, and where its record is in the log.
-    map: BTreeMap<String, Slot>,
+    /// Where every live key's record is in the log.
+    index: KeyIndex,
     /// The log, opened to append and to read at an offset.
     file: File,
     log_bytes: u64,
@@ -87,6 +93,8 @@ struct Inner {
     dirty: bool,
     sync: SyncPolicy,
     dir: PathBuf,
+    /// The values written or read last (bounded in bytes).
+    cache: ValueCache,
     /// Why every write is now refused (see the module docs), once the log cannot be trusted.
     failed: Option<String>,
     /// The log size from which compaction is tried again after a failed one.
@@ -95,6 +103,14 @@ struct Inner {
     compacting: bool,
     /// A write found the log due for compaction; the writer runs it once the lock is free.
     compact_due: bool,
+    /// The index's recent changes that start a merge ([`RECENT_MAX`]; tests set fewer).
+    merge_at: usize,
+    /// After a failed merge, the recent changes from which the next is tried (0: none).
+    merge_retry_at: usize,
+    /// A merge of the index is due or running (one at a time).
+    merge_pending: bool,
+    /// A write made the index due for a merge; the writer starts it once the lock is free.
+    merge_due: bool,
     /// Locked for as long as the store is open.
     _lock: File,
     /// Tests: the next append writes only this many bytes of its record, then fails (what a
@@ -107,6 +123,9 @@ struct Inner {
 #[derive(Clone)]
 pub struct FileStore {
     inner: Arc<Mutex<Inner>>,
+    /// Held for the whole of a compaction or a merge of the index (one at a time; the store
+    /// lock only at their start and end).
+    maintenance: Arc<Mutex<()>>,
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -122,9 +141,15 @@ pub struct StoreStats {
     pub live_bytes: u64,
     /// Length of the log file (live data plus superseded records until compaction).
     pub log_bytes: u64,
-    /// The live keys' bytes: the store holds them in memory (values stay in the log), with
-    /// 16 bytes of place each, plus its map's and the allocator's own overhead.
+    /// The live keys' bytes (in the index: on disk, but for the recent changes).
     pub key_bytes: u64,
+    /// Bytes of the index's base file.
+    pub index_bytes: u64,
+    /// Keys changed since the index's last merge, held in memory.
+    pub recent_keys: u64,
+    /// What the value cache holds, counted as against its budget (keys, values and a fixed
+    /// overhead per entry).
+    pub cache_bytes: u64,
 }
 
 impl FileStore {
@@ -136,7 +161,8 @@ impl FileStore {
         private_dir(dir)?;
         let lock = lock_dir(dir)?;
         let path = dir.join(LOG_FILE);
-        let (map, valid) = replay(&path)?;
+        index::remove_stale(dir)?;
+        let (index, live_bytes, valid) = rebuild(dir, &path)?;
         let file = private_file()
             .create(true)
             .truncate(false)
@@ -148,20 +174,25 @@ impl FileStore {
         file.sync_all()?;
         sync_dir(dir)?;
         let file = OpenOptions::new().read(true).append(true).open(&path)?;
-        let live_bytes = map.values().map(|s| s.len).sum();
         let store = FileStore {
+            maintenance: Arc::new(Mutex::new(())),
             inner: Arc::new(Mutex::new(Inner {
-                map,
+                index,
                 file,
                 log_bytes: valid,
                 live_bytes,
                 dirty: false,
                 sync,
                 dir: dir.to_path_buf(),
+                cache: ValueCache::new(DEFAULT_CACHE_BYTES),
                 failed: None,
                 compact_from: 0,
                 compacting: false,
                 compact_due: false,
+                merge_at: RECENT_MAX,
+                merge_retry_at: 0,
+                merge_pending: false,
+                merge_due: false,
                 _lock: lock,
                 #[cfg(test)]
                 short_write: None,
@@ -183,7 +214,7 @@ impl FileStore {
 
     /// Number of keys.
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        self.lock().index.len() as usize
     }
 
     /// Whether the store is empty.
@@ -194,14 +225,20 @@ impl FileStore {
     /// What the open store holds, from its own accounting (no disk read).
     pub fn stats(&self) -> StoreStats {
         let inner = self.lock();
-        let keys = inner.map.len() as u64;
-        let key_bytes: u64 = inner.map.keys().map(|k| k.len() as u64).sum();
         StoreStats {
-            keys,
+            keys: inner.index.len(),
             live_bytes: inner.live_bytes,
             log_bytes: inner.log_bytes,
-            key_bytes,
+            key_bytes: inner.index.key_bytes(),
+            index_bytes: inner.index.base.bytes(),
+            recent_keys: inner.index.recent.len() as u64,
+            cache_bytes: inner.cache.bytes() as u64,
         }
+    }
+
+    /// Sets the value cache's budget in bytes (0 turns it off), emptying it.
+    pub fn set_cache_bytes(&self, bytes: usize) {
+        self.lock().cache = ValueCache::new(bytes);
     }
 
     /// Rewrites the log with only the live data now, as the store does by itself when the
@@ -209,6 +246,7 @@ impl FileStore {
     /// size). A failure is handled as the store's own compaction's: a failed rename or
     /// reopen leaves the store refusing writes (see the module docs).
     pub fn compact(&self) -> StoreResult<()> {
+        let _one = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
         let (snapshot, dir) = {
             let mut inner = self.lock();
             inner.refuse()?;
@@ -223,7 +261,7 @@ impl FileStore {
         let done = match copied {
             Ok(copied) => inner.finish_compaction(snapshot, copied),
             Err(e) => {
-                inner.compacting = false;
+                inner.abandon_compaction();
                 Err(e)
             }
         };
@@ -238,11 +276,15 @@ impl FileStore {
     /// free. A compaction that fails is logged and tried again once the log has grown by
     /// another 16 MiB; the write stands either way.
     fn write<T>(&self, f: impl FnOnce(&mut Inner) -> StoreResult<T>) -> StoreResult<T> {
-        let (out, due) = {
+        let (out, due, merge) = {
             let mut inner = self.lock();
             let out = f(&mut inner);
-            (out, std::mem::take(&mut inner.compact_due))
+            let merge = std::mem::take(&mut inner.merge_due);
+            (out, std::mem::take(&mut inner.compact_due), merge)
         };
+        if merge {
+            self.start_merge();
+        }
         if due && let Err(e) = self.compact() {
             let mut inner = self.lock();
             inner.compact_from = inner.log_bytes + COMPACT_MIN_BYTES;
@@ -262,6 +304,108 @@ impl FileStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Merges the index's recent changes into its base on a thread of its own (inline if
+    /// none can be started). The thread does not keep the store open: if the store is
+    /// dropped meanwhile, the merge's result is dropped with it.
+    fn start_merge(&self) {
+        let inner = Arc::downgrade(&self.inner);
+        let maintenance = Arc::clone(&self.maintenance);
+        let spawned = std::thread::Builder::new()
+            .name("kv-index-merge".into())
+            .spawn({
+                let inner = inner.clone();
+                let maintenance = Arc::clone(&maintenance);
+                move || merge_index(&inner, &maintenance)
+            });
+        if spawned.is_err() {
+            merge_index(&inner, &maintenance);
+        }
+    }
+
+    /// Merges the index's recent changes into its base now (tests; the store does it by
+    /// itself every [`RECENT_MAX`] changes).
+    #[cfg(test)]
+    fn merge_now(&self) {
+        self.lock().merge_pending = true;
+        merge_index(&Arc::downgrade(&self.inner), &self.maintenance);
+    }
+}
+
+/// A merge of the index ([`index`]): the recent changes frozen under the lock, merged with
+/// the base without it, the new base put in place under it. A failure is logged; the frozen
+/// changes go back, and the next merge is tried after as many changes again.
+fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &Mutex<()>) {
+    let _one = maintenance.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(store) = inner.upgrade() else {
+        return;
+    };
+    let frozen = {
+        let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+        let frozen = guard.index.freeze().map(|f| (f, guard.dir.clone()));
+        if frozen.is_none() {
+            guard.merge_pending = false;
+        }
+        frozen
+    };
+    drop(store);
+    let Some(((base, changes), dir)) = frozen else {
+        return;
+    };
+    let merged = index::merge(&dir, &base, &changes);
+    drop((base, changes));
+    let Some(store) = inner.upgrade() else {
+        return;
+    };
+    let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
+    guard.merge_pending = false;
+    match merged {
+        Ok((base, _)) => {
+            guard.index.install(base);
+            guard.merge_retry_at = 0;
+        }
+        Err(e) => {
+            guard.index.thaw();
+            guard.merge_retry_at = guard.index.recent.len() + guard.merge_at;
+            crate::log::log_line(
+                "error",
+                "store index merge failed; its changes stay in memory",
+                &[("error", e.to_string())],
+            );
+        }
+    }
+}
+
+/// The index of the log at `path`, built by replaying it (merged into the base every
+/// [`OPEN_CHUNK`] keys and once at the end, so the open does not hold every key in memory,
+/// and the last merge counts the keys); the live data's bytes, and the log's valid length.
+fn rebuild(dir: &Path, path: &Path) -> std::io::Result<(KeyIndex, u64, u64)> {
+    fn merge_all(dir: &Path, index: &mut KeyIndex) -> std::io::Result<index::Totals> {
+        let Some((base, changes)) = index.freeze() else {
+            unreachable!("nothing else merges while the store opens");
+        };
+        match index::merge(dir, &base, &changes) {
+            Ok((base, totals)) => {
+                index.install(base);
+                Ok(totals)
+            }
+            Err(e) => {
+                index.thaw();
+                Err(e)
+            }
+        }
+    }
+    let mut index = KeyIndex::new();
+    let valid = replay(path, |set, key, slot| {
+        index.replayed(key, if set { Entry::Live(slot) } else { Entry::Gone });
+        if index.recent.len() >= OPEN_CHUNK {
+            merge_all(dir, &mut index)?;
+        }
+        Ok(())
+    })?;
+    let totals = merge_all(dir, &mut index)?;
+    index.counted(totals);
+    Ok((index, totals.live_bytes, valid))
 }
 
 /// The fsync timer of [`SyncPolicy::Every`]: each tick, if anything was written, an fsync
@@ -354,15 +498,22 @@ impl Inner {
         Ok(rec)
     }
 
-    /// The value of `key`, read from its record in the log (checked: a record damaged since
-    /// it was written is an error).
-    fn read(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        let Some(&slot) = self.map.get(key) else {
+    /// The value of `key`: from the cache, else from its record in the log (checked: a
+    /// record damaged since it was written is an error).
+    fn read(&mut self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        // The cache holds live keys only, with their last values.
+        if let Some(value) = self.cache.get(key) {
+            return Ok(Some(value));
+        }
+        let Some(slot) = self.index.get(key).map_err(io_err)? else {
             return Ok(None);
         };
         let rec = self.record(slot).map_err(io_err)?;
         match value_in(&rec, key) {
-            Some(value) => Ok(Some(value)),
+            Some(value) => {
+                self.cache.put(key, &value);
+                Ok(Some(value))
+            }
             None => Err(StoreError(format!(
                 "storage file: the record of {key} at byte {} is damaged",
                 slot.at
@@ -371,21 +522,27 @@ impl Inner {
     }
 
     /// The length of `key`'s value, without reading it.
-    fn value_len(&self, key: &str) -> Option<u64> {
-        self.map.get(key).map(|s| s.len - 17 - key.len() as u64)
+    fn value_len(&self, key: &str) -> StoreResult<Option<u64>> {
+        let slot = self.index.get(key).map_err(io_err)?;
+        Ok(slot.map(|s| s.len - 17 - key.len() as u64))
     }
 
     fn put(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        // Where the key was, asked before the append: once the log holds the record, the
+        // index's change cannot fail.
+        let old = self.index.get(key).map_err(io_err)?;
         let rec = encode(OP_SET, key, value);
         let slot = Slot {
             at: self.log_bytes,
             len: rec.len() as u64,
         };
-        self.append(&rec)?;
-        let old = match self.map.get_mut(key) {
-            Some(s) => Some(std::mem::replace(s, slot)),
-            None => self.map.insert(key.to_owned(), slot),
-        };
+        if let Err(e) = self.append(&rec) {
+            // The log may or may not hold the new value now (a failed cut): read it again.
+            self.cache.forget(key);
+            return Err(e);
+        }
+        self.cache.put(key, value);
+        self.index.set(key, slot, old);
         if let Some(old) = old {
             self.live_bytes -= old.len;
         }
@@ -395,13 +552,13 @@ impl Inner {
     }
 
     fn remove(&mut self, key: &str) -> StoreResult<()> {
-        if !self.map.contains_key(key) {
+        let Some(old) = self.index.get(key).map_err(io_err)? else {
             return Ok(());
-        }
+        };
+        self.cache.forget(key);
         self.append(&encode(OP_DELETE, key, &[]))?;
-        if let Some(old) = self.map.remove(key) {
-            self.live_bytes -= old.len;
-        }
+        self.index.remove(key);
+        self.live_bytes -= old.len;
         self.maybe_compact();
         Ok(())
     }
@@ -413,6 +570,11 @@ impl Inner {
     /// data (and at least 16 MiB, and past a failed attempt's retry point); the writer runs
     /// it once it lets go of the lock ([`FileStore::write`]).
     fn maybe_compact(&mut self) {
+        if self.index.recent.len() >= self.merge_at.max(self.merge_retry_at) && !self.merge_pending
+        {
+            self.merge_pending = true;
+            self.merge_due = true;
+        }
         if self.log_bytes > COMPACT_MIN_BYTES
             && self.log_bytes > COMPACT_RATIO * self.live_bytes
             && self.log_bytes >= self.compact_from
@@ -437,7 +599,14 @@ impl KvBackend for FileStore {
     }
 
     fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
-        Ok(keys_after(&self.lock().map, cursor, limit))
+        let inner = self.lock();
+        inner
+            .index
+            .iter_from(cursor)
+            .filter(|e| !matches!((e, cursor), (Ok((k, _)), Some(c)) if k == c))
+            .take(limit)
+            .map(|e| e.map(|(k, _)| k).map_err(io_err))
+            .collect()
     }
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
@@ -458,7 +627,7 @@ impl KvBackend for FileStore {
     ) -> StoreResult<bool> {
         self.write(|inner| {
             // Lengths first: a value of another length is not read.
-            if inner.value_len(key) != expected.map(|e| e.len() as u64)
+            if inner.value_len(key)? != expected.map(|e| e.len() as u64)
                 || inner.read(key)?.as_deref() != expected
             {
                 return Ok(false);
@@ -469,7 +638,7 @@ impl KvBackend for FileStore {
     }
 
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         keys.iter().map(|k| inner.read(k)).collect()
     }
 }

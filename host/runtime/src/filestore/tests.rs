@@ -1,6 +1,7 @@
 //! The file store's tests: durability, torn tails, damage, failed writes, compaction.
 
 use super::*;
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -224,6 +225,7 @@ fn the_store_is_readable_by_its_owner_only() {
 fn values_are_read_from_the_log_and_follow_it_through_compaction() {
     let dir = temp_dir("slots");
     let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    s.set_cache_bytes(0); // every read from the log
     for i in 0..100 {
         s.set(&format!("k{i:03}"), format!("value {i}").as_bytes())
             .expect("set");
@@ -274,6 +276,7 @@ fn values_are_read_from_the_log_and_follow_it_through_compaction() {
     s.set("big", &big).expect("set");
     drop(s);
     let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
+    s.set_cache_bytes(0);
     assert_eq!(s.get("k000"), Ok(Some(b"x".to_vec())));
     assert_eq!(s.get("new"), Ok(Some(b"y".to_vec())));
     assert_eq!(s.get("k100"), Ok(Some(b"after".to_vec())));
@@ -286,6 +289,7 @@ fn values_are_read_from_the_log_and_follow_it_through_compaction() {
 fn a_record_damaged_after_it_was_written_is_an_error_not_wrong_bytes() {
     let dir = temp_dir("read-damage");
     let s = FileStore::open(&dir, SyncPolicy::Always).expect("open");
+    s.set_cache_bytes(0); // a cached value would hide the damage until it is evicted
     s.set("a", b"first value").expect("set");
     s.set("b", b"2").expect("set");
     // Damage a's value in the file under the open store.
@@ -316,6 +320,7 @@ fn a_record_damaged_after_it_was_written_is_an_error_not_wrong_bytes() {
 fn writes_made_while_a_compaction_copies_are_kept() {
     let dir = temp_dir("compact-meanwhile");
     let s = FileStore::open(&dir, SyncPolicy::Always).expect("open");
+    s.set_cache_bytes(0); // reads follow the index to the new log
     for i in 0..100 {
         s.set(&format!("k{i:03}"), b"old").expect("set");
     }
@@ -361,5 +366,218 @@ fn writes_made_while_a_compaction_copies_are_kept() {
     assert_eq!(s.get("later"), Ok(Some(b"1".to_vec())));
     assert_eq!(s.len(), 102);
     assert!(s.lock().begin_compaction().expect("begin").is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The value cache answers exactly what the log answers: the same random sequence of sets,
+/// overwrites, deletes, counters, compare-and-swaps and compactions on a store without a
+/// cache and on one whose cache is small enough to evict all the time, every read compared.
+#[test]
+fn the_value_cache_answers_what_the_log_answers() {
+    let dirs = [temp_dir("cache-off"), temp_dir("cache-small")];
+    let stores = dirs
+        .iter()
+        .map(|d| FileStore::open(d, SyncPolicy::Every(Duration::from_secs(3600))).expect("open"))
+        .collect::<Vec<_>>();
+    stores[0].set_cache_bytes(0);
+    stores[1].set_cache_bytes(16 * 1024);
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for step in 0..20_000 {
+        let key = format!("k{}", next(300));
+        let value = vec![b'a' + next(26) as u8; next(400) as usize];
+        let other = format!("k{}", next(300));
+        let answers = stores
+            .iter()
+            .map(|s| match step % 7 {
+                0..=2 => s.set(&key, &value).map(|()| None),
+                3 => s.delete(&key).map(|()| None),
+                4 => s.get(&key),
+                5 => s
+                    .compare_and_swap(&key, Some(&value[..value.len() / 2]), &value)
+                    .map(|ok| Some(vec![u8::from(ok)])),
+                _ => s
+                    .get_many(&[key.clone(), other.clone()])
+                    .map(|v| Some(format!("{v:?}").into_bytes())),
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(answers[0], answers[1], "step {step}, {key}");
+        if step % 5_000 == 4_999 {
+            stores.iter().for_each(|s| s.compact().expect("compact"));
+        }
+    }
+    assert!(stores[1].stats().cache_bytes <= 16 * 1024);
+    for i in 0..300 {
+        let key = format!("k{i}");
+        assert_eq!(stores[0].get(&key), stores[1].get(&key), "{key}");
+    }
+    drop(stores);
+    dirs.iter().for_each(|d| {
+        let _ = std::fs::remove_dir_all(d);
+    });
+}
+
+/// The key index (#28 point 5: memory that does not grow with the keys): the store answers
+/// what a map answers through merges of the index (started by the writes, on their own
+/// threads, and forced), compactions and reopens: every read, every listing by cursor, the
+/// key count and the live bytes.
+#[test]
+fn the_key_index_answers_what_a_map_answers_through_merges_compactions_and_reopens() {
+    let dir = temp_dir("index-model");
+    let mut s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    let setup = |s: &FileStore| {
+        s.set_cache_bytes(0); // every read through the index
+        s.lock().merge_at = 50;
+    };
+    setup(&s);
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let check = |s: &FileStore, model: &BTreeMap<String, Vec<u8>>, step: usize| {
+        assert_eq!(s.len(), model.len(), "step {step}");
+        let live: u64 = model
+            .iter()
+            .map(|(k, v)| (k.len() + v.len() + 17) as u64)
+            .sum();
+        assert_eq!(s.stats().live_bytes, live, "step {step}");
+        let mut listed = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = s.list_keys(cursor.as_deref(), 7).expect("list");
+            if page.is_empty() {
+                break;
+            }
+            cursor = page.last().cloned();
+            listed.extend(page);
+        }
+        assert_eq!(
+            listed,
+            model.keys().cloned().collect::<Vec<_>>(),
+            "step {step}"
+        );
+        for (k, v) in model {
+            assert_eq!(s.get(k).as_ref(), Ok(&Some(v.clone())), "step {step}: {k}");
+        }
+    };
+    for step in 0..6_000 {
+        let key = format!("k{:04}", next(800));
+        match next(10) {
+            0..=5 => {
+                let value = vec![b'a' + next(26) as u8; 1 + next(60) as usize];
+                s.set(&key, &value).expect("set");
+                model.insert(key.clone(), value);
+            }
+            6 | 7 => {
+                s.delete(&key).expect("delete");
+                model.remove(&key);
+            }
+            8 => assert_eq!(s.get(&key), Ok(model.get(&key).cloned()), "{step}: {key}"),
+            _ => {
+                let expected = model.get(&key).cloned();
+                let swapped = s.compare_and_swap(&key, expected.as_deref(), b"cas");
+                assert_eq!(swapped, Ok(true), "{step}: {key}");
+                model.insert(key.clone(), b"cas".to_vec());
+            }
+        }
+        match step % 1_000 {
+            333 => s.merge_now(),
+            666 => s.compact().expect("compact"),
+            999 => {
+                check(&s, &model, step);
+                drop(s);
+                s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600)))
+                    .expect("reopen");
+                setup(&s);
+                check(&s, &model, step);
+            }
+            _ => {}
+        }
+    }
+    check(&s, &model, 6_000);
+    let stats = s.stats();
+    assert!(stats.index_bytes > 0, "the keys are in the base file");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Memory holds only the changes since the last merge; the index's files have no name (no
+/// file is left in the store's directory, and one an earlier process left is removed).
+#[test]
+fn the_index_keeps_in_memory_only_the_changes_since_its_last_merge() {
+    let dir = temp_dir("index-recent");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("kv.idx.1.0"), b"left by a killed process").expect("stale");
+    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    for i in 0..5_000 {
+        s.set(&format!("key-{i:05}"), b"v").expect("set");
+    }
+    assert_eq!(s.stats().recent_keys, 5_000);
+    s.merge_now();
+    let stats = s.stats();
+    assert_eq!((stats.recent_keys, stats.keys), (0, 5_000));
+    assert!(stats.index_bytes >= 5_000 * 29, "{stats:?}");
+    s.delete("key-00007").expect("delete");
+    s.set("key-00008", b"w").expect("overwrite");
+    assert_eq!(s.stats().recent_keys, 2);
+    assert_eq!(s.get("key-00007"), Ok(None));
+    assert_eq!(s.get("key-00008"), Ok(Some(b"w".to_vec())));
+    assert_eq!(s.get("key-04999"), Ok(Some(b"v".to_vec())));
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("kv.idx"))
+        .collect();
+    assert!(names.is_empty(), "index files with names: {names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A merge that cannot write its file (the store's directory is gone for a moment) keeps its
+/// changes: every key still reads, and the next merge, once the directory is back, succeeds.
+#[test]
+fn a_failed_merge_of_the_index_keeps_its_changes() {
+    let dir = temp_dir("index-merge-fails");
+    let moved = temp_dir("index-merge-fails-moved");
+    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    s.set_cache_bytes(0);
+    for i in 0..300 {
+        s.set(&format!("a{i:03}"), b"1").expect("set");
+    }
+    s.merge_now();
+    for i in 0..300 {
+        s.set(&format!("b{i:03}"), b"2").expect("set");
+    }
+    s.delete("a005").expect("delete");
+    std::fs::rename(&dir, &moved).expect("move the directory away");
+    s.merge_now();
+    std::fs::rename(&moved, &dir).expect("put it back");
+    assert_eq!(s.stats().recent_keys, 301, "the changes are back in memory");
+    assert!(
+        s.lock().merge_retry_at > 301,
+        "not tried again on every write"
+    );
+    let check = |s: &FileStore| {
+        assert_eq!(s.len(), 599);
+        assert_eq!(s.get("a004"), Ok(Some(b"1".to_vec())));
+        assert_eq!(s.get("a005"), Ok(None));
+        assert_eq!(s.get("b299"), Ok(Some(b"2".to_vec())));
+    };
+    check(&s);
+    s.merge_now();
+    assert_eq!(s.stats().recent_keys, 0);
+    check(&s);
+    assert_eq!(
+        s.list_keys(Some("a299"), 2),
+        Ok(vec!["b000".into(), "b001".into()])
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
