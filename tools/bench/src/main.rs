@@ -149,7 +149,9 @@ fn main() -> Result<()> {
             Section::Api => rows.extend(rt.block_on(api::api_latency(n))?),
             Section::Fuel => rows.extend(rt.block_on(api::guest_fuel())?),
             Section::Serve => {
-                rows.extend(rt.block_on(serve::serve_throughput(Duration::from_secs(secs), 32))?)
+                let secs = Duration::from_secs(secs);
+                rows.extend(rt.block_on(serve::serve_throughput(secs, 32))?);
+                rows.extend(rt.block_on(serve::api_against_healthz(secs, 32))?);
             }
             Section::Delivery => rows.extend(rt.block_on(serve::delivery_rate(deliveries))?),
             Section::Latency => rows.extend(rt.block_on(latency::steady_rate(args.quick))?),

@@ -126,6 +126,9 @@ pub struct FileStore {
     /// Held for the whole of a compaction or a merge of the index (one at a time; the store
     /// lock only at their start and end).
     maintenance: Arc<Mutex<()>>,
+    /// Wakes the store's merge thread ([`merge_thread`]); `None` if it could not be started
+    /// (merges then run in the writer that made them due).
+    merges: Option<std::sync::mpsc::Sender<()>>,
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -174,8 +177,9 @@ impl FileStore {
         file.sync_all()?;
         sync_dir(dir)?;
         let file = OpenOptions::new().read(true).append(true).open(&path)?;
-        let store = FileStore {
+        let mut store = FileStore {
             maintenance: Arc::new(Mutex::new(())),
+            merges: None,
             inner: Arc::new(Mutex::new(Inner {
                 index,
                 file,
@@ -198,6 +202,7 @@ impl FileStore {
                 short_write: None,
             })),
         };
+        store.merges = merge_thread(&store);
         if let SyncPolicy::Every(period) = sync
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
@@ -305,22 +310,13 @@ impl FileStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Merges the index's recent changes into its base on a thread of its own (inline if
-    /// none can be started). The thread does not keep the store open: if the store is
-    /// dropped meanwhile, the merge's result is dropped with it.
+    /// Merges the index's recent changes into its base on the store's merge thread (here if
+    /// it is gone).
     fn start_merge(&self) {
-        let inner = Arc::downgrade(&self.inner);
-        let maintenance = Arc::clone(&self.maintenance);
-        let spawned = std::thread::Builder::new()
-            .name("kv-index-merge".into())
-            .spawn({
-                let inner = inner.clone();
-                let maintenance = Arc::clone(&maintenance);
-                move || merge_index(&inner, &maintenance)
-            });
-        if spawned.is_err() {
-            merge_index(&inner, &maintenance);
+        if self.merges.as_ref().is_some_and(|m| m.send(()).is_ok()) {
+            return;
         }
+        merge_index(&Arc::downgrade(&self.inner), &self.maintenance);
     }
 
     /// Merges the index's recent changes into its base now (tests; the store does it by
@@ -330,6 +326,26 @@ impl FileStore {
         self.lock().merge_pending = true;
         merge_index(&Arc::downgrade(&self.inner), &self.maintenance);
     }
+}
+
+/// The store's merge thread: one per open store, woken for each merge that falls due. It
+/// does not keep the store open (it holds it weakly), and ends when the store is dropped
+/// (its last handle drops the sender). One long-lived thread rather than one per merge: a
+/// thread's allocator heap outlives it when the base it allocated does.
+fn merge_thread(store: &FileStore) -> Option<std::sync::mpsc::Sender<()>> {
+    let (wake, woken) = std::sync::mpsc::channel::<()>();
+    let inner = Arc::downgrade(&store.inner);
+    let maintenance = Arc::clone(&store.maintenance);
+    std::thread::Builder::new()
+        .name("kv-index-merge".into())
+        .spawn(move || {
+            while woken.recv().is_ok() {
+                while woken.try_recv().is_ok() {}
+                merge_index(&inner, &maintenance);
+            }
+        })
+        .ok()
+        .map(|_| wake)
 }
 
 /// A merge of the index ([`index`]): the recent changes frozen under the lock, merged with
@@ -382,7 +398,9 @@ fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &Mutex<()>) {
 fn rebuild(dir: &Path, path: &Path) -> std::io::Result<(KeyIndex, u64, u64)> {
     fn merge_all(dir: &Path, index: &mut KeyIndex) -> std::io::Result<index::Totals> {
         let Some((base, changes)) = index.freeze() else {
-            unreachable!("nothing else merges while the store opens");
+            return Err(std::io::Error::other(
+                "the index is frozen while the store opens",
+            ));
         };
         match index::merge(dir, &base, &changes) {
             Ok((base, totals)) => {
