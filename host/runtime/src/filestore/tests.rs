@@ -369,6 +369,16 @@ fn writes_made_while_a_compaction_copies_are_kept() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A seeded random number below `n`, each call the next (xorshift64).
+fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 /// The value cache answers exactly what the log answers: the same random sequence of sets,
 /// overwrites, deletes, counters, compare-and-swaps and compactions on a store without a
 /// cache and on one whose cache is small enough to evict all the time, every read compared.
@@ -381,13 +391,7 @@ fn the_value_cache_answers_what_the_log_answers() {
         .collect::<Vec<_>>();
     stores[0].set_cache_bytes(0);
     stores[1].set_cache_bytes(16 * 1024);
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     for step in 0..20_000 {
         let key = format!("k{}", next(300));
         let value = vec![b'a' + next(26) as u8; next(400) as usize];
@@ -436,13 +440,7 @@ fn the_key_index_answers_what_a_map_answers_through_merges_compactions_and_reope
     };
     setup(&s);
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let check = |s: &FileStore, model: &BTreeMap<String, Vec<u8>>, step: usize| {
         assert_eq!(s.len(), model.len(), "step {step}");
         let live: u64 = model
