@@ -23,9 +23,10 @@
 //! renamed over the log, and the directory fsynced; the records are copied from the old log,
 //! each checked, and the keys are pointed at their new places only once the new log is open);
 //! the copy runs without the store's lock, which is held only to take the snapshot and to
-//! put the new log in place ([`compact`](self::compact)); the write that made the log due
-//! runs it once it has let go of the lock. A rewrite that fails is logged and tried again
-//! once the log has grown by another 16 MiB, and the write that set it off stands.
+//! put the new log in place ([`compact`](self::compact)); the store's maintenance thread
+//! runs it (and the key index's merges), so no writer waits for it. A rewrite that fails is
+//! logged and tried again once the log has grown by another 16 MiB, and the write that set
+//! it off stands.
 //!
 //! One process at a time: [`FileStore::open`] takes an exclusive lock on `kv.lock` in the
 //! store's directory (held until the store is dropped), so a second `edgehook serve` on the
@@ -101,8 +102,11 @@ struct Inner {
     compact_from: u64,
     /// A compaction is under way ([`compact`]: one at a time).
     compacting: bool,
-    /// A write found the log due for compaction; the writer runs it once the lock is free.
+    /// A write found the log due for compaction; the writer hands it to the maintenance
+    /// thread once the lock is free.
     compact_due: bool,
+    /// A compaction is due or running (one at a time).
+    compact_pending: bool,
     /// The index's recent changes that start a merge ([`RECENT_MAX`]; tests set fewer).
     merge_at: usize,
     /// After a failed merge, the recent changes from which the next is tried (0: none).
@@ -126,9 +130,9 @@ pub struct FileStore {
     /// Held for the whole of a compaction or a merge of the index (one at a time; the store
     /// lock only at their start and end).
     maintenance: Arc<Mutex<()>>,
-    /// Wakes the store's merge thread ([`merge_thread`]); `None` if it could not be started
-    /// (merges then run in the writer that made them due).
-    merges: Option<std::sync::mpsc::Sender<()>>,
+    /// Hands jobs to the store's maintenance thread ([`maintenance_thread`]); `None` if it
+    /// could not be started (the jobs then run in the writer that made them due).
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -179,7 +183,7 @@ impl FileStore {
         let file = OpenOptions::new().read(true).append(true).open(&path)?;
         let mut store = FileStore {
             maintenance: Arc::new(Mutex::new(())),
-            merges: None,
+            jobs: None,
             inner: Arc::new(Mutex::new(Inner {
                 index,
                 file,
@@ -193,6 +197,7 @@ impl FileStore {
                 compact_from: 0,
                 compacting: false,
                 compact_due: false,
+                compact_pending: false,
                 merge_at: RECENT_MAX,
                 merge_retry_at: 0,
                 merge_pending: false,
@@ -202,7 +207,7 @@ impl FileStore {
                 short_write: None,
             })),
         };
-        store.merges = merge_thread(&store);
+        store.jobs = maintenance_thread(&store);
         if let SyncPolicy::Every(period) = sync
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
@@ -277,9 +282,9 @@ impl FileStore {
         Ok(())
     }
 
-    /// A write through `f`; then, if it made the log due, its compaction, with the lock
-    /// free. A compaction that fails is logged and tried again once the log has grown by
-    /// another 16 MiB; the write stands either way.
+    /// A write through `f`; then, if it made the index due for a merge or the log due for
+    /// compaction, that job handed to the maintenance thread, with the lock free (the
+    /// writer does not wait for it). The write stands either way.
     fn write<T>(&self, f: impl FnOnce(&mut Inner) -> StoreResult<T>) -> StoreResult<T> {
         let (out, due, merge) = {
             let mut inner = self.lock();
@@ -288,10 +293,21 @@ impl FileStore {
             (out, std::mem::take(&mut inner.compact_due), merge)
         };
         if merge {
-            self.start_merge();
+            self.start(Job::Merge);
         }
-        if due && let Err(e) = self.compact() {
-            let mut inner = self.lock();
+        if due {
+            self.start(Job::Compact);
+        }
+        out
+    }
+
+    /// The log's compaction as the store runs it by itself: a failure is logged and tried
+    /// again once the log has grown by another 16 MiB.
+    fn compact_or_log(&self) {
+        let done = self.compact();
+        let mut inner = self.lock();
+        inner.compact_pending = false;
+        if let Err(e) = done {
             inner.compact_from = inner.log_bytes + COMPACT_MIN_BYTES;
             crate::log::log_line(
                 "error",
@@ -303,20 +319,33 @@ impl FileStore {
                 ],
             );
         }
-        out
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Merges the index's recent changes into its base on the store's merge thread (here if
-    /// it is gone).
-    fn start_merge(&self) {
-        if self.merges.as_ref().is_some_and(|m| m.send(()).is_ok()) {
-            return;
+    /// Hands `job` to the store's maintenance thread (runs it here if there is none).
+    fn start(&self, job: Job) {
+        let job = match &self.jobs {
+            Some(jobs) => match jobs.send(job) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => job,
+        };
+        run(job, &Arc::downgrade(&self.inner), &self.maintenance);
+    }
+
+    /// Waits until the maintenance thread has done every job handed to it so far (tests).
+    #[cfg(test)]
+    fn idle(&self) {
+        let (done, wait) = std::sync::mpsc::channel();
+        if let Some(jobs) = &self.jobs
+            && jobs.send(Job::Ping(done)).is_ok()
+        {
+            let _ = wait.recv();
         }
-        merge_index(&Arc::downgrade(&self.inner), &self.maintenance);
     }
 
     /// Merges the index's recent changes into its base now (tests; the store does it by
@@ -328,24 +357,57 @@ impl FileStore {
     }
 }
 
-/// The store's merge thread: one per open store, woken for each merge that falls due. It
-/// does not keep the store open (it holds it weakly), and ends when the store is dropped
-/// (its last handle drops the sender). One long-lived thread rather than one per merge: a
-/// thread's allocator heap outlives it when the base it allocated does.
-fn merge_thread(store: &FileStore) -> Option<std::sync::mpsc::Sender<()>> {
-    let (wake, woken) = std::sync::mpsc::channel::<()>();
+/// A job of the store's maintenance thread.
+enum Job {
+    /// Merge the key index's recent changes into its base ([`merge_index`]).
+    Merge,
+    /// Rewrite the log ([`FileStore::compact`]).
+    Compact,
+    /// Answer once the jobs before it are done (tests).
+    #[cfg(test)]
+    Ping(std::sync::mpsc::Sender<()>),
+}
+
+fn run(job: Job, inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &Arc<Mutex<()>>) {
+    match job {
+        Job::Merge => merge_index(inner, maintenance),
+        // A compaction holds the store open while it runs (another opener of the directory
+        // would rewrite the same temporary file), as it did when the writer ran it.
+        Job::Compact => {
+            if let Some(inner) = inner.upgrade() {
+                let store = FileStore {
+                    inner,
+                    maintenance: Arc::clone(maintenance),
+                    jobs: None,
+                };
+                store.compact_or_log();
+            }
+        }
+        #[cfg(test)]
+        Job::Ping(done) => {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// The store's maintenance thread: one per open store, for its merges and compactions, so
+/// no writer (a runtime worker) waits for one (a compaction at a million keys takes 2 s).
+/// It holds the store weakly between jobs, and ends when the store is dropped (its last
+/// handle drops the sender). One long-lived thread rather than one per job: a thread's
+/// allocator heap outlives it when the base it allocated does.
+fn maintenance_thread(store: &FileStore) -> Option<std::sync::mpsc::Sender<Job>> {
+    let (jobs, queue) = std::sync::mpsc::channel::<Job>();
     let inner = Arc::downgrade(&store.inner);
     let maintenance = Arc::clone(&store.maintenance);
     std::thread::Builder::new()
-        .name("kv-index-merge".into())
+        .name("kv-maintenance".into())
         .spawn(move || {
-            while woken.recv().is_ok() {
-                while woken.try_recv().is_ok() {}
-                merge_index(&inner, &maintenance);
+            while let Ok(job) = queue.recv() {
+                run(job, &inner, &maintenance);
             }
         })
         .ok()
-        .map(|_| wake)
+        .map(|_| jobs)
 }
 
 /// A merge of the index ([`index`]): the recent changes frozen under the lock, merged with
@@ -581,12 +643,11 @@ impl Inner {
         Ok(())
     }
 
-    /// Compacts when the log is large and mostly superseded. The write that got here is
-    /// already in the log, so a failed compaction does not fail it: it is logged, and tried
-    /// again once the log has grown by another [`COMPACT_MIN_BYTES`].
-    /// Marks the log due for compaction when it holds [`COMPACT_RATIO`] times the live
-    /// data (and at least 16 MiB, and past a failed attempt's retry point); the writer runs
-    /// it once it lets go of the lock ([`FileStore::write`]).
+    /// Marks the index due for a merge every [`RECENT_MAX`] changes, and the log due for
+    /// compaction when it holds [`COMPACT_RATIO`] times the live data (and at least 16 MiB,
+    /// and past a failed attempt's retry point); the writer hands them to the maintenance
+    /// thread once it lets go of the lock ([`FileStore::write`]). The write that got here is
+    /// already in the log, so a failed compaction does not fail it.
     fn maybe_compact(&mut self) {
         if self.index.recent.len() >= self.merge_at.max(self.merge_retry_at) && !self.merge_pending
         {
@@ -596,8 +657,10 @@ impl Inner {
         if self.log_bytes > COMPACT_MIN_BYTES
             && self.log_bytes > COMPACT_RATIO * self.live_bytes
             && self.log_bytes >= self.compact_from
+            && !self.compact_pending
             && !self.compacting
         {
+            self.compact_pending = true;
             self.compact_due = true;
         }
     }

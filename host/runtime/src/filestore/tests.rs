@@ -66,6 +66,7 @@ fn compaction_keeps_the_live_data() {
     for i in 0..1200 {
         s.set(&format!("k{}", i % 10), &value).expect("set");
     }
+    s.idle(); // the maintenance thread has done the compactions the writes made due
     let log = std::fs::metadata(dir.join(LOG_FILE)).expect("log").len();
     assert!(
         log < COMPACT_MIN_BYTES + (2 << 20),
@@ -156,6 +157,7 @@ fn a_failed_compaction_does_not_fail_the_write_that_set_it_off() {
     }
     s.set("k3", b"new").expect("set");
     assert_eq!(s.get("k3"), Ok(Some(b"new".to_vec())));
+    s.idle();
     let retry_at = s.lock().compact_from;
     assert!(
         retry_at > COMPACT_MIN_BYTES,
@@ -577,5 +579,36 @@ fn a_failed_merge_of_the_index_keeps_its_changes() {
         s.list_keys(Some("a299"), 2),
         Ok(vec!["b000".into(), "b001".into()])
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A write that makes the log due for compaction does not wait for it: the maintenance
+/// thread runs it (held busy here by the test), and writes go on meanwhile (a compaction at
+/// a million keys takes 2 s, which a writer, a runtime worker, used to wait for).
+#[test]
+fn writes_do_not_wait_for_the_compaction_they_make_due() {
+    let dir = temp_dir("compact-background");
+    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    let busy = s.maintenance.lock().expect("maintenance");
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = s.clone();
+    std::thread::spawn(move || {
+        let value = vec![7u8; 1 << 16];
+        for i in 0..400 {
+            writer.set(&format!("k{}", i % 10), &value).expect("set");
+        }
+        let _ = done.send(());
+    });
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the writes finished while the compaction waited");
+    assert!(s.lock().compact_pending, "a compaction is due");
+    let log = || std::fs::metadata(dir.join(LOG_FILE)).expect("log").len();
+    let before = log();
+    assert!(before > COMPACT_MIN_BYTES, "{before}");
+    drop(busy);
+    s.idle();
+    assert!(log() < before / 4, "compacted: {before} -> {}", log());
+    assert_eq!(s.get("k3"), Ok(Some(vec![7u8; 1 << 16])));
     let _ = std::fs::remove_dir_all(&dir);
 }
