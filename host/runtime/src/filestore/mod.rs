@@ -585,14 +585,27 @@ impl Inner {
         if let Some(value) = self.cache.get(key) {
             return Ok(Some(value));
         }
-        let Some(slot) = self.index.get(key).map_err(io_err)? else {
-            return Ok(None);
-        };
+        let slot = self.index.get(key).map_err(io_err)?;
+        slot.map(|slot| self.value_at(key, slot)).transpose()
+    }
+
+    /// The value of `key`, whose place the caller has looked up (a read-modify-write looks
+    /// it up once, and writes with it): from the cache, else from the log.
+    fn value_of(&mut self, key: &str, slot: Option<Slot>) -> StoreResult<Option<Vec<u8>>> {
+        match (self.cache.get(key), slot) {
+            (Some(value), _) => Ok(Some(value)),
+            (None, Some(slot)) => self.value_at(key, slot).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The value in `key`'s record at `slot`, read from the log and checked, then cached.
+    fn value_at(&mut self, key: &str, slot: Slot) -> StoreResult<Vec<u8>> {
         let rec = self.record(slot).map_err(io_err)?;
         match value_in(&rec, key) {
             Some(value) => {
                 self.cache.put(key, &value);
-                Ok(Some(value))
+                Ok(value)
             }
             None => Err(StoreError(format!(
                 "storage file: the record of {key} at byte {} is damaged",
@@ -601,16 +614,14 @@ impl Inner {
         }
     }
 
-    /// The length of `key`'s value, without reading it.
-    fn value_len(&self, key: &str) -> StoreResult<Option<u64>> {
-        let slot = self.index.get(key).map_err(io_err)?;
-        Ok(slot.map(|s| s.len - 17 - key.len() as u64))
+    fn put(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+        let old = self.index.get(key).map_err(io_err)?;
+        self.put_at(key, value, old)
     }
 
-    fn put(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
-        // Where the key was, asked before the append: once the log holds the record, the
-        // index's change cannot fail.
-        let old = self.index.get(key).map_err(io_err)?;
+    /// Sets `key`, whose record was at `old`. The place is asked before the append: once
+    /// the log holds the record, the index's change cannot fail.
+    fn put_at(&mut self, key: &str, value: &[u8], old: Option<Slot>) -> StoreResult<()> {
         let rec = encode(OP_SET, key, value);
         let slot = Slot {
             at: self.log_bytes,
@@ -692,10 +703,12 @@ impl KvBackend for FileStore {
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
         self.write(|inner| {
-            let next = parse_counter(key, inner.read(key)?.as_ref())?
+            let old = inner.index.get(key).map_err(io_err)?;
+            let current = inner.value_of(key, old)?;
+            let next = parse_counter(key, current.as_ref())?
                 .checked_add(delta)
                 .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
-            inner.put(key, next.to_string().as_bytes())?;
+            inner.put_at(key, next.to_string().as_bytes(), old)?;
             Ok(next)
         })
     }
@@ -707,13 +720,16 @@ impl KvBackend for FileStore {
         new: &[u8],
     ) -> StoreResult<bool> {
         self.write(|inner| {
-            // Lengths first: a value of another length is not read.
-            if inner.value_len(key)? != expected.map(|e| e.len() as u64)
-                || inner.read(key)?.as_deref() != expected
-            {
+            // One lookup of the key's place; a value of another length is not read.
+            let old = inner.index.get(key).map_err(io_err)?;
+            let len = old.map(|s| s.len - 17 - key.len() as u64);
+            if len != expected.map(|e| e.len() as u64) {
                 return Ok(false);
             }
-            inner.put(key, new)?;
+            if inner.value_of(key, old)?.as_deref() != expected {
+                return Ok(false);
+            }
+            inner.put_at(key, new, old)?;
             Ok(true)
         })
     }
