@@ -11,7 +11,9 @@
 //! other two types and are never delivered to.
 //!
 //! At each checkpoint, once the receiver has every attempt and the store has stopped changing
-//! (its key count and live bytes the same for a second): the process's `VmRSS`, the store's
+//! (its key count and live bytes the same for a second): the process's `VmRSS` (and, to
+//! stderr, its anonymous and file parts, its largest anonymous mappings, and the live heap by
+//! size class from the bench's allocator, [`crate::heap`]), the store's
 //! own accounting ([`StoreStats`]), the log file as it stands, then the log after a forced
 //! compaction ([`FileStore::compact`], what the store does by itself at 4x the live data) and
 //! its size on disk, and the live bytes by kind of key (listed to stderr). Per subscription
@@ -59,9 +61,17 @@ struct Checkpoint {
     subscriptions: usize,
     deliveries: usize,
     rss: u64,
+    /// Of `rss`, the anonymous memory (heap, stacks, the instances' memories) and the
+    /// file pages mapped (the compiled component, the program).
+    rss_anon: u64,
+    rss_file: u64,
+    /// The live heap by size class (the bench's allocator's account).
+    heap: crate::heap::Snapshot,
     /// Of `rss`, what the instance pool's reservation holds resident (its slots keep up to
     /// 2 MiB of each memory they ran mapped: it grows with the most instances run at once).
     pool_rss: u64,
+    /// The largest resident anonymous mappings: (size, resident bytes).
+    top: Vec<(u64, u64)>,
     stats: StoreStats,
     /// The log file's length before the forced compaction.
     log_file: u64,
@@ -87,11 +97,20 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
         .map(|n| n / scale)
         .collect();
     let rss_before = rss()?;
+    crate::ALLOCATOR.start();
     let dir = edgehook_testkit::try_temp_dir("bench-footprint")?;
     let store = Arc::new(FileStore::open(
         &dir,
         SyncPolicy::Every(Duration::from_millis(100)),
     )?);
+    // `EDGEHOOK_BENCH_FOOTPRINT_CACHE=<bytes>`: the value cache's budget (0: off), to see
+    // what it adds.
+    if let Some(bytes) = std::env::var("EDGEHOOK_BENCH_FOOTPRINT_CACHE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        store.set_cache_bytes(bytes);
+    }
     let mut e = env(KvStore::Local(store.clone()));
     e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
     let hits = Arc::new(AtomicUsize::new(0));
@@ -152,8 +171,8 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
         points.push(checkpoint(&store, &dir, created, published * FANOUT).await?);
     }
     let delivery_rate = (published * FANOUT) as f64 / started.elapsed().as_secs_f64();
-    for p in &points {
-        report(p);
+    for (i, p) in points.iter().enumerate() {
+        report(p, &points[0], &points[i.saturating_sub(1)]);
     }
     let mut rows = rows(&points, rss_before, create_secs, delivery_rate);
     rows.push(read_cost(&store)?);
@@ -333,34 +352,63 @@ fn event(i: usize) -> http::Request<Full<Bytes>> {
         .expect("request")
 }
 
-/// This process's resident memory now.
-/// The resident bytes of the process's mappings of 4 GiB or more: wasmtime's pooling
-/// allocator reserves the memories of all its slots as one such mapping (256 slots of
-/// 256 MiB and guards); nothing else here maps that much. 0 where smaps cannot be read.
-fn pool_rss() -> u64 {
+/// This process's mappings from `/proc/self/smaps`: (size, resident bytes, name), the name
+/// empty for anonymous memory. Empty where smaps cannot be read.
+fn mappings() -> Vec<(u64, u64, String)> {
     let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
-        return 0;
+        return Vec::new();
     };
     let kib = |line: &str, field: &str| -> Option<u64> {
         line.strip_prefix(field)?
             .split_whitespace()
             .next()?
-            .parse()
+            .parse::<u64>()
             .ok()
+            .map(|k| k * 1024)
     };
-    let (mut total, mut size) = (0, 0);
+    let mut out: Vec<(u64, u64, String)> = Vec::new();
     for line in smaps.lines() {
         if let Some(k) = kib(line, "Size:") {
-            size = k;
-        } else if let Some(k) = kib(line, "Rss:")
-            && size >= 4 << 20
-        {
-            total += k * 1024;
+            if let Some(last) = out.last_mut() {
+                last.0 = k;
+            }
+        } else if let Some(k) = kib(line, "Rss:") {
+            if let Some(last) = out.last_mut() {
+                last.1 = k;
+            }
+        } else if line.split_whitespace().next().is_some_and(|r| {
+            r.contains('-') && r.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+        }) {
+            let name = line.split_whitespace().nth(5).unwrap_or("").to_string();
+            out.push((0, 0, name));
         }
     }
-    total
+    out
 }
 
+/// The resident bytes of the process's mappings of 4 GiB or more: wasmtime's pooling
+/// allocator reserves the memories of all its slots as one such mapping (256 slots of
+/// 256 MiB and guards); nothing else here maps that much. 0 where smaps cannot be read.
+fn pool_rss(maps: &[(u64, u64, String)]) -> u64 {
+    maps.iter()
+        .filter(|(size, _, _)| *size >= 4 << 30)
+        .map(|(_, rss, _)| rss)
+        .sum()
+}
+
+/// The largest resident anonymous mappings: (size, resident bytes).
+fn top_anonymous(maps: &[(u64, u64, String)], n: usize) -> Vec<(u64, u64)> {
+    let mut anon: Vec<(u64, u64)> = maps
+        .iter()
+        .filter(|(_, _, name)| name.is_empty() || name.starts_with('['))
+        .map(|(size, rss, _)| (*size, *rss))
+        .collect();
+    anon.sort_by_key(|(_, rss)| std::cmp::Reverse(*rss));
+    anon.truncate(n);
+    anon
+}
+
+/// This process's resident memory now.
 fn rss() -> Result<u64> {
     proc_status_bytes("VmRSS").ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/self/status"))
 }
@@ -400,7 +448,12 @@ async fn checkpoint(
     deliveries: usize,
 ) -> Result<Checkpoint> {
     let rss = rss()?;
-    let pool_rss = pool_rss();
+    let rss_anon = proc_status_bytes("RssAnon").unwrap_or(0);
+    let rss_file = proc_status_bytes("RssFile").unwrap_or(0);
+    let heap = crate::ALLOCATOR.snapshot();
+    let maps = mappings();
+    let pool_rss = pool_rss(&maps);
+    let top = top_anonymous(&maps, 8);
     let stats = store.stats();
     let log = dir.join(LOG_FILE);
     let log_file = std::fs::metadata(&log)?.len();
@@ -449,7 +502,11 @@ async fn checkpoint(
         subscriptions,
         deliveries,
         rss,
+        rss_anon,
+        rss_file,
+        heap,
         pool_rss,
+        top,
         stats,
         log_file,
         compacted: meta.len(),
@@ -473,8 +530,33 @@ fn kind(key: &str) -> String {
 }
 
 /// Prints a checkpoint's figures and its breakdown to stderr.
-fn report(p: &Checkpoint) {
+/// One checkpoint on stderr, with the live heap since `empty` and its change by size class
+/// since `prev`.
+fn report(p: &Checkpoint, empty: &Checkpoint, prev: &Checkpoint) {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mibi = |b: i64| b as f64 / (1 << 20) as f64;
+    eprintln!(
+        "footprint: {} delivery records: RSS anonymous {:.1} MiB, file {:.1} MiB; live heap \
+         {:+.1} MiB since the empty store, {:+.1} MiB since the last checkpoint",
+        p.deliveries,
+        mib(p.rss_anon),
+        mib(p.rss_file),
+        mibi(p.heap.bytes_since(&empty.heap)),
+        mibi(p.heap.bytes_since(&prev.heap)),
+    );
+    for (size, rss) in &p.top {
+        eprintln!(
+            "  anonymous mapping of {:>10.1} MiB: {:>7.1} MiB resident",
+            mib(*size),
+            mib(*rss)
+        );
+    }
+    for (size, blocks, bytes) in p.heap.since(&prev.heap, 1 << 20) {
+        eprintln!(
+            "  heap blocks <= {size:>9} B: {blocks:+9} blocks {:+8.1} MiB",
+            mibi(bytes)
+        );
+    }
     eprintln!(
         "footprint: {} subscriptions, {} delivery records: RSS {:.1} MiB (instance pool {:.1}); \
          store {} keys, \
@@ -653,6 +735,14 @@ fn rows(points: &[Checkpoint], rss_before: u64, create_secs: f64, rate: f64) -> 
                 last.pool_rss as f64 / (1 << 20) as f64
             ),
             outside(last) - outside(first),
+        ));
+        // What the program holds (the allocator's account of live blocks), apart from what
+        // the allocator keeps resident around them.
+        rows.push(row(
+            "footprint: live heap growth per delivery record (vs its disk)".into(),
+            last.heap.bytes_since(&first.heap) as f64 / span,
+            "B",
+            Some(disk),
         ));
         // The key index: its base file (on disk; memory holds a block's first key each).
         let index = |p: &Checkpoint| p.stats.index_bytes as f64;

@@ -24,6 +24,7 @@
 mod api;
 mod exact;
 mod footprint;
+mod heap;
 mod latency;
 mod load;
 mod measure;
@@ -39,9 +40,10 @@ use clap::{Parser, ValueEnum};
 use edgehook_testkit::progress::Progress;
 use std::time::Duration;
 
-/// The same allocator as the `edgehook` binary, so `serve` is measured as it runs.
+/// The same allocator as the `edgehook` binary, so `serve` is measured as it runs, with an
+/// account of the live heap that the `footprint` section switches on.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: heap::Counting = heap::Counting::new();
 
 /// edgehook-bench: the benchmark suite. Prints one table, every figure beside a baseline
 /// measured in the same run (BENCHMARKS.md has the method and the latest results). Build it

@@ -154,8 +154,8 @@ pub struct StoreStats {
     pub index_bytes: u64,
     /// Keys changed since the index's last merge, held in memory.
     pub recent_keys: u64,
-    /// What the value cache holds, counted as against its budget (keys, values and a fixed
-    /// overhead per entry).
+    /// What the value cache holds, counted as against its budget (its entries' keys, values
+    /// and 8-byte headers, including those since replaced, until their buffer is emptied).
     pub cache_bytes: u64,
 }
 
