@@ -55,7 +55,8 @@ const MEMORIES_PER_INSTANCE: u32 = 1;
 /// more).
 const CORE_INSTANCES_PER_INSTANCE: u32 = 4;
 /// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
-/// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset.
+/// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset. The
+/// component's linear memory starts at this size (`component/build.rs`; checked by a test).
 const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 /// Linear memory one instance may grow to.
 const MAX_MEMORY_BYTES: usize = 256 << 20;
@@ -531,6 +532,22 @@ mod tests {
                 needs.num_memories
             );
         }
+    }
+
+    /// The component's linear memory starts at the bytes each pool slot keeps resident
+    /// (`component/build.rs`): a request finds the memory it needs without growing it (a
+    /// grown memory is shrunk back with `mprotect` for the slot's next instance: a TLB
+    /// flush on every core), and the pages it touched are reset in place.
+    #[test]
+    fn the_components_memory_starts_at_what_a_slot_keeps_resident() {
+        let engine = Engine::default();
+        let component = Component::new(&engine, COMPONENT_WASM).expect("compiles");
+        let pages = component.resources_required().expect("known");
+        let initial = pages.max_initial_memory_size.expect("a memory") * 65_536;
+        assert_eq!(
+            initial, KEEP_RESIDENT_BYTES as u64,
+            "initial memory {initial} B"
+        );
     }
 
     /// Every one of the [`POOL_INSTANCES`] slots can hold a live instance at once.
