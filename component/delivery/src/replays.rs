@@ -14,7 +14,8 @@
 //! deliveries from delaying fresh events (those run attempt 1 at once, outside the queue;
 //! retries share the queue with at most one step's replays per tick). Progress: `total`,
 //! `done`, `failed` (could not be replayed: the subscription disabled or deleted since).
-//! Cancelling stops it between steps; what it replayed stays replayed. A step cut short by a
+//! Cancelling stops it between steps; what it replayed stays replayed. A job that no longer
+//! runs has its selection records deleted (its record, with the counts, stays). A step cut short by a
 //! crash is run again once its lease expires: a delivery may be replayed twice then, which
 //! receivers deduplicate by its id like any retry.
 
@@ -136,7 +137,8 @@ pub fn cancel<K: Kv>(
         job.finished_at = Some(now);
         Ok::<_, ApiError>(Update::Write(job.encode(), job))
     })?;
-    let _ = relist(env, id, false);
+    // Best effort: a step running now deletes them again when it commits.
+    let _ = drop_selections(env, &job).and_then(|()| relist(env, id, false));
     Ok(Some(job))
 }
 
@@ -216,6 +218,7 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
             return Ok(false);
         }
         Some((job, false)) if !job.state.running() => {
+            drop_selections(env, &job)?;
             relist(env, id, false)?;
             return Ok(false);
         }
@@ -247,11 +250,23 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
     .map_err(KvError::from)?;
     match committed {
         Some(job) if !job.state.running() => {
+            drop_selections(env, &job)?;
             relist(env, id, false)?;
             Ok(false)
         }
         _ => Ok(true),
     }
+}
+
+/// Deletes the selection records of a job that no longer runs (done or cancelled): only its
+/// steps read them. Its record, with its counts, stays. Run before the job leaves the
+/// running list, so a failure is retried by the next tick; a step that was running when the
+/// job was cancelled deletes them again when it commits, its own new record included.
+fn drop_selections<K: Kv>(env: &Env<'_, K>, job: &ReplayJob) -> Result<(), KvError> {
+    for n in 0..job.selections {
+        env.kv.delete(&keys::replay_selection(&job.id, n))?;
+    }
+    Ok(())
 }
 
 /// Whether delivery `d` is one the job selects.

@@ -47,7 +47,8 @@
 //!   dropped (see `delivery::history`).
 //! - `rpl:{job id}` — a replay job (its filters, cursor and progress; binary,
 //!   `ReplayJob::encode`); `rpl:{job id}:s{n}` — the delivery ids its selecting step `n`
-//!   found, one per line (a step run again rewrites its own record); `rpldir` — the ids of the running jobs, one per line, read by every tick.
+//!   found, one per line (a step run again rewrites its own record; deleted once the job no
+//!   longer runs); `rpldir` — the ids of the running jobs, one per line, read by every tick.
 //! - `authfail:{address}:{minute}` — how many authentications failed (decimal) from a source
 //!   address in that minute (the one before is deleted when a minute's first is counted).
 //! - `retdir` — the days that have events or idempotency records, each with how far its log

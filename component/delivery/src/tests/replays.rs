@@ -101,6 +101,17 @@ fn a_replay_job_selects_then_replays_in_bounded_steps_keeping_each_id() {
         done.next_due_ms, None,
         "a finished job leaves the ticks' list"
     );
+    assert_eq!(
+        selection_records(&kv, &job.id),
+        0,
+        "and its selections are deleted"
+    );
+}
+
+/// How many selection records of job `id` the store holds.
+fn selection_records(kv: &MemoryKv, id: &str) -> usize {
+    let prefix = format!("{}:s", keys::replay(id));
+    kv.dump().keys().filter(|k| k.starts_with(&prefix)).count()
 }
 
 #[test]
@@ -139,6 +150,11 @@ fn a_replay_job_selects_by_time_range_status_and_type_and_can_be_cancelled() {
     // A job cancelled after its selection replays nothing more.
     let job = replays::start(&at(now + 2), job_of(&sub, T0, now)).expect("job");
     tick(&at(now + 1_000), &sent);
+    assert_eq!(
+        selection_records(&kv, &job.id),
+        1,
+        "selected, not replayed yet"
+    );
     let cancelled = replays::cancel(&at(now + 1_500), &job.id, Some("acme"))
         .expect("cancel")
         .expect("job");
@@ -154,6 +170,11 @@ fn a_replay_job_selects_by_time_range_status_and_type_and_can_be_cancelled() {
         .expect("load")
         .expect("job");
     assert_eq!((state.state, state.done), (JobState::Cancelled, 0));
+    assert_eq!(
+        selection_records(&kv, &job.id),
+        0,
+        "a cancelled job's selections go"
+    );
     // What the first job replayed was sent; nothing of the cancelled one.
     assert_eq!(sent.0.get() - before, 0, "{ids:?}");
 }
