@@ -1,5 +1,5 @@
-//! Retention: events, deliveries, idempotency records and delivery history past the retention
-//! period are purged, a bounded batch per tick.
+//! Retention: events, deliveries, idempotency records, finished replay jobs and delivery
+//! history past the retention period are purged, a bounded batch per tick.
 
 use crate::history::trim_history;
 use edgehook_model::env::Env;
@@ -36,6 +36,11 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
             // An idempotency record's key, listed on the day it was claimed; else an event.
             if item.starts_with(keys::IDEMPOTENCY_PREFIX) {
                 idempotency::purge(env.kv, env.now_ms, &Key::from_stored(item.as_str()))?;
+                continue;
+            }
+            // A replay job's record, listed on the day it finished.
+            if item.starts_with(keys::REPLAY_PREFIX) {
+                env.kv.delete(&Key::from_stored(item.as_str()))?;
                 continue;
             }
             if let Some(bytes) = env.kv.get(&keys::event(item))? {

@@ -15,7 +15,8 @@
 //! retries share the queue with at most one step's replays per tick). Progress: `total`,
 //! `done`, `failed` (could not be replayed: the subscription disabled or deleted since).
 //! Cancelling stops it between steps; what it replayed stays replayed. A job that no longer
-//! runs has its selection records deleted (its record, with the counts, stays). A step cut short by a
+//! runs has its selection records deleted; its record, with the counts, is purged with the
+//! deliveries of the day it finished, once the retention period is past. A step cut short by a
 //! crash is run again once its lease expires: a delivery may be replayed twice then, which
 //! receivers deduplicate by its id like any retry.
 
@@ -30,6 +31,7 @@ pub use edgehook_records::replay::{JobState, ReplayJob, STATUS_NAMES};
 use edgehook_storage::applog::Entry;
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_storage::retention;
 
 /// History entries a selecting job reads per step.
 pub const SCAN_PER_STEP: usize = 512;
@@ -137,8 +139,8 @@ pub fn cancel<K: Kv>(
         job.finished_at = Some(now);
         Ok::<_, ApiError>(Update::Write(job.encode(), job))
     })?;
-    // Best effort: a step running now deletes them again when it commits.
-    let _ = drop_selections(env, &job).and_then(|()| relist(env, id, false));
+    // Best effort: a step running now retires it again when it commits.
+    let _ = retire(env, &job);
     Ok(Some(job))
 }
 
@@ -218,8 +220,7 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
             return Ok(false);
         }
         Some((job, false)) if !job.state.running() => {
-            drop_selections(env, &job)?;
-            relist(env, id, false)?;
+            retire(env, &job)?;
             return Ok(false);
         }
         Some((_, false)) => return Ok(true), // another tick holds it
@@ -250,23 +251,26 @@ fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
     .map_err(KvError::from)?;
     match committed {
         Some(job) if !job.state.running() => {
-            drop_selections(env, &job)?;
-            relist(env, id, false)?;
+            retire(env, &job)?;
             Ok(false)
         }
         _ => Ok(true),
     }
 }
 
-/// Deletes the selection records of a job that no longer runs (done or cancelled): only its
-/// steps read them. Its record, with its counts, stays. Run before the job leaves the
-/// running list, so a failure is retried by the next tick; a step that was running when the
-/// job was cancelled deletes them again when it commits, its own new record included.
-fn drop_selections<K: Kv>(env: &Env<'_, K>, job: &ReplayJob) -> Result<(), KvError> {
+/// Retires a job that no longer runs (done or cancelled): deletes its selection records
+/// (only its steps read them), lists its record for the retention purge of the day it
+/// finished (its counts stay readable until then), and takes it off the running list, last,
+/// so a failure on the way is retried by the next tick (twice listed, it is purged twice:
+/// a delete of nothing). A step that was running when the job was cancelled retires it
+/// again when it commits, its own new selection record included.
+fn retire<K: Kv>(env: &Env<'_, K>, job: &ReplayJob) -> Result<(), KvError> {
     for n in 0..job.selections {
         env.kv.delete(&keys::replay_selection(&job.id, n))?;
     }
-    Ok(())
+    let finished = job.finished_at.unwrap_or(env.now_ms);
+    retention::retain(env.kv, finished, keys::replay(&job.id).as_str(), None)?;
+    relist(env, &job.id, false)
 }
 
 /// Whether delivery `d` is one the job selects.

@@ -228,14 +228,17 @@ pub fn subscription_deliveries(subscription_id: &str) -> Key {
     owned(format!("subdlv:{subscription_id}"))
 }
 
+/// The prefix of a replay job's keys (the retention purge knows a finished job's record by it).
+pub const REPLAY_PREFIX: &str = "rpl:";
+
 /// A replay job's record (`rpl_...`).
 pub fn replay(job_id: &str) -> Key {
-    owned(format!("rpl:{job_id}"))
+    owned(format!("{REPLAY_PREFIX}{job_id}"))
 }
 
 /// Selection `n` of a replay job: the delivery ids one selecting step found, one per line.
 pub fn replay_selection(job_id: &str, n: u32) -> Key {
-    owned(format!("rpl:{job_id}:s{n}"))
+    owned(format!("{REPLAY_PREFIX}{job_id}:s{n}"))
 }
 
 /// The running replay jobs: their ids, one per line; every tick reads it.

@@ -3,7 +3,7 @@
 //! Each day has an [`AppendLog`] of items (`retention:{day}`, see [`keys::retention`]) and
 //! the retention directory ([`keys::RETENTION_DIRECTORY`]) lists the days that have one. An
 //! item is a plain string whose meaning belongs to its writer (an event id, or the store key
-//! of an idempotency record); [`purge_before`] hands the items of past days back to a purge
+//! of an idempotency record or of a finished replay job); [`purge_before`] hands the items of past days back to a purge
 //! function a bounded batch at a time, the directory keeping how far each day was purged,
 //! and drops a day once its log is purged to its end.
 //!
@@ -21,7 +21,8 @@ fn retention_log(day: u64) -> AppendLog {
     AppendLog::new(keys::retention(day))
 }
 
-/// Puts `item` (an event id, or the store key of an idempotency record) in the retention log
+/// Puts `item` (an event id, or the store key of an idempotency record or a finished replay
+/// job) in the retention log
 /// of the day of `at_ms`, so the tick purges it once that day is past the retention period.
 /// `seen`: the retention directory as read already, if it was.
 pub fn retain<K: Kv>(

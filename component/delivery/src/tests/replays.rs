@@ -106,6 +106,27 @@ fn a_replay_job_selects_then_replays_in_bounded_steps_keeping_each_id() {
         0,
         "and its selections are deleted"
     );
+    // Its record stays readable through the retention period after the day it finished,
+    // then the purge takes it with that day's deliveries.
+    let day = edgehook_storage::retention::DAY_MS;
+    let retention = u64::from(settings.retention_days) * day;
+    tick(&at(t + retention - day), &sent);
+    assert!(
+        replays::load(&at(t), &job.id, None)
+            .expect("load")
+            .is_some()
+    );
+    // The day's 450 events go first, a bounded batch a tick.
+    for i in 0..20 {
+        tick(&at(t + retention + day + i * 1_000), &sent);
+    }
+    assert_eq!(replays::load(&at(t), &job.id, None).expect("load"), None);
+    let left: Vec<String> = kv
+        .dump()
+        .into_keys()
+        .filter(|k| k.starts_with("rpl:"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// How many selection records of job `id` the store holds.
@@ -184,8 +205,9 @@ fn a_replay_job_cut_short_at_any_store_operation_leaves_nothing_half_made_and_fi
     let settings = Settings::default();
     let entropy = SeededEntropy::new(24);
     let now = T0 + 120_000;
-    // Operations of a start, a selecting step and a replaying step, and then some.
-    for fail_at in 1..=90 {
+    // Operations of a start, a selecting step, a replaying step and the job's retiring, and
+    // then some.
+    for fail_at in 1..=120 {
         let kv = MemoryKv::new();
         let (sub, ids) = skipped_deliveries(&kv, &settings, 5);
         let at = |t: u64| Env::new(t, &kv, &settings, &entropy);
@@ -223,6 +245,10 @@ fn a_replay_job_cut_short_at_any_store_operation_leaves_nothing_half_made_and_fi
             (JobState::Done, 5, 5, 0),
             "fault at {fail_at}"
         );
+        // Retired whatever failed: its selections gone, off the ticks' list.
+        assert_eq!(selection_records(&kv, &job.id), 0, "fault at {fail_at}");
+        let dir = kv.get("rpldir").expect("get").unwrap_or_default();
+        assert!(dir.is_empty(), "fault at {fail_at}: {dir:?}");
         for id in &ids {
             let d = stored_delivery(&kv, &keys::delivery(id).to_string());
             assert_eq!(d.status, Status::Succeeded, "fault at {fail_at}: {id}");
