@@ -456,12 +456,15 @@ impl NetOutbound {
     }
 }
 
-/// Idle connections the pool keeps per target (scheme, host and port), for 90 s each: as many
-/// as the instance pool runs at once ([`crate::POOL_INSTANCES`]). A fan-out to many
-/// subscriptions of one receiver sends that many attempts at once; with 32 kept, every burst
-/// closed the rest and opened them again (the `delivery` rows: fan-out 100 at 159-160 us of
-/// CPU a delivery, 127-133 with 256; fan-out 1,000 171-173 against 119-122).
-const IDLE_PER_HOST: usize = crate::POOL_INSTANCES as usize;
+/// Idle connections the pool keeps per target (scheme, host and port), for 90 s each.
+///
+/// A trade measured, not settled: a fan-out to many subscriptions of one receiver sends that
+/// many attempts at once, and every burst closes all but these and opens the rest again.
+/// Keeping 256 cut the CPU a delivery by 17-30 % at fan-out 100 and 1,000 (BENCHMARKS.md,
+/// session 18), but `serve`'s RSS then grew by 18-23 B a delivery record over a million
+/// (0.3-0.8 B with 32; the live heap grew 3 B in both): the allocator held the pages around
+/// the long-lived connections' buffers. 32 stays until that is solved.
+const IDLE_PER_HOST: usize = 32;
 
 /// The `wasi:http` error for a failed request, and what the connector said of it (for the
 /// log line: which address was not public, what the proxy answered).

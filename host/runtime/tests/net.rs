@@ -1,5 +1,5 @@
 //! The real outbound sender of `edgehook serve`, against loopback servers: the SSRF guard at
-//! send time, no redirects, the per-attempt timeout, the connection pool.
+//! send time, no redirects, the per-attempt timeout.
 
 use bytes::Bytes;
 use edgehook_runtime::net::{NetOptions, NetOutbound, Resolve, ResolveFuture, StaticResolver};
@@ -476,82 +476,5 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
         accepted.load(Ordering::SeqCst),
         1,
         "{deliveries} deliveries, one after another, over one TLS connection"
-    );
-}
-
-/// A loopback server that holds each request until `burst` are in flight at once (so a
-/// burst takes `burst` connections), then answers 200 to all of them; and the count of
-/// connections it accepted.
-async fn burst_server(burst: usize) -> (u16, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
-    let barrier = Arc::new(tokio::sync::Barrier::new(burst));
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |_req| {
-                    let barrier = barrier.clone();
-                    async move {
-                        barrier.wait().await;
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            Bytes::new(),
-                        )))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    (port, accepted)
-}
-
-/// A fan-out to many subscriptions of one receiver sends its attempts at once; the pool
-/// keeps those connections for the next burst (it kept 32, and every burst reopened the
-/// rest).
-#[tokio::test]
-async fn a_burst_of_attempts_to_one_host_keeps_its_connections_for_the_next() {
-    let burst = 100;
-    let (port, accepted) = burst_server(burst).await;
-    let sender = Arc::new(
-        NetOutbound::new(&NetOptions {
-            allow_http: true,
-            allow_private: true,
-            extra_ca: None,
-            egress_proxy: None,
-        })
-        .expect("client"),
-    );
-    for round in 0..2 {
-        let sends: Vec<_> = (0..burst)
-            .map(|n| {
-                let sender = sender.clone();
-                tokio::spawn(async move {
-                    let url = format!("http://127.0.0.1:{port}/s{n}");
-                    sender.send(request(&url), None).await.map(|r| r.status())
-                })
-            })
-            .collect();
-        for s in sends {
-            let status = s.await.expect("task").expect("sent");
-            assert_eq!(status, 200, "round {round}");
-        }
-        // Each response's (empty) body is read in the background before its connection
-        // goes back to the pool: let those tasks run.
-        for _ in 0..1_000 {
-            tokio::task::yield_now().await;
-        }
-    }
-    let opened = accepted.load(Ordering::SeqCst);
-    assert!(
-        opened < burst + burst / 2,
-        "two bursts of {burst} opened {opened} connections"
     );
 }
