@@ -25,7 +25,11 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
@@ -40,6 +44,10 @@ XSS_PATH = "/xss?q=');alert(1);//&next=javascript:alert(2)&x=%3Cscript%3E"
 XSS_HEADER = "X-'||alert`1`||'"
 XSS_VALUE = "<script>alert(3)</script><img src=x onerror=alert(4)>"
 
+
+# What a condition may meet while the page redraws what it reads (a refresh re-renders a
+# table between finding its cells and reading them): not a failure, a reason to look again.
+REDRAWN = (NoSuchElementException, StaleElementReferenceException)
 
 class Receiver:
     """A loopback webhook receiver: records every request; paths under /flaky answer 410
@@ -148,9 +156,9 @@ class Walk:
 
     def wait(self, what, condition, timeout=DEADLINE):
         try:
-            return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(
-                lambda _: condition()
-            )
+            return WebDriverWait(
+                self.driver, timeout, poll_frequency=0.1, ignored_exceptions=REDRAWN
+            ).until(lambda _: condition())
         except Exception as e:
             self.shot("failed-" + what.replace(" ", "-")[:40])
             raise AssertionError(f"timed out waiting for {what}") from e
@@ -182,7 +190,9 @@ class Walk:
                 return True
             self.button(button).click()
             return False
-        return WebDriverWait(self.driver, DEADLINE, poll_frequency=0.5).until(lambda _: check(), what)
+        return WebDriverWait(
+            self.driver, DEADLINE, poll_frequency=0.5, ignored_exceptions=REDRAWN
+        ).until(lambda _: check(), what)
 
     def section(self, name):
         self.button(name, self.find("#nav")).click()
