@@ -303,10 +303,20 @@ impl FileStore {
 
     /// The log's compaction as the store runs it by itself: a failure is logged and tried
     /// again once the log has grown by another 16 MiB.
+    ///
+    /// Writes made while the copy ran may have made the log due again (they could not ask
+    /// for a compaction while one was under way): it compacts again then, rather than wait
+    /// for the next write, which may never come.
     fn compact_or_log(&self) {
-        let done = self.compact();
-        let mut inner = self.lock();
-        inner.compact_pending = false;
+        let (done, mut inner) = loop {
+            let done = self.compact();
+            let mut inner = self.lock();
+            inner.compact_pending = false;
+            if done.is_err() || !inner.compaction_due() {
+                break (done, inner);
+            }
+            inner.compact_pending = true;
+        };
         if let Err(e) = done {
             inner.compact_from = inner.log_bytes + COMPACT_MIN_BYTES;
             crate::log::log_line(
@@ -665,15 +675,19 @@ impl Inner {
             self.merge_pending = true;
             self.merge_due = true;
         }
-        if self.log_bytes > COMPACT_MIN_BYTES
+        if self.compaction_due() {
+            self.compact_pending = true;
+            self.compact_due = true;
+        }
+    }
+
+    /// Whether the log is due for compaction and none is asked for or under way.
+    fn compaction_due(&self) -> bool {
+        self.log_bytes > COMPACT_MIN_BYTES
             && self.log_bytes > COMPACT_RATIO * self.live_bytes
             && self.log_bytes >= self.compact_from
             && !self.compact_pending
             && !self.compacting
-        {
-            self.compact_pending = true;
-            self.compact_due = true;
-        }
     }
 }
 
