@@ -121,18 +121,26 @@ fn a_replay_job_selects_then_replays_in_bounded_steps_keeping_each_id() {
         tick(&at(t + retention + day + i * 1_000), &sent);
     }
     assert_eq!(replays::load(&at(t), &job.id, None).expect("load"), None);
-    let left: Vec<String> = kv
-        .dump()
-        .into_keys()
-        .filter(|k| k.starts_with("rpl:"))
-        .collect();
+    let left = replay_keys(&kv);
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// The replay jobs' keys the store holds (records and selections).
+fn replay_keys(kv: &MemoryKv) -> Vec<String> {
+    let prefix = keys::REPLAY_PREFIX;
+    kv.dump()
+        .into_keys()
+        .filter(|k| k.starts_with(prefix))
+        .collect()
 }
 
 /// How many selection records of job `id` the store holds.
 fn selection_records(kv: &MemoryKv, id: &str) -> usize {
     let prefix = format!("{}:s", keys::replay(id));
-    kv.dump().keys().filter(|k| k.starts_with(&prefix)).count()
+    replay_keys(kv)
+        .iter()
+        .filter(|k| k.starts_with(&prefix))
+        .count()
 }
 
 #[test]
@@ -220,11 +228,7 @@ fn a_replay_job_cut_short_at_any_store_operation_leaves_nothing_half_made_and_fi
         let Ok(job) = started else {
             // The start failed: no job record is left, and the ticks' list is clean again.
             tick(&at(now + 3_000), &sent);
-            let left: Vec<String> = kv
-                .dump()
-                .into_keys()
-                .filter(|k| k.starts_with("rpl:"))
-                .collect();
+            let left = replay_keys(&kv);
             assert!(left.is_empty(), "fault at {fail_at}: {left:?}");
             let dir = kv.get("rpldir").expect("get").unwrap_or_default();
             assert!(dir.is_empty(), "fault at {fail_at}: {dir:?}");
