@@ -127,6 +127,12 @@ struct ServeArgs {
         hide_env_values = true
     )]
     egress_proxy: Option<String>,
+    /// Requests in flight to one receiver (scheme, host and port) at most; more wait for one
+    /// of its connections. Also the idle connections kept for it.
+    #[arg(long, value_name = "N", env = "EDGEHOOK_MAX_CONNECTIONS_PER_TARGET",
+          default_value_t = edgehook_runtime::gate::DEFAULT_PER_TARGET as u32,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_connections_per_target: u32,
     /// Flush the store to disk after every write instead of every 100 ms.
     #[arg(long)]
     fsync_always: bool,
@@ -686,6 +692,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         allow_private: settings.allow_private_targets,
         extra_ca: args.extra_ca.clone(),
         egress_proxy,
+        connections_per_target: args.max_connections_per_target as usize,
     };
     let rt = runtime()?;
     rt.block_on(async move {

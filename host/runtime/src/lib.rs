@@ -45,6 +45,7 @@ pub mod backup;
 mod bindings;
 pub mod env;
 pub mod filestore;
+pub mod gate;
 pub mod log;
 pub mod metrics;
 pub mod net;

@@ -8,6 +8,7 @@
 //! an egress proxy ([`NetOptions::egress_proxy`]) every connection is a tunnel through it
 //! ([`crate::proxy`]) to the checked address; everything else stays as it is.
 
+use crate::gate::{DEFAULT_PER_TARGET, Gates};
 use crate::log::log_line;
 use crate::metrics::Metrics;
 use crate::outbound::{Outbound, OutboundFuture};
@@ -363,12 +364,13 @@ impl tower_service::Service<http::Uri> for Connector {
 #[derive(Clone)]
 pub struct NetOutbound {
     client: Client<Connector, Full<Bytes>>,
+    gates: Arc<Gates>,
     policy: TargetPolicy,
     metrics: Option<Arc<Metrics>>,
 }
 
 /// How `NetOutbound` connects.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct NetOptions {
     /// Allow plain `http://` targets (to hosts otherwise allowed; local development and
     /// tests only): `--allow-http`.
@@ -383,6 +385,22 @@ pub struct NetOptions {
     /// checked, resolved and pinned as without it, and the proxy is asked for the checked
     /// address; none is ever connected to directly.
     pub egress_proxy: Option<EgressProxy>,
+    /// Requests in flight to one target (scheme, host and port) at most, and the idle
+    /// connections kept for it ([`crate::gate`]): `--max-connections-per-target`.
+    pub connections_per_target: usize,
+}
+
+impl Default for NetOptions {
+    /// Both switches off, no extra CA, no proxy, [`DEFAULT_PER_TARGET`] connections.
+    fn default() -> Self {
+        NetOptions {
+            allow_http: false,
+            allow_private: false,
+            extra_ca: None,
+            egress_proxy: None,
+            connections_per_target: DEFAULT_PER_TARGET,
+        }
+    }
 }
 
 impl NetOptions {
@@ -392,8 +410,7 @@ impl NetOptions {
         NetOptions {
             allow_http: true,
             allow_private: true,
-            extra_ca: None,
-            egress_proxy: None,
+            ..NetOptions::default()
         }
     }
 
@@ -440,10 +457,11 @@ impl NetOutbound {
         };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(IDLE_PER_HOST)
+            .pool_max_idle_per_host(options.connections_per_target)
             .build(connector);
         Ok(NetOutbound {
             client,
+            gates: Gates::new(options.connections_per_target),
             policy: options.policy(),
             metrics: None,
         })
@@ -455,16 +473,6 @@ impl NetOutbound {
         self
     }
 }
-
-/// Idle connections the pool keeps per target (scheme, host and port), for 90 s each.
-///
-/// A trade measured, not settled: a fan-out to many subscriptions of one receiver sends that
-/// many attempts at once, and every burst closes all but these and opens the rest again.
-/// Keeping 256 cut the CPU a delivery by 17-30 % at fan-out 100 and 1,000 (BENCHMARKS.md,
-/// session 18), but `serve`'s RSS then grew by 18-23 B a delivery record over a million
-/// (0.3-0.8 B with 32; the live heap grew 3 B in both): the allocator held the pages around
-/// the long-lived connections' buffers. 32 stays until that is solved.
-const IDLE_PER_HOST: usize = 32;
 
 /// The `wasi:http` error for a failed request, and what the connector said of it (for the
 /// log line: which address was not public, what the proxy answered).
@@ -501,6 +509,7 @@ impl Outbound for NetOutbound {
         options: Option<RequestOptions>,
     ) -> OutboundFuture {
         let client = self.client.clone();
+        let gates = self.gates.clone();
         let metrics = self.metrics.clone();
         // Refused before anything else (the connector checks again where it connects): a
         // URL the component's rules refuse is never resolved, connected to, or pooled.
@@ -540,6 +549,10 @@ impl Outbound for NetOutbound {
             let limit = options
                 .and_then(|o| o.first_byte_timeout)
                 .unwrap_or(DEFAULT_RESPONSE_TIMEOUT);
+            // A place among the target's connections first; the time is the receiver's from
+            // here (the wait counts toward the component's deadline for the attempt).
+            let pass = gates.enter(&target).await;
+            let started = Instant::now();
             let mut cause = None;
             let outcome = match tokio::time::timeout(limit, client.request(req)).await {
                 Err(_) => Err(HttpError::ConnectionReadTimeout),
@@ -575,7 +588,9 @@ impl Outbound for NetOutbound {
                     );
                     // Read the body (bounded) in the background so the connection can go back
                     // to the pool; the component only needs the status.
+                    // The place is given back when the connection is free again.
                     tokio::spawn(async move {
+                        let _pass = pass;
                         let mut read = 0usize;
                         let drain = async {
                             while let Some(Ok(frame)) = incoming.frame().await {

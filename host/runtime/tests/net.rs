@@ -258,7 +258,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
         allow_http: false,
         allow_private: true,
         extra_ca: Some(ca_file),
-        egress_proxy: None,
+        ..NetOptions::default()
     })
     .expect("client");
     let resp = trusting
@@ -272,7 +272,7 @@ async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
         allow_http: false,
         allow_private: true,
         extra_ca: Some("/nonexistent/ca.pem".into()),
-        egress_proxy: None,
+        ..NetOptions::default()
     });
     assert!(
         bad.err()
@@ -454,7 +454,7 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
             allow_http: false,
             allow_private: true,
             extra_ca: Some(ca_file),
-            egress_proxy: None,
+            ..NetOptions::default()
         },
         Arc::new(FirstLookupOnly(lookups.clone())),
     )
@@ -477,4 +477,74 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
         1,
         "{deliveries} deliveries, one after another, over one TLS connection"
     );
+}
+
+/// A burst of attempts to one receiver, more than `--max-connections-per-target`: the
+/// receiver never sees more requests in flight, nor more connections, than the limit, and a
+/// second burst is carried by the same connections (none opened and closed per burst).
+#[tokio::test]
+async fn a_burst_to_one_receiver_stays_within_its_connection_limit() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    // Requests in flight at the receiver now, and the most seen at once.
+    let flight = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let (a, f) = (accepted.clone(), flight.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            a.fetch_add(1, Ordering::SeqCst);
+            let f = f.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |_req| {
+                    let f = f.clone();
+                    async move {
+                        let now = f.0.fetch_add(1, Ordering::SeqCst) + 1;
+                        f.1.fetch_max(now, Ordering::SeqCst);
+                        // Let every other attempt of the burst run before answering.
+                        for _ in 0..50 {
+                            tokio::task::yield_now().await;
+                        }
+                        f.0.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    let limit = 4;
+    let sender = Arc::new(
+        NetOutbound::new(&NetOptions {
+            connections_per_target: limit,
+            ..NetOptions::open()
+        })
+        .expect("client"),
+    );
+    for burst in 0..2 {
+        let mut attempts = tokio::task::JoinSet::new();
+        for n in 0..40 {
+            let (sender, url) = (sender.clone(), format!("http://127.0.0.1:{port}/s{n}"));
+            attempts.spawn(async move { sender.send(request(&url), None).await });
+        }
+        while let Some(sent) = attempts.join_next().await {
+            let status = sent.expect("task").expect("delivered").status();
+            assert_eq!(status, 200, "burst {burst}");
+        }
+        let most = flight.1.load(Ordering::SeqCst);
+        assert!(
+            most <= limit,
+            "burst {burst}: {most} requests in flight at once"
+        );
+        let opened = accepted.load(Ordering::SeqCst);
+        assert!(
+            opened <= limit,
+            "burst {burst}: {opened} connections opened"
+        );
+    }
 }

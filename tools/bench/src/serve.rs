@@ -7,7 +7,7 @@ use crate::load::{
 use crate::measure::{CPU_PER_REQUEST_TARGET, cpu_per, process_cpu};
 use crate::setup::{create, create_many, env, file_store, issue_key, req};
 use crate::table::Row;
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook::serve::Server;
 use edgehook_runtime::Runtime;
@@ -114,7 +114,15 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     });
     let capacity = load(receiver, 16, Duration::from_secs(60), total, make).await?;
     let mut rows = Vec::new();
-    for fanout in [1usize, 100, 1000] {
+    // `EDGEHOOK_BENCH_FANOUTS=1,1,1` runs only those (to profile one of them).
+    let fanouts = match std::env::var("EDGEHOOK_BENCH_FANOUTS") {
+        Ok(list) => list
+            .split(',')
+            .map(|f| f.trim().parse::<usize>().context("EDGEHOOK_BENCH_FANOUTS"))
+            .collect::<Result<Vec<_>>>()?,
+        Err(_) => vec![1, 100, 1000],
+    };
+    for fanout in fanouts {
         let store = MemoryStore::new();
         let mut e = env(KvStore::Local(Arc::new(store)));
         e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
