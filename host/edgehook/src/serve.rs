@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use bytes::{Bytes, BytesMut};
 use edgehook_component::model::error::ApiError;
 use edgehook_runtime::log::{log_line, now_ms};
-use edgehook_runtime::{Baseline, HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime};
+use edgehook_runtime::{Baseline, HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime, Warm};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -17,14 +17,13 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore, watch};
 
-/// The most of a request body the server reads; the component answers 413 past its limits.
-/// The header that names the client's address to the component (Spin's name for it).
 /// The readiness route, answered by the host ([`Server::ready`]).
 const READY_PATH: &str = "/readyz";
 
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The header that names the client's address to the component (Spin's name for it).
 const CLIENT_ADDR: &str = "spin-client-addr";
 
 const BODY_READ_LIMIT: usize = 256 * 1024 + 1;
@@ -72,7 +71,8 @@ impl Default for Timeouts {
 /// A running server's shared parts.
 #[derive(Clone)]
 pub struct Server {
-    runtime: &'static Runtime,
+    /// The embedded component's instances for `env`, kept between calls.
+    warm: Arc<Warm>,
     env: HostEnv,
     /// Woken when a request may have created due work (publish, replay, ...).
     wake: Arc<Notify>,
@@ -104,7 +104,7 @@ impl Server {
     /// A server for the embedded component over `env`.
     pub fn new(env: HostEnv) -> Result<Self> {
         Ok(Server {
-            runtime: Runtime::embedded()?,
+            warm: Arc::new(Runtime::embedded()?.warm(env.clone())),
             env,
             wake: Arc::new(Notify::new()),
             inflight: Arc::new(watch::channel(()).0),
@@ -348,7 +348,7 @@ impl Server {
             Err(busy) => return Ok(busy),
         };
         let req = hyper::Request::from_parts(parts, Full::new(buf));
-        let (response, rest) = self.runtime.handle_detached(&self.env, req).await?;
+        let (response, rest) = self.warm.handle_detached(req).await?;
         // The client has its answer; work the component does after it (attempt 1 of an
         // accepted event) finishes on its own, and keeps its instance until then.
         match rest {
@@ -439,7 +439,7 @@ impl Server {
                 _ = shutdown.changed() => return,
             };
             last_tick = Instant::now();
-            let ticked = self.runtime.tick(&self.env).await;
+            let ticked = self.warm.tick().await;
             drop(permit);
             match ticked {
                 Ok(report) => {

@@ -27,10 +27,10 @@ mod generated {
     });
 }
 
-pub(crate) use generated::ServicePre;
 pub(crate) use generated::exports::edgehook::webhooks::events;
 use generated::wasi::config::store as config;
 use generated::wasi::keyvalue::{atomics, batch, store};
+pub(crate) use generated::{Service, ServicePre};
 
 /// The bucket resource: there is one keyspace, so it carries nothing.
 pub struct BucketHandle;

@@ -3,7 +3,8 @@
 //! The embedding API of the edgehook component: what a host needs to run the `.wasm` and
 //! connect its imports. [`Runtime`] compiles the component once per process, pre-instantiated
 //! on a pooling allocator, and runs every call (an HTTP request, `events.publish`,
-//! `scheduler.tick`) in a fresh `Store`; a [`HostEnv`] says what that call is connected to:
+//! `scheduler.tick`) in a fresh `Store`, or on an instance an earlier call ended with
+//! ([`Warm`], what `serve` uses); a [`HostEnv`] says what that call is connected to:
 //!
 //! - a key-value store ([`store`]): [`store::MemoryStore`], the durable embedded
 //!   [`filestore::FileStore`] (copied while in use by [`backup`]), [`redisstore::RedisStore`],
@@ -55,6 +56,7 @@ pub mod redisstore;
 pub mod runtime;
 mod state;
 pub mod store;
+pub mod warm;
 
 pub use env::{Clocks, GuestLog, HostEnv};
 pub use runtime::{
@@ -62,3 +64,4 @@ pub use runtime::{
     POOL_INSTANCES, PORTAL_SIZE_BUDGET, PORTAL_WASM, PublishError, PublishReceipt, Rest, Runtime,
     TickReport,
 };
+pub use warm::Warm;

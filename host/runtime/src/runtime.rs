@@ -1,5 +1,6 @@
 //! Running the component: one compiled component per process, pre-instantiated on a pooling
-//! allocator, and a fresh `Store` for every call (the component is stateless between calls).
+//! allocator, and a fresh `Store` for every call (the component is stateless between calls),
+//! or one an earlier call ended with ([`crate::warm`]).
 //!
 //! A [`HostEnv`] says what the component sees: the key-value backend, config values, clocks,
 //! randomness and where outgoing HTTP goes. Simulation and `serve` differ only in their
@@ -57,7 +58,7 @@ const CORE_INSTANCES_PER_INSTANCE: u32 = 4;
 /// Memory (and table) bytes a slot keeps mapped after its instance ends, reset in place;
 /// with `PAGEMAP_SCAN` (Linux 6.7+) only the pages the instance touched are reset. The
 /// component's linear memory starts at this size (`component/build.rs`; checked by a test).
-const KEEP_RESIDENT_BYTES: usize = 2 << 20;
+pub(crate) const KEEP_RESIDENT_BYTES: usize = 2 << 20;
 /// Linear memory one instance may grow to.
 const MAX_MEMORY_BYTES: usize = 256 << 20;
 
@@ -311,7 +312,8 @@ async fn metered_end(
     Ok((response, FUEL - store.get_fuel()?))
 }
 
-/// The compiled component, ready to instantiate.
+/// The compiled component, ready to instantiate (a clone shares it).
+#[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
     pre: ServicePre<State>,
@@ -406,54 +408,8 @@ impl Runtime {
         env: &HostEnv,
         req: http::Request<Full<Bytes>>,
     ) -> Result<(HttpResponse, Rest)> {
-        let mut store = self.store(env);
-        let (req, out, mut receiver) = incoming(&mut store, req)?;
-        let instance = self.pre.instantiate_async(&mut store).await?;
-        let mut call = Box::pin(async move {
-            instance
-                .wasi_http_incoming_handler()
-                .call_handle(&mut store, req, out)
-                .await
-        });
-        // Run the guest until it has set the response head (or ended).
-        let (head, mut ended) = tokio::select! {
-            biased;
-            head = &mut receiver => (head, None),
-            outcome = &mut call => (receiver.await, Some(outcome)),
-        };
-        let response = match head {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
-            Err(_) => {
-                let outcome = match ended {
-                    Some(outcome) => outcome,
-                    None => call.await,
-                };
-                return Err(match outcome {
-                    Ok(()) => anyhow!("the component never set a response"),
-                    Err(e) => anyhow::Error::from(e).context("the component trapped"),
-                });
-            }
-        };
-        // The guest streams the body after the head: keep running it while reading.
-        let body = collect(response);
-        tokio::pin!(body);
-        let response = match ended {
-            Some(_) => body.await?,
-            None => tokio::select! {
-                biased;
-                response = &mut body => response?,
-                outcome = &mut call => {
-                    ended = Some(outcome);
-                    body.await?
-                }
-            },
-        };
-        let rest = match ended {
-            Some(outcome) => Rest::Ended(outcome),
-            None => Rest::Running(tokio::spawn(call)),
-        };
-        Ok((response, rest))
+        let live = self.instantiate(env).await?;
+        respond(live, req, |_, _| ()).await
     }
 
     /// Calls the `events.publish` export.
@@ -485,21 +441,99 @@ impl Runtime {
 
     /// Calls the `scheduler.tick` export.
     pub async fn tick(&self, env: &HostEnv) -> Result<TickReport> {
+        let mut live = self.instantiate(env).await?;
+        Ok(tick_on(&mut live).await?)
+    }
+
+    /// A fresh store for `env` with the component instantiated in it.
+    pub(crate) async fn instantiate(&self, env: &HostEnv) -> Result<Live> {
         let mut store = self.store(env);
         let instance = self.pre.instantiate_async(&mut store).await?;
-        let r = instance
-            .edgehook_webhooks_scheduler()
-            .call_tick(&mut store)
-            .await?;
-        Ok(TickReport {
-            attempted: r.attempted,
-            succeeded: r.succeeded,
-            failed: r.failed,
-            next_due_ms: r.next_due_ms,
-            // The rest of the core's report reaches a host as the tick's metrics event.
-            ..TickReport::default()
-        })
+        Ok(Live { store, instance })
     }
+}
+
+/// A store with the component instantiated in it: one call's, or kept for the next
+/// ([`crate::warm`]).
+pub(crate) struct Live {
+    pub(crate) store: Store<State>,
+    pub(crate) instance: bindings::Service,
+}
+
+/// One HTTP request through `live`'s instance ([`Runtime::handle_detached`]); `end` gets the
+/// store and instance back when the invocation has ended, and whether it ended without a
+/// trap. An invocation cut off (its future dropped) never reaches `end`.
+pub(crate) async fn respond(
+    mut live: Live,
+    req: http::Request<Full<Bytes>>,
+    end: impl FnOnce(Live, bool) + Send + 'static,
+) -> Result<(HttpResponse, Rest)> {
+    let (req, out, mut receiver) = incoming(&mut live.store, req)?;
+    let mut call = Box::pin(async move {
+        let outcome = live
+            .instance
+            .wasi_http_incoming_handler()
+            .call_handle(&mut live.store, req, out)
+            .await;
+        end(live, outcome.is_ok());
+        outcome
+    });
+    // Run the guest until it has set the response head (or ended).
+    let (head, mut ended) = tokio::select! {
+        biased;
+        head = &mut receiver => (head, None),
+        outcome = &mut call => (receiver.await, Some(outcome)),
+    };
+    let response = match head {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
+        Err(_) => {
+            let outcome = match ended {
+                Some(outcome) => outcome,
+                None => call.await,
+            };
+            return Err(match outcome {
+                Ok(()) => anyhow!("the component never set a response"),
+                Err(e) => anyhow::Error::from(e).context("the component trapped"),
+            });
+        }
+    };
+    // The guest streams the body after the head: keep running it while reading.
+    let body = collect(response);
+    tokio::pin!(body);
+    let response = match ended {
+        Some(_) => body.await?,
+        None => tokio::select! {
+            biased;
+            response = &mut body => response?,
+            outcome = &mut call => {
+                ended = Some(outcome);
+                body.await?
+            }
+        },
+    };
+    let rest = match ended {
+        Some(outcome) => Rest::Ended(outcome),
+        None => Rest::Running(tokio::spawn(call)),
+    };
+    Ok((response, rest))
+}
+
+/// One `scheduler.tick` through `live`'s instance.
+pub(crate) async fn tick_on(live: &mut Live) -> wasmtime::Result<TickReport> {
+    let r = live
+        .instance
+        .edgehook_webhooks_scheduler()
+        .call_tick(&mut live.store)
+        .await?;
+    Ok(TickReport {
+        attempted: r.attempted,
+        succeeded: r.succeeded,
+        failed: r.failed,
+        next_due_ms: r.next_due_ms,
+        // The rest of the core's report reaches a host as the tick's metrics event.
+        ..TickReport::default()
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,30 @@ pub struct State {
     pub(crate) kv: KvStore,
     pub(crate) config: Arc<BTreeMap<String, String>>,
     hooks: Hooks,
+    /// The size of the instance's linear memory, in bytes (as the limiter last allowed it).
+    pub(crate) memory: usize,
+}
+
+impl wasmtime::ResourceLimiter for State {
+    /// Any growth the pool allows; the size is kept, so a grown instance is not kept warm.
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.memory = desired;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(true)
+    }
 }
 
 impl WasiView for State {
@@ -80,8 +104,10 @@ pub(crate) fn new_store(engine: &Engine, env: &HostEnv) -> Store<State> {
         kv: env.kv.clone(),
         config: env.config.clone(),
         hooks: Hooks::new(env.outbound.clone()),
+        memory: 0,
     };
     let mut store = Store::new(engine, state);
+    store.limiter(|state| state as &mut dyn wasmtime::ResourceLimiter);
     // Only a metered engine counts fuel; any other refuses it, and runs unmetered.
     let _ = store.set_fuel(FUEL);
     store

@@ -1,0 +1,205 @@
+//! Instances kept between calls: a [`Warm`] runs HTTP requests and ticks on instances of
+//! the component that earlier calls of the same [`HostEnv`] ended with, and instantiates
+//! only when none is free.
+//!
+//! The component keeps no state of its own between calls (everything is in the store), so a
+//! call on a used instance does what it would on a fresh one. Creating an instance and
+//! resetting its slot afterwards was about a tenth of `serve`'s CPU per event at fan-out 1
+//! (BENCHMARKS.md, session 19). An instance goes back to the idle ones only when its call
+//! ended without a trap, its linear memory never grew past its initial size, it holds no
+//! more host resources than after its first call (nothing leaked from a call to the next),
+//! and it has served fewer than [`MAX_CALLS`] calls; otherwise it is dropped, as every
+//! instance was before. "No more host resources" allows [`LEFT_OVER`] more: wasmtime-wasi-http
+//! 48's `outgoing-handler.handle` reads the `request-options` the guest hands over and never
+//! deletes them, one per attempt, so an instance that sends is dropped after 64 attempts.
+
+use crate::env::HostEnv;
+use crate::runtime::{self, HttpResponse, Live, Rest, Runtime, TickReport};
+use anyhow::Result;
+use bytes::Bytes;
+use http_body_util::Full;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Idle instances kept at most: enough for the calls that end while others start.
+pub const KEEP: usize = 16;
+/// Calls one instance serves at most before it is dropped.
+pub const MAX_CALLS: u32 = 10_000;
+/// Host resources an instance may hold beyond what its first call left (module doc).
+pub const LEFT_OVER: usize = 64;
+
+/// An instance between calls, with what its first call left in its store.
+struct Idle {
+    live: Live,
+    calls: u32,
+    resources: usize,
+}
+
+/// The component's instances for one [`HostEnv`], kept between calls.
+pub struct Warm {
+    runtime: Runtime,
+    env: HostEnv,
+    idle: Arc<Mutex<Vec<Idle>>>,
+}
+
+impl Runtime {
+    /// Calls on `env` that reuse the instances earlier ones ended with ([`crate::warm`]).
+    pub fn warm(&self, env: HostEnv) -> Warm {
+        Warm {
+            runtime: self.clone(),
+            env,
+            idle: Arc::default(),
+        }
+    }
+}
+
+impl Warm {
+    /// [`Runtime::handle_detached`] on a kept instance (or a fresh one when none is idle).
+    pub async fn handle_detached(
+        &self,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<(HttpResponse, Rest)> {
+        let (live, calls, resources) = self.take().await?;
+        let idle = self.idle.clone();
+        runtime::respond(live, req, move |live, ok| {
+            give_back(&idle, live, ok, calls, resources);
+        })
+        .await
+    }
+
+    /// [`Runtime::tick`] on a kept instance (or a fresh one when none is idle).
+    pub async fn tick(&self) -> Result<TickReport> {
+        let (mut live, calls, resources) = self.take().await?;
+        let outcome = runtime::tick_on(&mut live).await;
+        give_back(&self.idle, live, outcome.is_ok(), calls, resources);
+        Ok(outcome?)
+    }
+
+    /// Idle instances now (tests).
+    pub fn idle(&self) -> usize {
+        lock(&self.idle).len()
+    }
+
+    /// An idle instance, or a fresh one; its calls so far and its resources after the first.
+    async fn take(&self) -> Result<(Live, u32, usize)> {
+        if let Some(idle) = lock(&self.idle).pop() {
+            return Ok((idle.live, idle.calls, idle.resources));
+        }
+        Ok((self.runtime.instantiate(&self.env).await?, 0, usize::MAX))
+    }
+}
+
+/// Keeps `live` for a next call if it may serve one (module doc), else drops it.
+fn give_back(idle: &Mutex<Vec<Idle>>, mut live: Live, ok: bool, calls: u32, resources: usize) {
+    let calls = calls + 1;
+    let data = live.store.data_mut();
+    let now = data.table.iter_mut().count();
+    // The first call sets the count: what the guest keeps open across calls (its stderr).
+    let resources = if calls == 1 { now } else { resources };
+    let reusable = ok
+        && calls < MAX_CALLS
+        && now <= resources.saturating_add(LEFT_OVER)
+        && data.memory <= runtime::KEEP_RESIDENT_BYTES;
+    if reusable {
+        let mut idle = lock(idle);
+        if idle.len() < KEEP {
+            idle.push(Idle {
+                live,
+                calls,
+                resources,
+            });
+            return;
+        }
+    }
+    // Dropped here, outside the lock: resetting its slot takes a while.
+    drop(live);
+}
+
+fn lock(idle: &Mutex<Vec<Idle>>) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+    idle.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbound::NoNetwork;
+    use crate::store::{KvStore, MemoryStore};
+
+    fn env() -> HostEnv {
+        HostEnv {
+            kv: KvStore::Local(Arc::new(MemoryStore::new())),
+            config: Arc::default(),
+            clock: None,
+            outbound: Arc::new(NoNetwork),
+            seed: None,
+            guest_log: None,
+            metrics: None,
+        }
+    }
+
+    fn get(path: &str) -> http::Request<Full<Bytes>> {
+        http::Request::get(format!("http://localhost{path}"))
+            .body(Full::new(Bytes::new()))
+            .expect("request")
+    }
+
+    async fn call(warm: &Warm, path: &str) -> u16 {
+        let (response, rest) = warm.handle_detached(get(path)).await.expect("call");
+        rest.finish().await.expect("ended");
+        response.status
+    }
+
+    #[tokio::test]
+    async fn calls_one_after_another_run_on_one_kept_instance() {
+        let warm = Runtime::embedded().expect("runtime").warm(env());
+        for _ in 0..5 {
+            assert_eq!(call(&warm, "/healthz").await, 200);
+            assert_eq!(warm.idle(), 1, "the instance is kept for the next call");
+        }
+        warm.tick().await.expect("tick");
+        assert_eq!(warm.idle(), 1, "a tick runs on it too");
+        // A kept instance answers as a fresh one: a 404 and a 401 after a 200.
+        assert_eq!(call(&warm, "/nowhere").await, 404);
+        assert_eq!(call(&warm, "/v1/webhooks").await, 401);
+        assert_eq!(warm.idle(), 1);
+    }
+
+    /// Whether a fresh instance given back with these figures is kept, with `extra` host
+    /// resources pushed into its table.
+    async fn kept(ok: bool, calls: u32, resources: usize, memory: usize, extra: usize) -> bool {
+        let rt = Runtime::embedded().expect("runtime");
+        let mut live = rt.instantiate(&env()).await.expect("instance");
+        live.store.data_mut().memory = memory;
+        for _ in 0..extra {
+            live.store.data_mut().table.push(()).expect("push");
+        }
+        let idle = Mutex::new(Vec::new());
+        give_back(&idle, live, ok, calls, resources);
+        idle.into_inner().unwrap_or_else(PoisonError::into_inner).len() == 1
+    }
+
+    /// Each rule of the module doc, on its own, drops the instance instead of keeping it.
+    #[tokio::test]
+    async fn an_instance_that_trapped_grew_leaked_or_served_enough_is_not_kept() {
+        let fine = runtime::KEEP_RESIDENT_BYTES;
+        assert!(
+            kept(true, 1, 0, fine, 0).await,
+            "a call that ended well is kept"
+        );
+        assert!(!kept(false, 1, 0, fine, 0).await, "a trap");
+        assert!(!kept(true, 1, 0, fine + 65_536, 0).await, "a grown memory");
+        assert!(
+            !kept(true, MAX_CALLS - 1, 0, fine, 0).await,
+            "its last call"
+        );
+        // The first call's count is whatever it left; later calls may leave LEFT_OVER more.
+        assert!(
+            kept(true, 0, usize::MAX, fine, LEFT_OVER + 1).await,
+            "the first call"
+        );
+        assert!(kept(true, 1, 0, fine, LEFT_OVER).await, "LEFT_OVER more");
+        assert!(
+            !kept(true, 1, 0, fine, LEFT_OVER + 1).await,
+            "more than LEFT_OVER"
+        );
+    }
+}
