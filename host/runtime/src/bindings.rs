@@ -53,6 +53,49 @@ pub(crate) fn add_to_linker(
     Ok(())
 }
 
+/// Replaces wasmtime-wasi-http's `wasi:http/outgoing-handler.handle` with the same function
+/// that also deletes the `request-options` it is handed: the guest gives its handle up, and
+/// wasmtime-wasi-http 48 reads the options but never deletes them, one table entry left per
+/// attempt (which kept an instance that had sent from serving again, [`crate::warm`]).
+pub(crate) fn own_request_options(
+    linker: &mut wasmtime::component::Linker<State>,
+) -> wasmtime::Result<()> {
+    use wasmtime_wasi_http::WasiHttpView as _;
+    use wasmtime_wasi_http::p2::bindings::http::outgoing_handler::Host as _;
+    use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, RequestOptions};
+    use wasmtime_wasi_http::p2::types::{HostFutureIncomingResponse, HostOutgoingRequest};
+    type Sent = Result<Resource<HostFutureIncomingResponse>, ErrorCode>;
+    linker.allow_shadowing(true);
+    let added = linker
+        .instance("wasi:http/outgoing-handler@0.2.12")
+        .and_then(|mut handler| {
+            handler.func_wrap(
+                "handle",
+                |mut store: wasmtime::StoreContextMut<'_, State>,
+                 (request, options): (
+                    Resource<HostOutgoingRequest>,
+                    Option<Resource<RequestOptions>>,
+                )|
+                 -> wasmtime::Result<(Sent,)> {
+                    let mut http = store.data_mut().http();
+                    let options_rep = options.as_ref().map(Resource::rep);
+                    let sent = http.handle(request, options);
+                    if let Some(rep) = options_rep {
+                        // Already gone only if wasmtime-wasi-http ever deletes them itself.
+                        let _ = http.table.delete(Resource::<RequestOptions>::new_own(rep));
+                    }
+                    Ok((match sent {
+                        Ok(future) => Ok(future),
+                        // A trap stays a trap; an HTTP error is the guest's to see.
+                        Err(e) => Err(e.downcast()?),
+                    },))
+                },
+            )
+        });
+    linker.allow_shadowing(false);
+    added
+}
+
 fn kv_error(e: StoreError) -> store::Error {
     store::Error::Other(e.0)
 }

@@ -119,6 +119,7 @@ fn link(wasm: &[u8], metered: bool) -> Result<(Engine, wasmtime::component::Inst
     let mut linker = Linker::<State>::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    bindings::own_request_options(&mut linker)?;
     bindings::add_to_linker(&mut linker)?;
     let pre = linker.instantiate_pre(&component)?;
     Ok((engine, pre))
