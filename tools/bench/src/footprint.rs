@@ -28,7 +28,7 @@ use crate::load::plain_server;
 use crate::measure::proc_status_bytes;
 use crate::setup::{create, env, issue_key};
 use crate::table::Row;
-use anyhow::{Result, ensure};
+use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook::serve::Server;
 use edgehook_runtime::Runtime;
@@ -92,10 +92,22 @@ struct Checkpoint {
 pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
     let scale = if quick { 100 } else { 1 };
     let sub_steps: Vec<usize> = [10_000, 100_000].iter().map(|n| n / scale).collect();
-    let delivery_steps: Vec<usize> = [100_000, 500_000, 1_000_000]
-        .iter()
-        .map(|n| n / scale)
-        .collect();
+    // `EDGEHOOK_BENCH_FOOTPRINT_STEPS=100000,500000,1000000,2000000`: other checkpoints (a
+    // longer run shows whether RSS levels off once the working set has filled).
+    let delivery_steps: Vec<usize> = match std::env::var("EDGEHOOK_BENCH_FOOTPRINT_STEPS") {
+        Ok(list) => list
+            .split(',')
+            .map(|n| {
+                n.trim()
+                    .parse::<usize>()
+                    .context("EDGEHOOK_BENCH_FOOTPRINT_STEPS")
+            })
+            .collect::<Result<_>>()?,
+        Err(_) => [100_000, 500_000, 1_000_000]
+            .iter()
+            .map(|n| n / scale)
+            .collect(),
+    };
     let rss_before = rss()?;
     crate::ALLOCATOR.start();
     let dir = edgehook_testkit::try_temp_dir("bench-footprint")?;
@@ -711,6 +723,20 @@ fn rows(points: &[Checkpoint], rss_before: u64, create_secs: f64, rate: f64) -> 
                 None,
             ),
         ]);
+        if let [.., before, end] = dels[..]
+            && dels.len() > 2
+        {
+            let stretch = (end.deliveries - before.deliveries).max(1) as f64;
+            rows.push(row(
+                format!(
+                    "footprint: RSS growth per delivery record, {}-{} (the last stretch)",
+                    before.deliveries, end.deliveries
+                ),
+                (end.rss as f64 - before.rss as f64) / stretch,
+                "B",
+                None,
+            ));
+        }
         let span = (last.deliveries - first.deliveries).max(1) as f64;
         let judged = |name: String, growth: f64| {
             let mut r = row(name, growth / span, "B", Some(disk));
