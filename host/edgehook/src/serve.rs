@@ -637,10 +637,8 @@ mod tests {
             .handle(&env, req("POST", "/internal/v1/clients/acme/keys", "t", ""))
             .await
             .expect("key")
-            .json()["data"]["apiKey"]
-            .as_str()
-            .expect("apiKey")
-            .to_owned();
+            .data_text("apiKey")
+            .expect("apiKey");
         let create = r#"{"url":"http://127.0.0.1:9/x","eventTypes":["load.created"]}"#;
         let created = rt
             .handle(&env, req("POST", "/v1/webhooks", &key, create))

@@ -154,6 +154,20 @@ impl tokio::io::AsyncWrite for EventTap {
 }
 
 impl HostEnv {
+    /// A fresh in-memory store, no settings, the real clocks and randomness, no network, the
+    /// guest's log on stderr: the smallest host (tests, a first embedding).
+    pub fn in_memory() -> Self {
+        HostEnv {
+            kv: crate::store::KvStore::Local(Arc::new(crate::store::MemoryStore::new())),
+            config: Arc::default(),
+            clock: None,
+            outbound: Arc::new(crate::outbound::NoNetwork),
+            seed: None,
+            guest_log: None,
+            metrics: None,
+        }
+    }
+
     /// Seeded randomness from `seed`: every call draws its own generator from it in turn, so
     /// the same sequence of calls sees the same bytes.
     pub fn seeded(seed: u64) -> Arc<Mutex<StdRng>> {

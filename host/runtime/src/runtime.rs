@@ -86,6 +86,12 @@ impl HttpResponse {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
     }
+
+    /// A text field of the envelope's `data` (e.g. a new key's `apiKey`, a new subscription's
+    /// `id`), if the body has one.
+    pub fn data_text(&self, field: &str) -> Option<String> {
+        self.json()["data"][field].as_str().map(str::to_owned)
+    }
 }
 
 pub use edgehook_component::delivery::TickReport;
@@ -540,9 +546,6 @@ pub(crate) async fn tick_on(live: &mut Live) -> wasmtime::Result<TickReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbound::NoNetwork;
-    use crate::store::{KvStore, MemoryStore};
-    use std::sync::Arc;
 
     /// The pool's sizes per instance cover what every embedded guest takes.
     #[test]
@@ -589,15 +592,7 @@ mod tests {
     #[test]
     fn all_the_pools_instances_can_run_at_once() {
         let rt = Runtime::embedded().expect("runtime");
-        let env = HostEnv {
-            kv: KvStore::Local(Arc::new(MemoryStore::new())),
-            config: Arc::default(),
-            clock: None,
-            outbound: Arc::new(NoNetwork),
-            seed: None,
-            guest_log: None,
-            metrics: None,
-        };
+        let env = HostEnv::in_memory();
         let tokio = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

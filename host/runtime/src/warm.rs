@@ -122,19 +122,9 @@ fn lock(idle: &Mutex<Vec<Idle>>) -> std::sync::MutexGuard<'_, Vec<Idle>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbound::NoNetwork;
-    use crate::store::{KvStore, MemoryStore};
 
     fn env() -> HostEnv {
-        HostEnv {
-            kv: KvStore::Local(Arc::new(MemoryStore::new())),
-            config: Arc::default(),
-            clock: None,
-            outbound: Arc::new(NoNetwork),
-            seed: None,
-            guest_log: None,
-            metrics: None,
-        }
+        HostEnv::in_memory()
     }
 
     fn get(path: &str) -> http::Request<Full<Bytes>> {
@@ -214,10 +204,8 @@ mod tests {
             .handle(&env, json("POST", "/internal/v1/clients/c/keys", "op", ""))
             .await
             .expect("key")
-            .json()["data"]["apiKey"]
-            .as_str()
-            .expect("apiKey")
-            .to_owned();
+            .data_text("apiKey")
+            .expect("apiKey");
         let sub = r#"{"url":"http://127.0.0.1:9/hook","eventTypes":["load.created"]}"#;
         let created = rt
             .handle(&env, json("POST", "/v1/webhooks", &key, sub))

@@ -15,7 +15,6 @@
 //! only; every wait is a condition with a deadline; Spin and Redis are killed on drop.
 
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
-use edgehook_runtime::outbound::NoNetwork;
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use edgehook_runtime::{Baseline, HostEnv, KVPROBE_WASM};
@@ -112,12 +111,7 @@ impl Target {
         let probe = PROBE.get_or_init(|| Baseline::with(KVPROBE_WASM).expect("the probe links"));
         let env = HostEnv {
             kv,
-            config: Arc::default(),
-            clock: None,
-            outbound: Arc::new(NoNetwork),
-            seed: None,
-            guest_log: None,
-            metrics: None,
+            ..HostEnv::in_memory()
         };
         Target::Local { probe, env }
     }

@@ -126,10 +126,7 @@ fn four_wait_one_answers(rt: &tokio::runtime::Runtime) {
     let issued = rt
         .block_on(runtime.handle(&env, request("POST", "/internal/v1/clients/acme/keys", "t")))
         .expect("issue");
-    let key = issued.json()["data"]["apiKey"]
-        .as_str()
-        .expect("apiKey")
-        .to_owned();
+    let key = issued.data_text("apiKey").expect("apiKey");
 
     gate.send_replace(false);
     let (done, answers) = std::sync::mpsc::channel();
