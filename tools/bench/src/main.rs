@@ -28,6 +28,7 @@ mod heap;
 mod latency;
 mod load;
 mod measure;
+mod procmem;
 mod redis;
 mod scale;
 mod serve;
