@@ -5,14 +5,13 @@ use clap::{Parser, Subcommand};
 use edgehook::cli::{self, Remote, absolute, keys_path, runtime};
 use edgehook::listen;
 use edgehook::serve::{Server, bind};
+use edgehook_runtime::Runtime;
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::log::log_line;
-use edgehook_runtime::metrics::Metrics;
-use edgehook_runtime::net::{self, NetOptions, NetOutbound};
+use edgehook_runtime::net::{self, NetOptions};
 use edgehook_runtime::proxy::EgressProxy;
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::KvStore;
-use edgehook_runtime::{HostEnv, Runtime};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -721,17 +720,7 @@ fn serve(args: ServeArgs) -> Result<()> {
                 (KvStore::Local(Arc::new(store.clone())), Some(store), name)
             }
         };
-        let metrics = Arc::new(Metrics::new());
-        let outbound = NetOutbound::new(&net)?.with_metrics(metrics.clone());
-        let env = HostEnv {
-            kv: kv.metered(metrics.clone()),
-            config: Arc::new(config),
-            clock: None,
-            outbound: Arc::new(outbound),
-            seed: None,
-            guest_log: None,
-            metrics: Some(metrics),
-        };
+        let env = edgehook::metrics::served_env(kv, config, &net)?;
         let metrics_listener = edgehook::metrics::bind(&args.metrics_listen).await?;
         let endpoint = edgehook::metrics::Endpoint::new(Runtime::embedded()?, env.clone());
         let mut server = Server::new(env)?;

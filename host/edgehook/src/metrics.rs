@@ -11,11 +11,14 @@ use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use edgehook_runtime::log::log_line;
 use edgehook_runtime::metrics::{CONTENT_TYPE, Metrics};
+use edgehook_runtime::net::{NetOptions, NetOutbound};
+use edgehook_runtime::store::KvStore;
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -31,6 +34,29 @@ pub const DISABLED_PAGES: usize = 1000;
 /// Where `serve` answers `GET /metrics` unless told otherwise (9464: the port Prometheus
 /// exporters commonly take).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+/// The imports `serve` runs the component with: `kv` with every operation timed, real
+/// outbound HTTP as `net` says with every attempt counted, `config` as the component's
+/// settings, and its stderr read for metrics events (the other lines pass on to the
+/// process's stderr), all into one registry. The benchmarks build theirs here too, so that
+/// they measure `serve` as it runs.
+pub fn served_env(
+    kv: KvStore,
+    config: BTreeMap<String, String>,
+    net: &NetOptions,
+) -> Result<HostEnv> {
+    let metrics = Arc::new(Metrics::new());
+    let outbound = NetOutbound::new(net)?.with_metrics(metrics.clone());
+    Ok(HostEnv {
+        kv: kv.metered(metrics.clone()),
+        config: Arc::new(config),
+        clock: None,
+        outbound: Arc::new(outbound),
+        seed: None,
+        guest_log: None,
+        metrics: Some(metrics),
+    })
+}
 
 /// The metrics endpoint's listener: none with `off`; none (with a warning) when the default
 /// address is taken, so that a second `serve` on one machine still starts; an error when an

@@ -27,14 +27,13 @@
 use crate::load::plain_server;
 use crate::measure::proc_status_bytes;
 use crate::procmem::{mappings, pool_rss, rss, top_anonymous};
-use crate::setup::{create, env, issue_key};
+use crate::setup::{create, issue_key, served};
 use crate::table::Row;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook::serve::Server;
 use edgehook_runtime::Runtime;
 use edgehook_runtime::filestore::{FileStore, LOG_FILE, StoreStats, SyncPolicy};
-use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_runtime::store::{KvBackend, KvStore, MemoryStore};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -124,8 +123,7 @@ pub async fn footprint(quick: bool) -> Result<Vec<Row>> {
     {
         store.set_cache_bytes(bytes);
     }
-    let mut e = env(KvStore::Local(store.clone()));
-    e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
+    let e = served(KvStore::Local(store.clone()))?;
     let hits = Arc::new(AtomicUsize::new(0));
     let receiver = plain_server(Bytes::from_static(b"ok"), hits.clone()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -21,7 +21,7 @@
 //! store instead (no file, no fsync), to see what the store's disk work costs.
 
 use crate::measure::{cpu_per, process_cpu};
-use crate::setup::{create, env, issue_key};
+use crate::setup::{create, issue_key, served};
 use crate::table::Row;
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
@@ -29,7 +29,6 @@ use edgehook::serve::Server;
 use edgehook_component::model::events::EVENT_TYPES;
 use edgehook_runtime::Runtime;
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
-use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -353,8 +352,7 @@ async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
         let every = SyncPolicy::Every(Duration::from_millis(100));
         KvStore::Local(Arc::new(FileStore::open(&dir, every)?))
     };
-    let mut e = env(kv);
-    e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
+    let e = served(kv)?;
     let rt = Runtime::embedded()?;
     let key = issue_key(rt, &e, "latency").await?;
     for j in 0..plan.subscriptions {

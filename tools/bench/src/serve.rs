@@ -5,14 +5,13 @@ use crate::load::{
     MakeRequest, empty_component_server, load, plain_server, serve_webhooks, spawn_serve,
 };
 use crate::measure::{CPU_PER_REQUEST_TARGET, cpu_per, process_cpu};
-use crate::setup::{create, create_many, env, file_store, issue_key, req};
+use crate::setup::{create, create_many, env, file_store, issue_key, req, served};
 use crate::table::Row;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook::serve::Server;
 use edgehook_runtime::Runtime;
 use edgehook_runtime::metrics::Metrics;
-use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use http_body_util::Full;
 use std::sync::Arc;
@@ -124,8 +123,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     };
     for fanout in fanouts {
         let store = MemoryStore::new();
-        let mut e = env(KvStore::Local(Arc::new(store)));
-        e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
+        let e = served(KvStore::Local(Arc::new(store)))?;
         let rt = Runtime::embedded()?;
         for c in 0..fanout.div_ceil(100) {
             let key = issue_key(rt, &e, &format!("c{c}")).await?;

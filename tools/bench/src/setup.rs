@@ -4,6 +4,7 @@
 use crate::measure::timed;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
+use edgehook_runtime::net::NetOptions;
 use edgehook_runtime::outbound::NoNetwork;
 use edgehook_runtime::store::KvStore;
 use edgehook_runtime::{HostEnv, Runtime};
@@ -15,7 +16,30 @@ use std::time::Duration;
 /// The host every section runs the component on: `kv`, the bench's settings (admin token
 /// `bench`, limits out of the way, loopback receivers allowed), real clocks, no network.
 pub fn env(kv: KvStore) -> HostEnv {
-    let config: BTreeMap<String, String> = [
+    let config = settings();
+    HostEnv {
+        kv,
+        config: Arc::new(config),
+        clock: None,
+        outbound: Arc::new(NoNetwork),
+        seed: None,
+        guest_log: None,
+        metrics: None,
+    }
+}
+
+/// The host `edgehook serve` runs the component on (`edgehook::metrics::served_env`: every
+/// store operation and attempt counted, metrics events read off the guest's stderr), with
+/// the bench's settings and real outbound HTTP to loopback receivers: for the sections
+/// that measure deliveries through `serve`.
+pub fn served(kv: KvStore) -> Result<HostEnv> {
+    edgehook::metrics::served_env(kv, settings(), &NetOptions::open())
+}
+
+/// The bench's settings: the admin token `bench`, limits out of the way, loopback receivers
+/// over plain HTTP allowed.
+fn settings() -> BTreeMap<String, String> {
+    [
         ("admin_token", "bench"),
         ("subscription_limit", "100000"),
         ("allow_private_targets", "true"),
@@ -26,16 +50,7 @@ pub fn env(kv: KvStore) -> HostEnv {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    HostEnv {
-        kv,
-        config: Arc::new(config),
-        clock: None,
-        outbound: Arc::new(NoNetwork),
-        seed: None,
-        guest_log: None,
-        metrics: None,
-    }
+    .collect()
 }
 
 /// A JSON request with a bearer token, as the benchmarks send them.
