@@ -722,7 +722,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         };
         let env = edgehook::metrics::served_env(kv, config, &net)?;
         let metrics_listener = edgehook::metrics::bind(&args.metrics_listen).await?;
-        let endpoint = edgehook::metrics::Endpoint::new(Runtime::embedded()?, env.clone());
+        let endpoint = edgehook::metrics::Endpoint::new(Runtime::serving()?, env.clone());
         let mut server = Server::new(env)?;
         let scheme = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {

@@ -104,7 +104,7 @@ impl Server {
     /// A server for the embedded component over `env`.
     pub fn new(env: HostEnv) -> Result<Self> {
         Ok(Server {
-            warm: Arc::new(Runtime::embedded()?.warm(env.clone())),
+            warm: Arc::new(Runtime::serving()?.warm(env.clone())),
             env,
             wake: Arc::new(Notify::new()),
             inflight: Arc::new(watch::channel(()).0),

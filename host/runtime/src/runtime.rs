@@ -100,7 +100,13 @@ pub use edgehook_component::model::events::{PublishError, PublishReceipt};
 /// An engine with the pooling allocator, the component compiled in it, and an
 /// `InstancePre` linked against every host import.
 /// `metered`: the engine counts the guest's work in fuel ([`Runtime::handle_metered`]).
-fn link(wasm: &[u8], metered: bool) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
+/// `keep_resident`: the memory bytes a slot keeps when its instance ends
+/// ([`KEEP_RESIDENT_BYTES`] for instances of one call; 0 for [`Runtime::serving`]'s).
+fn link(
+    wasm: &[u8],
+    metered: bool,
+    keep_resident: usize,
+) -> Result<(Engine, wasmtime::component::InstancePre<State>)> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(POOL_INSTANCES)
         .total_core_instances(POOL_INSTANCES * CORE_INSTANCES_PER_INSTANCE)
@@ -108,7 +114,7 @@ fn link(wasm: &[u8], metered: bool) -> Result<(Engine, wasmtime::component::Inst
         .total_tables(POOL_INSTANCES * TABLES_PER_INSTANCE)
         .max_memory_size(MAX_MEMORY_BYTES)
         .pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+        .linear_memory_keep_resident(keep_resident)
         .table_keep_resident(KEEP_RESIDENT_BYTES);
     let mut config = Config::new();
     config
@@ -223,7 +229,7 @@ impl Baseline {
     /// `wasi:http/incoming-handler` and imports only what the host provides, e.g. the
     /// key-value probe ([`KVPROBE_WASM`]).
     pub fn with(wasm: &[u8]) -> Result<Self> {
-        let (engine, pre) = link(wasm, false)?;
+        let (engine, pre) = link(wasm, false, KEEP_RESIDENT_BYTES)?;
         let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
         Ok(Baseline { engine, pre })
     }
@@ -240,7 +246,7 @@ impl Baseline {
     }
 
     fn build(metered: bool) -> Result<Self> {
-        let (engine, pre) = link(EMPTY_WASM, metered)?;
+        let (engine, pre) = link(EMPTY_WASM, metered, KEEP_RESIDENT_BYTES)?;
         let pre = wasmtime_wasi_http::p2::bindings::ProxyPre::new(pre)?;
         Ok(Baseline { engine, pre })
     }
@@ -329,18 +335,18 @@ pub struct Runtime {
 impl Runtime {
     /// Compiles `wasm` and links it against the host's imports.
     pub fn new(wasm: &[u8]) -> Result<Self> {
-        Self::build(wasm, false)
+        Self::build(wasm, false, KEEP_RESIDENT_BYTES)
     }
 
     /// Compiles `wasm` in an engine that counts the guest's work in fuel (wasmtime's count
     /// of the WebAssembly operators it executes), for [`Runtime::handle_metered`]. Metering
     /// makes the guest slower: this is for measuring, never for serving.
     pub fn metered(wasm: &[u8]) -> Result<Self> {
-        Self::build(wasm, true)
+        Self::build(wasm, true, KEEP_RESIDENT_BYTES)
     }
 
-    fn build(wasm: &[u8], metered: bool) -> Result<Self> {
-        let (engine, pre) = link(wasm, metered)?;
+    fn build(wasm: &[u8], metered: bool, keep_resident: usize) -> Result<Self> {
+        let (engine, pre) = link(wasm, metered, keep_resident)?;
         Ok(Runtime {
             engine,
             pre: ServicePre::new(pre)?,
@@ -383,6 +389,21 @@ impl Runtime {
         static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
         RUNTIME
             .get_or_init(|| Runtime::new(COMPONENT_WASM).map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
+    /// The embedded component for a server that keeps instances between calls
+    /// ([`Runtime::warm`]), compiled once per process: a pool slot hands its memory's pages
+    /// back when its instance ends. A kept instance's heap spreads over its memory in its
+    /// many calls; kept in place (as [`Runtime::embedded`]'s slots keep theirs, for
+    /// instances of one call that touch little), every slot a kept instance ever held stayed
+    /// resident, about 1.1 MiB each. Kept instances seldom end, so handing back costs
+    /// nothing measurable (BENCHMARKS.md, session 20).
+    pub fn serving() -> Result<&'static Runtime> {
+        static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+        RUNTIME
+            .get_or_init(|| Runtime::build(COMPONENT_WASM, false, 0).map_err(|e| format!("{e:#}")))
             .as_ref()
             .map_err(|e| anyhow!("{e}"))
     }

@@ -1,6 +1,7 @@
 //! The runtime's integration tests: the real outbound sender against loopback servers, a
 //! remote store awaited without holding a thread, the Redis store against a real
-//! `redis-server`, and the key-value conformance suite on every store (ours, and Spin's).
+//! `redis-server`, the key-value conformance suite on every store (ours, and Spin's), and what
+//! a pool slot keeps when its instance ends (`slots`, measured in child processes).
 //! One test binary with a module per area (`cargo test -p edgehook-runtime --test runtime
 //! <module>::`), so wasmtime is linked once rather than once per file.
 
@@ -9,3 +10,4 @@ mod net;
 mod proxy;
 mod redis;
 mod remote;
+mod slots;

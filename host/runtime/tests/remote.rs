@@ -12,17 +12,18 @@ use tokio::sync::watch;
 
 use edgehook_testkit::DEADLINE;
 
-/// An in-memory store whose reads of API keys wait while the gate is closed, as a slow
-/// network would make them wait; each read it holds is reported on `held`.
-struct Gated {
-    inner: MemoryStore,
-    open: watch::Receiver<bool>,
-    held: std::sync::mpsc::Sender<()>,
+/// An in-memory store whose reads of keys under `prefix` wait while the gate is closed, as
+/// a slow network would make them wait; each read it holds is reported on `held`.
+pub(crate) struct Gated {
+    pub(crate) inner: MemoryStore,
+    pub(crate) prefix: &'static str,
+    pub(crate) open: watch::Receiver<bool>,
+    pub(crate) held: std::sync::mpsc::Sender<()>,
 }
 
 impl Gated {
     async fn pass(&self, keys: &[&str]) {
-        if !keys.iter().any(|k| k.starts_with("apikey:")) {
+        if !keys.iter().any(|k| k.starts_with(self.prefix)) {
             return;
         }
         let mut open = self.open.clone();
@@ -107,6 +108,7 @@ fn four_wait_one_answers(rt: &tokio::runtime::Runtime) {
     let (held, holds) = std::sync::mpsc::channel();
     let store = Arc::new(Gated {
         inner: MemoryStore::new(),
+        prefix: "apikey:",
         open,
         held,
     });
