@@ -21,8 +21,12 @@ use bytes::Bytes;
 use http_body_util::Full;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Idle instances kept at most: enough for the calls that end while others start.
-pub const KEEP: usize = 16;
+/// Idle instances kept at most: as many as the calls a busy server has running at once
+/// (an instance is held while its response streams out and its attempts wait for their
+/// receivers, so 32 connections keep more than 32 instances busy). With 16, a tenth of the
+/// calls of a list (50) at 32 connections dropped their instance and the next one made a
+/// new one (BENCHMARKS.md, session 20).
+pub const KEEP: usize = 64;
 /// Calls one instance serves at most before it is dropped.
 pub const MAX_CALLS: u32 = 10_000;
 /// Host resources an instance may hold beyond what its first call left (module doc).
