@@ -2,7 +2,6 @@
 //! its replies are on their way, the runtime's threads serve other requests.
 
 use bytes::Bytes;
-use edgehook_runtime::outbound::NoNetwork;
 use edgehook_runtime::store::{KvBackend, KvFuture, KvStore, MemoryStore, RemoteKv};
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::Full;
@@ -15,13 +14,33 @@ use edgehook_testkit::DEADLINE;
 /// An in-memory store whose reads of keys under `prefix` wait while the gate is closed, as
 /// a slow network would make them wait; each read it holds is reported on `held`.
 pub(crate) struct Gated {
-    pub(crate) inner: MemoryStore,
-    pub(crate) prefix: &'static str,
-    pub(crate) open: watch::Receiver<bool>,
-    pub(crate) held: std::sync::mpsc::Sender<()>,
+    inner: MemoryStore,
+    prefix: &'static str,
+    open: watch::Receiver<bool>,
+    held: std::sync::mpsc::Sender<()>,
 }
 
 impl Gated {
+    /// A gated store over an empty one, the gate open: its handle, the gate (`false`
+    /// closes it), and the reports of the reads it holds.
+    pub(crate) fn new(
+        prefix: &'static str,
+    ) -> (
+        Arc<Self>,
+        watch::Sender<bool>,
+        std::sync::mpsc::Receiver<()>,
+    ) {
+        let (gate, open) = watch::channel(true);
+        let (held, holds) = std::sync::mpsc::channel();
+        let store = Gated {
+            inner: MemoryStore::new(),
+            prefix,
+            open,
+            held,
+        };
+        (Arc::new(store), gate, holds)
+    }
+
     async fn pass(&self, keys: &[&str]) {
         if !keys.iter().any(|k| k.starts_with(self.prefix)) {
             return;
@@ -104,25 +123,14 @@ fn requests_waiting_on_a_remote_store_hold_no_thread() {
 }
 
 fn four_wait_one_answers(rt: &tokio::runtime::Runtime) {
-    let (gate, open) = watch::channel(true);
-    let (held, holds) = std::sync::mpsc::channel();
-    let store = Arc::new(Gated {
-        inner: MemoryStore::new(),
-        prefix: "apikey:",
-        open,
-        held,
-    });
+    let (store, gate, holds) = Gated::new("apikey:");
     let config: BTreeMap<String, String> = [("admin_token".to_owned(), "t".to_owned())]
         .into_iter()
         .collect();
     let env = HostEnv {
         kv: KvStore::Remote(store),
         config: Arc::new(config),
-        clock: None,
-        outbound: Arc::new(NoNetwork),
-        seed: None,
-        guest_log: None,
-        metrics: None,
+        ..HostEnv::in_memory()
     };
     let runtime = Runtime::embedded().expect("runtime");
     let issued = rt

@@ -6,14 +6,13 @@
 
 use crate::remote::Gated;
 use bytes::Bytes;
-use edgehook_runtime::store::{KvStore, MemoryStore};
+use edgehook_runtime::store::KvStore;
 use edgehook_runtime::warm::Warm;
 use edgehook_runtime::{HostEnv, Runtime};
 use edgehook_testkit::DEADLINE;
 use http_body_util::Full;
 use std::process::Command;
 use std::sync::Arc;
-use tokio::sync::watch;
 
 /// Calls at once: each holds an instance (and a slot) of its own; more than a `Warm` keeps
 /// idle, so some instances end as their calls do and the rest with their `Warm`.
@@ -90,14 +89,7 @@ fn child() {
     let tokio = tokio::runtime::Runtime::new().expect("tokio");
     // Every store read waits at the gate while it is closed, so the calls all hold their
     // instance at once.
-    let (gate, open) = watch::channel(true);
-    let (held, holds) = std::sync::mpsc::channel();
-    let store = Arc::new(Gated {
-        inner: MemoryStore::new(),
-        prefix: "",
-        open,
-        held,
-    });
+    let (store, gate, holds) = Gated::new("");
     let config = [("admin_token".to_owned(), "t".to_owned())].into();
     let warm = Arc::new(runtime.warm(HostEnv {
         kv: KvStore::Remote(store),

@@ -5,7 +5,6 @@ use crate::measure::timed;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook_runtime::net::NetOptions;
-use edgehook_runtime::outbound::NoNetwork;
 use edgehook_runtime::store::KvStore;
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::Full;
@@ -16,15 +15,10 @@ use std::time::Duration;
 /// The host every section runs the component on: `kv`, the bench's settings (admin token
 /// `bench`, limits out of the way, loopback receivers allowed), real clocks, no network.
 pub fn env(kv: KvStore) -> HostEnv {
-    let config = settings();
     HostEnv {
         kv,
-        config: Arc::new(config),
-        clock: None,
-        outbound: Arc::new(NoNetwork),
-        seed: None,
-        guest_log: None,
-        metrics: None,
+        config: Arc::new(settings()),
+        ..HostEnv::in_memory()
     }
 }
 
