@@ -384,7 +384,9 @@ impl Runtime {
         Ok(())
     }
 
-    /// The embedded component, compiled once per process.
+    /// The embedded component, compiled once per process, for calls that each take an
+    /// instance of their own (the simulator, tests, tools). A server that keeps instances
+    /// between calls runs on [`Runtime::serving`].
     pub fn embedded() -> Result<&'static Runtime> {
         static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
         RUNTIME

@@ -201,8 +201,9 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
 /// #28 point 4: `edgehook serve`'s (file store) create, list (a client with 50) and delete
 /// requests/s over `connections` keep-alive connections, each against the same server's
 /// `GET /healthz` (its cheapest request: the component answers from one store read) in the
-/// same run. Creates go to a client of their own with a fresh URL each; the deletes then
-/// delete what the creates made, each once.
+/// same run (the list's in [`FLOOR_ROUNDS`] rounds alternating with `/healthz`'s, each a
+/// share of `duration`). Creates go to a client of their own with a fresh URL each; the
+/// deletes then delete what the creates made, each once.
 pub async fn api_against_healthz(duration: Duration, connections: usize) -> Result<Vec<Row>> {
     let env = served(file_store("api-floor")?)?;
     let rt = Runtime::embedded()?;
