@@ -389,10 +389,7 @@ impl Runtime {
     /// between calls runs on [`Runtime::serving`].
     pub fn embedded() -> Result<&'static Runtime> {
         static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
-        RUNTIME
-            .get_or_init(|| Runtime::new(COMPONENT_WASM).map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow!("{e}"))
+        Self::once(&RUNTIME, KEEP_RESIDENT_BYTES)
     }
 
     /// The embedded component for a server that keeps instances between calls
@@ -404,10 +401,20 @@ impl Runtime {
     /// nothing measurable (BENCHMARKS.md, session 20).
     pub fn serving() -> Result<&'static Runtime> {
         static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
-        RUNTIME
-            .get_or_init(|| Runtime::build(COMPONENT_WASM, false, 0).map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(|e| anyhow!("{e}"))
+        Self::once(&RUNTIME, 0)
+    }
+
+    /// The embedded component compiled into `cell` on first use, its slots keeping
+    /// `keep_resident` bytes ([`link`]); a failure is kept too, and returned to every caller.
+    fn once(
+        cell: &'static OnceLock<Result<Runtime, String>>,
+        keep_resident: usize,
+    ) -> Result<&'static Runtime> {
+        cell.get_or_init(|| {
+            Runtime::build(COMPONENT_WASM, false, keep_resident).map_err(|e| format!("{e:#}"))
+        })
+        .as_ref()
+        .map_err(|e| anyhow!("{e}"))
     }
 
     fn store(&self, env: &HostEnv) -> Store<State> {

@@ -227,6 +227,9 @@ pub async fn api_against_healthz(duration: Duration, connections: usize) -> Resu
         .map(|(h, l)| format!("{:.2}", l.rps / h.rps))
         .collect();
     eprintln!("serve list / healthz, round by round: {}", ratios.join(" "));
+    let mean = |runs: &[crate::load::LoadResult]| {
+        runs.iter().map(|r| r.rps).sum::<f64>() / runs.len().max(1) as f64
+    };
     let (healthz, list) = (mean(&healthz), mean(&list));
     let created = Arc::new(AtomicUsize::new(0));
     let create = {
@@ -255,34 +258,24 @@ pub async fn api_against_healthz(duration: Duration, connections: usize) -> Resu
         )
         .await?
     };
-    let row = |name: &str, r: &crate::load::LoadResult, target: Option<f64>| Row {
+    let row = |name: &str, rps: f64, target: Option<f64>| Row {
         name: format!("serve {name}, {connections} conns (vs its GET /healthz)"),
-        value: r.rps,
+        value: rps,
         unit: "r/s",
-        baseline: Some(healthz.rps),
+        baseline: Some(healthz),
         target: target.map_or("- (reported)".into(), |t| format!(">= {t}x healthz")),
-        met: target.map(|t| r.rps >= t * healthz.rps),
+        met: target.map(|t| rps >= t * healthz),
     };
     Ok(vec![
-        row("GET /healthz", &healthz, None),
-        row("list (50)", &list, Some(0.6)),
-        row("create", &create, None),
-        row("delete", &delete, None),
+        row("GET /healthz", healthz, None),
+        row("list (50)", list, Some(0.6)),
+        row("create", create.rps, None),
+        row("delete", delete.rps, None),
     ])
 }
 
 /// Rounds of `/healthz` and the list (50) in [`api_against_healthz`], alternating.
 const FLOOR_ROUNDS: u32 = 5;
-
-/// The mean of runs of the same length: their rate, p99 and CPU a request.
-fn mean(runs: &[crate::load::LoadResult]) -> crate::load::LoadResult {
-    let n = runs.len().max(1) as f64;
-    crate::load::LoadResult {
-        rps: runs.iter().map(|r| r.rps).sum::<f64>() / n,
-        p99: runs.iter().map(|r| r.p99).sum::<f64>() / n,
-        cpu: runs.iter().map(|r| r.cpu).sum::<f64>() / n,
-    }
-}
 
 /// Every subscription id of the client of `key`, page by page.
 async fn all_ids(rt: &Runtime, env: &edgehook_runtime::HostEnv, key: &str) -> Result<Vec<String>> {
