@@ -192,12 +192,22 @@ struct StderrLog;
 
 impl Log for StderrLog {
     fn line(&self, line: &str) {
-        eprintln!("{line}");
+        write_line(line);
     }
 
     fn event(&self, line: &str) {
-        eprintln!("{line}");
+        write_line(line);
     }
+}
+
+/// Writes `line` and its newline to stderr in one write: `eprintln!` writes the two apart,
+/// and each write is several host calls (a stream's check, write and flush).
+fn write_line(line: &str) {
+    use std::io::Write as _;
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line.as_bytes());
+    bytes.push(b'\n');
+    let _ = std::io::stderr().write_all(&bytes);
 }
 
 /// Runs `f` with an [`Env`] built from the imports.
@@ -454,14 +464,14 @@ impl incoming_handler::Guest for Component {
             Err(problem) => router::misconfigured(&IdKind::Request.generate(&WasiEntropy), problem),
         };
         if let Some(log) = &handled.log {
-            eprintln!(
+            write_line(&format!(
                 "request_id={} method={} path={} status={} error={}",
                 handled.request_id,
                 req.method,
                 req.path,
                 handled.response.status,
                 edgehook_model::error::quoted(log)
-            );
+            ));
         }
         write_response(handled.response, response_out);
         if let (Some(work), Ok(opened)) = (&handled.run_after, &opened) {

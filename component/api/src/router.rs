@@ -244,6 +244,8 @@ pub struct Handled {
     pub log: Option<String>,
     /// Deliveries to run now that the response is out (an event was accepted or a
     /// delivery replayed: their attempt is due at once); see [`edgehook_delivery::run_now`].
+    /// The caller runs it in the same invocation: a new key-less event's first batch is
+    /// leased to this run, and waits for the lease to end if it never comes.
     pub run_after: Option<RunNow>,
 }
 

@@ -72,6 +72,20 @@ pub(crate) fn run_batch<K: Kv>(
     let mut held: Vec<(String, Wait)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let written = known.map(|(items, _)| &items[i].0);
+        // Written by publish already leased to this run, for long enough: ours without a
+        // claim (`fanout::FirstBatchLease`).
+        if let Some(w) = written.filter(|w| {
+            w.delivery.lease_owner.as_deref() == Some(tick_id)
+                && w.delivery.lease_until >= Some(now + env.settings.attempt_timeout_ms)
+        }) {
+            claimed.push(Claimed {
+                delivery: w.delivery.clone(),
+                due_at: w.delivery.next_attempt_at.unwrap_or(now),
+                bytes: w.bytes.clone(),
+            });
+            claimed_at.push(i);
+            continue;
+        }
         let outcome = update(env.kv, &keys::delivery(id), &mut |cur| {
             let Some(bytes) = cur else {
                 return Ok(Update::Keep(Claim::Skip));
@@ -85,7 +99,11 @@ pub(crate) fn run_batch<K: Kv>(
                 Some(due) if d.status == Status::Pending => due,
                 _ => return Ok(Update::Keep(Claim::Skip)),
             };
-            if let Some(until) = d.lease_until.filter(|u| *u > now) {
+            // A lease of this run's own (publish wrote it) is claimed again, for longer.
+            if let Some(until) = d
+                .lease_until
+                .filter(|u| *u > now && d.lease_owner.as_deref() != Some(tick_id))
+            {
                 return Ok(Update::Keep(Claim::Wait(Wait::Leased(until))));
             }
             if due > now {

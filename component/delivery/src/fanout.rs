@@ -1,5 +1,6 @@
 //! Publish and fan-out: an event stored once, one delivery per active listener, attempt 1 of each queued as due now.
 
+use crate::claim::LEASE_MARGIN_MS;
 use crate::history::history_log;
 use crate::queue::{SeenDirectories, enqueue, second_of};
 use edgehook_model::env::Env;
@@ -107,6 +108,11 @@ fn publish_inner<K: Kv>(
         }
     }
     let replayed = existing.is_some();
+    // A key-less event run at once by this invocation: its first batch is written leased to
+    // the run that sends it, which so claims nothing ([`FirstBatchLease`]).
+    let lease =
+        (prepare && !active.is_empty() && origin_of(replayed, idempotency_key) == Origin::Fresh)
+            .then(|| FirstBatchLease::for_run_now(env));
     let event = match (created, existing) {
         (Some(event), _) => {
             // The body after the keyed record: a publish that lost the race above must not
@@ -134,11 +140,7 @@ fn publish_inner<K: Kv>(
             existing
         }
     };
-    let origin = match (replayed, idempotency_key) {
-        (true, _) => Origin::Resumed,
-        (false, Some(_)) => Origin::Keyed,
-        (false, None) => Origin::Fresh,
-    };
+    let origin = origin_of(replayed, idempotency_key);
     let written = if event.fanned_out {
         Vec::new()
     } else {
@@ -153,10 +155,11 @@ fn publish_inner<K: Kv>(
                     .flatten(),
             ),
         };
-        fan_out(env, &event, origin, seen.as_ref(), &fifo).map_err(store)?
+        fan_out(env, &event, origin, seen.as_ref(), &fifo, lease.as_ref()).map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
     let prepared = (prepare && !replayed).then(|| Prepared {
+        lease_owner: lease.map(|l| l.owner),
         body: Rc::new(load.to_vec()),
         items: written
             .into_iter()
@@ -177,6 +180,47 @@ fn publish_inner<K: Kv>(
         replayed,
     };
     Ok((receipt, prepared))
+}
+
+/// Where the event of a publish comes from: an event found under its key, a new keyed one,
+/// or a fresh one.
+fn origin_of(replayed: bool, idempotency_key: Option<&str>) -> Origin {
+    match (replayed, idempotency_key) {
+        (true, _) => Origin::Resumed,
+        (false, Some(_)) => Origin::Keyed,
+        (false, None) => Origin::Fresh,
+    }
+}
+
+/// The lease a key-less publish writes into the records of its first batch (the first
+/// `max_concurrency` deliveries that are due at once), held by the [`run_now`] of the same
+/// invocation, which then sends them without a claim (two store operations a delivery:
+/// the claim's read and its compare-and-swap).
+///
+/// Safe because nobody else can have touched them: their event id is fresh and random,
+/// known to no other call until their queue entries are read; a tick that reads them finds
+/// the lease held and waits, and cancelling (`health.rs`) passes leased deliveries by. If
+/// the invocation ends before it sends them, the lease runs out as a claimed one's would,
+/// and a tick sends them then, through their queue entries. Only the first batch: later
+/// ones start when earlier ones end, and a lease written at publish could run out first.
+///
+/// [`run_now`]: crate::tick::run_now
+pub(crate) struct FirstBatchLease {
+    pub(crate) owner: String,
+    pub(crate) until: u64,
+    pub(crate) count: usize,
+}
+
+impl FirstBatchLease {
+    /// The lease for the run that follows this publish: the id it runs under, as long as
+    /// a claim of its own would last.
+    fn for_run_now<K: Kv>(env: &Env<'_, K>) -> Self {
+        FirstBatchLease {
+            owner: IdKind::Request.generate(env.entropy),
+            until: env.now_ms + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS,
+            count: env.settings.max_concurrency.max(1) as usize,
+        }
+    }
 }
 
 /// Publishes an event of our own (an operator alert, `alert.rs`) to one subscription id:
@@ -201,7 +245,7 @@ pub(crate) fn publish_internal<K: Kv>(
     };
     retention::retain(env.kv, event.created_at, &event.id, None)?;
     env.kv.set(&keys::event_body(&event.id), body)?;
-    fan_out(env, &event, Origin::Fresh, None, &[])?;
+    fan_out(env, &event, Origin::Fresh, None, &[], None)?;
     Ok(())
 }
 
@@ -229,11 +273,15 @@ pub struct Written {
 }
 
 /// What attempt 1 of a new event needs, handed from [`publish_prepared`] to [`run_now`](crate::tick::run_now) in
-/// the same invocation: the deliveries fan-out wrote (still claimed by compare-and-swap
-/// against the store before they are sent), their subscriptions as publish read them, and
-/// the body.
+/// the same invocation: the deliveries fan-out wrote, their subscriptions as publish read
+/// them, and the body. A key-less event's first batch was written leased to the run (its
+/// `lease_owner`), which sends it without a claim ([`FirstBatchLease`]); every other
+/// delivery is still claimed by compare-and-swap against the store before it is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prepared {
+    /// The id the run must run under: the owner of the first batch's lease, if publish
+    /// wrote one.
+    pub(crate) lease_owner: Option<String>,
     pub(crate) body: Rc<Vec<u8>>,
     pub(crate) items: Vec<(Written, Subscription)>,
 }
@@ -318,6 +366,7 @@ fn fan_out<K: Kv>(
     origin: Origin,
     seen: Option<&SeenDirectories>,
     fifo: &[String],
+    lease: Option<&FirstBatchLease>,
 ) -> Result<Vec<Written>, KvError> {
     let held = |sub: &str| fifo.iter().any(|f| f == sub);
     // (subscription, delivery id, skipped): those it is delivered to, then the skipped.
@@ -368,6 +417,8 @@ fn fan_out<K: Kv>(
             (false, true) => (Status::Pending, None, None),
             (false, false) => (Status::Pending, Some(event.created_at), None),
         };
+        // Due now and among the first batch of a leased publish: written leased to its run.
+        let leased = lease.filter(|l| next_attempt_at.is_some() && written.len() < l.count);
         let record = Delivery {
             id: dlv.clone(),
             event_id: event.id.clone(),
@@ -378,8 +429,8 @@ fn fan_out<K: Kv>(
             attempts: Vec::new(),
             run: 0,
             next_attempt_at,
-            lease_until: None,
-            lease_owner: None,
+            lease_until: leased.map(|l| l.until),
+            lease_owner: leased.map(|l| l.owner.clone()),
             finished_at,
         };
         let bytes = record.encode();

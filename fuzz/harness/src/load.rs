@@ -120,15 +120,9 @@ pub fn run(data: &[u8]) {
         .filter(|(_, s)| !s.disabled && s.event_types.iter().any(|t| t == event_type))
         .map(|(id, _)| id.clone())
         .collect();
-    let tick = world.tick(Vec::new());
-    // The seeded delivery to globex is not due yet: only this event's deliveries run.
-    assert_eq!(
-        tick.body["data"]["succeeded"].as_u64(),
-        Some(listeners.len() as u64),
-        "deliveries sent: {}",
-        tick.text
-    );
-    assert_eq!(world.last_sent.len(), listeners.len(), "{}", tick.text);
+    // Attempt 1 of each ran as the publish was answered; the seeded delivery to globex is
+    // not due yet, so nothing else was sent.
+    assert_eq!(world.last_sent.len(), listeners.len(), "{}", ctx());
     for (out, _) in &world.last_sent {
         assert!(
             out.body.as_slice() == load,

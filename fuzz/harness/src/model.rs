@@ -275,9 +275,6 @@ impl Model {
         } else {
             client
         };
-        for (out, result) in sent {
-            self.check_delivery(out, result, now, &what);
-        }
         // Only a path that starts with `/` names a route (the router answers 404 to any
         // other, e.g. control bytes before the slash).
         let segments: Vec<&str> = match req.path.strip_prefix('/') {
@@ -411,6 +408,11 @@ impl Model {
                 );
             }
             _ => {}
+        }
+        // After the route: a publish's own attempts (run once its response is out) carry
+        // the body it has just recorded.
+        for (out, result) in sent {
+            self.check_delivery(out, result, now, &what);
         }
         if let Some(cursor) = reply.body["nextCursor"].as_str() {
             self.last_cursor = Some(cursor.to_owned());

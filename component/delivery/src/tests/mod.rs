@@ -128,8 +128,13 @@ impl Sender for Counting {
 }
 
 pub(crate) fn active_subscription(kv: &MemoryKv) -> String {
+    active_subscription_n(kv, 1)
+}
+
+/// The `n`th active subscription to `load.created` (from 1; each `n` once per store).
+pub(crate) fn active_subscription_n(kv: &MemoryKv, n: u64) -> String {
     let sub = Subscription {
-        id: "sub_000000000000000000000001".into(),
+        id: format!("sub_{n:024}"),
         client_id: "acme".into(),
         url: "https://hooks.example.com/x".into(),
         event_types: vec!["load.created".into()],
@@ -138,9 +143,9 @@ pub(crate) fn active_subscription(kv: &MemoryKv) -> String {
         disabled_reason: None,
         created_at: 0,
         disabled_at: None,
-        seq: 1,
+        seq: n,
         consecutive_failures: 0,
-        fanout_seqs: vec![1],
+        fanout_seqs: vec![n],
         disabled_entries: (None, None),
         options: Default::default(),
     };

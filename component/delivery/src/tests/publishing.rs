@@ -200,13 +200,14 @@ fn two_keyed_publishes_with_different_bodies_at_once_give_one_event_and_one_conf
 
 #[test]
 fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
+    // A keyed event's deliveries are claimed against the store before they are sent.
     let kv = MemoryKv::new();
     let settings = Settings::default();
     let entropy = SeededEntropy::new(7);
     let env = Env::new(1_767_225_600_000, &kv, &settings, &entropy);
     let sub = active_subscription(&kv);
     let (_, prepared) =
-        publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+        publish_prepared(&env, "load.created", br#"{"id":"L"}"#, Some("k1")).expect("publish");
     // Between fan-out and attempt 1, the subscription is disabled: its pending
     // deliveries are cancelled in the store.
     disable(&env, &sub, "operator").expect("disable");
@@ -218,6 +219,92 @@ fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
         (0, 0),
         "the store decides"
     );
+}
+
+#[test]
+fn a_keyless_events_first_batch_is_written_leased_to_its_run_and_sent_without_a_claim() {
+    let kv = MemoryKv::new();
+    let ops = HookKv::new(&kv, "", || {});
+    let settings = Settings {
+        max_concurrency: 2,
+        ..Settings::default()
+    };
+    let entropy = SeededEntropy::new(7);
+    let now = 1_767_225_600_000;
+    let env = Env::new(now, &ops, &settings, &entropy);
+    for n in 1..=3 {
+        active_subscription_n(&kv, n);
+    }
+    let (_, prepared) =
+        publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let prepared = prepared.expect("prepared");
+    let owner = prepared
+        .lease_owner
+        .clone()
+        .expect("a key-less event is leased");
+    let ids: Vec<String> = prepared
+        .items
+        .iter()
+        .map(|(w, _)| w.delivery.id.clone())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    // The first batch (max_concurrency of them) is leased to the run, for as long as a
+    // claim would hold it; the rest is written unleased.
+    let until = now + settings.attempt_timeout_ms + crate::claim::LEASE_MARGIN_MS;
+    for (n, id) in ids.iter().enumerate() {
+        let d = stored_delivery(&kv, &keys::delivery(id));
+        let (want_until, want_owner) = match n < 2 {
+            true => (Some(until), Some(owner.as_str())),
+            false => (None, None),
+        };
+        assert_eq!(
+            (d.lease_until, d.lease_owner.as_deref()),
+            (want_until, want_owner),
+            "delivery {n}"
+        );
+    }
+    // A tick meanwhile finds the first batch held: it sends only the third.
+    let tick_sent = Counting(Cell::new(0));
+    tick(&Env::new(now + 1, &kv, &settings, &entropy), &tick_sent);
+    assert_eq!(tick_sent.0.get(), 1, "only the unleased one");
+    ops.reads.borrow_mut().clear();
+    let sent = Counting(Cell::new(0));
+    let report = run_now(&env, &sent, &RunNow::Prepared(Box::new(prepared)));
+    assert_eq!((report.attempted, sent.0.get()), (2, 2), "{report:?}");
+    let reads = ops.reads.borrow().clone();
+    for id in &ids[..2] {
+        let key = keys::delivery(id).to_string();
+        // One read, the outcome's compare-and-swap: no claim before the send.
+        assert_eq!(reads.iter().filter(|k| **k == key).count(), 1, "{reads:?}");
+        let d = stored_delivery(&kv, &keys::delivery(id));
+        assert_eq!(d.status, Status::Succeeded);
+        assert_eq!((d.lease_until, d.lease_owner), (None, None));
+    }
+}
+
+#[test]
+fn a_leased_first_batch_whose_run_never_comes_is_sent_by_a_tick_when_the_lease_ends() {
+    // The invocation ended between publish and its run: the leases run out as a claim's
+    // would, and the deliveries are sent through their queue entries.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(7);
+    let now = 1_767_225_600_000;
+    active_subscription(&kv);
+    let (_, prepared) = publish_prepared(
+        &Env::new(now, &kv, &settings, &entropy),
+        "load.created",
+        br#"{"id":"L"}"#,
+        None,
+    )
+    .expect("publish");
+    assert!(prepared.and_then(|p| p.lease_owner).is_some());
+    let until = now + settings.attempt_timeout_ms + crate::claim::LEASE_MARGIN_MS;
+    let sent = Counting(Cell::new(0));
+    tick(&Env::new(until - 1, &kv, &settings, &entropy), &sent);
+    assert_eq!(sent.0.get(), 0, "held while the lease lasts");
+    tick(&Env::new(until, &kv, &settings, &entropy), &sent);
+    assert_eq!(sent.0.get(), 1, "sent once it has run out");
 }
 
 #[test]
