@@ -62,6 +62,6 @@ pub use env::{Clocks, GuestLog, HostEnv};
 pub use runtime::{
     Baseline, COMPONENT_SIZE_BUDGET, COMPONENT_WASM, EMPTY_WASM, HttpResponse, KVPROBE_WASM,
     POOL_INSTANCES, PORTAL_SIZE_BUDGET, PORTAL_WASM, PublishError, PublishReceipt, Rest, Runtime,
-    TickReport,
+    TickReport, Work,
 };
 pub use warm::Warm;

@@ -12,9 +12,12 @@ use crate::state::{FUEL, State, new_store};
 use anyhow::{Result, anyhow};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::{
+    CallHook, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store,
+};
 use wasmtime_wasi_http::WasiHttpView;
 
 /// The component built from `component/` by this crate's build script.
@@ -251,13 +254,14 @@ impl Baseline {
         Ok(Baseline { engine, pre })
     }
 
-    /// One request through the metered baseline: the response and the fuel it used.
+    /// One request through the metered baseline: the response and what it did.
     pub async fn handle_metered(
         &self,
         env: &HostEnv,
         req: http::Request<Full<Bytes>>,
-    ) -> Result<(HttpResponse, u64)> {
+    ) -> Result<(HttpResponse, Work)> {
         let mut store = new_store(&self.engine, env);
+        let host_calls = count_host_calls(&mut store);
         let (req, out, receiver) = incoming(&mut store, req)?;
         let proxy = self.pre.instantiate_async(&mut store).await?;
         let call = tokio::spawn(async move {
@@ -267,7 +271,7 @@ impl Baseline {
                 .await;
             (outcome, store)
         });
-        metered_end(receiver, call).await
+        metered_end(receiver, call, host_calls).await
     }
 
     /// One request through the baseline, response collected.
@@ -309,12 +313,39 @@ impl Baseline {
     }
 }
 
+/// What one metered invocation did, counted exactly: the same build doing the same work
+/// counts the same on any machine, so builds compare exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// The guest's own work: wasmtime's count of the WebAssembly operators it ran.
+    pub fuel: u64,
+    /// Calls from the guest into the host: every import (a store operation, a clock read,
+    /// a stream write, a resource dropped, ...) and wasmtime's own libcalls (a memory
+    /// growing, a table's lazy entry, ...). Each pays the component model's lifting and
+    /// lowering, which fuel does not count.
+    pub host_calls: u64,
+}
+
+/// Counts the store's calls into the host from now on (wasmtime's call hook).
+fn count_host_calls(store: &mut Store<State>) -> Arc<AtomicU64> {
+    let calls = Arc::new(AtomicU64::new(0));
+    let counter = calls.clone();
+    store.call_hook(move |_, hook| {
+        if matches!(hook, CallHook::CallingHost) {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    });
+    calls
+}
+
 /// The end of a metered call: the response, read whole while the invocation runs in `call`,
-/// and the fuel the invocation used once it has ended.
+/// and what the invocation did once it has ended.
 async fn metered_end(
     receiver: ResponseReceiver,
     call: tokio::task::JoinHandle<(wasmtime::Result<()>, Store<State>)>,
-) -> Result<(HttpResponse, u64)> {
+    host_calls: Arc<AtomicU64>,
+) -> Result<(HttpResponse, Work)> {
     let response = match receiver.await {
         Ok(Ok(response)) => collect(response).await?,
         Ok(Err(code)) => return Err(anyhow!("the component answered with error {code:?}")),
@@ -322,7 +353,11 @@ async fn metered_end(
     };
     let (outcome, store) = call.await?;
     outcome.map_err(|e| anyhow::Error::from(e).context("the component trapped"))?;
-    Ok((response, FUEL - store.get_fuel()?))
+    let work = Work {
+        fuel: FUEL - store.get_fuel()?,
+        host_calls: host_calls.load(Ordering::Relaxed),
+    };
+    Ok((response, work))
 }
 
 /// The compiled component, ready to instantiate (a clone shares it).
@@ -354,16 +389,17 @@ impl Runtime {
     }
 
     /// One HTTP request through a [`Runtime::metered`] runtime, run to the end of its
-    /// invocation (attempts run after the response included): the response, and the fuel
-    /// the guest used. Fuel does not depend on the machine's speed or load: the same build
-    /// doing the same work uses the same fuel, so builds compare exactly (host calls are
-    /// not counted, only the guest's own code).
+    /// invocation (attempts run after the response included): the response, and what the
+    /// invocation did ([`Work`]: the guest's fuel and its calls into the host). Neither
+    /// depends on the machine's speed or load: the same build doing the same work counts
+    /// the same, so builds compare exactly.
     pub async fn handle_metered(
         &self,
         env: &HostEnv,
         req: http::Request<Full<Bytes>>,
-    ) -> Result<(HttpResponse, u64)> {
+    ) -> Result<(HttpResponse, Work)> {
         let mut store = self.store(env);
+        let host_calls = count_host_calls(&mut store);
         let (req, out, receiver) = incoming(&mut store, req)?;
         let instance = self.pre.instantiate_async(&mut store).await?;
         // The body is read while the guest writes it, so the invocation runs in a task.
@@ -374,7 +410,7 @@ impl Runtime {
                 .await;
             (outcome, store)
         });
-        metered_end(receiver, call).await
+        metered_end(receiver, call, host_calls).await
     }
 
     /// Instantiates the component and drops it at once: the fixed cost every call pays.

@@ -1,5 +1,5 @@
-//! The exact rows (guest fuel and store operations per request: the same on every run of a
-//! build, on any machine) against a committed baseline (`tools/bench/exact-baseline.json`):
+//! The exact rows (guest fuel, host calls and store operations per request: the same on
+//! every run of a build, on any machine) against a committed baseline (`tools/bench/exact-baseline.json`):
 //! the suite exits non-zero when one exceeds its baseline by more than [`TOLERANCE`], so a
 //! smoke run in CI catches a regression no timing could show. `--write-baseline` records the
 //! run's exact rows as the new baseline (after a change that costs more on purpose; say why
@@ -18,9 +18,9 @@ pub fn baseline_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("exact-baseline.json")
 }
 
-/// Whether a row is an exact count (fuel, store operations).
+/// Whether a row is an exact count (fuel, host calls, store operations).
 fn exact(row: &Row) -> bool {
-    row.unit == "fuel" || row.unit == "ops"
+    matches!(row.unit, "fuel" | "calls" | "ops")
 }
 
 /// The rows over their baseline by more than [`TOLERANCE`], as lines to print. Rows the
