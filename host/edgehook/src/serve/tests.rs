@@ -1,0 +1,213 @@
+//! `serve`'s own tests: idle and slow connections, every instance taken, a host error's
+//! envelope, the timer, and shutdown while an attempt hangs.
+
+use super::*;
+use edgehook_runtime::outbound::{Outbound, OutboundFuture};
+use edgehook_runtime::store::{KvStore, MemoryStore};
+use edgehook_testkit::http::request;
+use std::collections::BTreeMap;
+use wasmtime_wasi_http::{RequestOptions, WasiBody};
+
+/// A request to the component with a bearer token and a JSON body.
+fn req(method: &str, path: &str, bearer: &str, body: &str) -> http::Request<Full<Bytes>> {
+    request(method, &format!("http://serve{path}"), bearer, body)
+}
+
+/// A network where every request hangs (an endpoint that never answers).
+struct Hang(Arc<Notify>);
+
+impl Outbound for Hang {
+    fn send(&self, req: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
+        self.0.notify_one();
+        // The request is kept (its body too): dropping it would end the guest's body
+        // write at once, and the attempt with it, instead of hanging.
+        Box::pin(async move {
+            let _req = req;
+            std::future::pending().await
+        })
+    }
+}
+
+/// A store with one subscription to `load.created` at an endpoint that never answers
+/// (attempts hang for two minutes); `sent` is notified at each attempt. Admin token `t`.
+async fn hanging_subscription(sent: Arc<Notify>) -> HostEnv {
+    let config: BTreeMap<String, String> = [
+        ("admin_token", "t"),
+        ("allow_private_targets", "true"),
+        ("allow_http", "true"),
+        ("attempt_timeout_ms", "120000"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let env = HostEnv {
+        kv: KvStore::Local(Arc::new(MemoryStore::new())),
+        config: Arc::new(config),
+        clock: None,
+        outbound: Arc::new(Hang(sent)),
+        seed: None,
+        guest_log: None,
+        metrics: None,
+    };
+    let rt = Runtime::embedded().expect("runtime");
+    let key = rt
+        .handle(&env, req("POST", "/internal/v1/clients/acme/keys", "t", ""))
+        .await
+        .expect("key")
+        .data_text("apiKey")
+        .expect("apiKey");
+    let create = r#"{"url":"http://127.0.0.1:9/x","eventTypes":["load.created"]}"#;
+    let created = rt
+        .handle(&env, req("POST", "/v1/webhooks", &key, create))
+        .await
+        .expect("create");
+    assert_eq!(created.status, 201);
+    env
+}
+
+/// Serves `server` on a loopback port; returns its address and the shutdown switch.
+async fn serving(server: Server) -> (SocketAddr, watch::Sender<bool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(server.run(listener, stop_rx));
+    (addr, stop)
+}
+
+/// Writes `request` on a new connection and reads what comes back until the server
+/// closes it (or 10 s pass: a failure, not a wait the test relies on).
+async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(request).await.expect("write");
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut got)).await;
+    assert!(
+        read.is_ok(),
+        "the server kept the connection open: {}",
+        String::from_utf8_lossy(&got)
+    );
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A server over `env` whose limits on slow clients are 300 ms each.
+fn impatient(env: HostEnv) -> Server {
+    let short = Duration::from_millis(300);
+    Server::new(env).expect("server").with_timeouts(Timeouts {
+        header: short,
+        body: short,
+        instance: short,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_sends_no_head_or_sits_idle_is_closed() {
+    let env = hanging_subscription(Arc::new(Notify::new())).await;
+    let (addr, _stop) = serving(impatient(env)).await;
+    // Nothing at all, then half a head (slowloris).
+    let got = exchange(addr, b"").await;
+    assert!(!got.contains("200 OK"), "{got}");
+    let got = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await;
+    assert!(!got.contains("200 OK"), "{got}");
+    // A whole request on a keep-alive connection, then nothing: answered, then closed.
+    let got = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_arrive_in_time_is_a_408_with_a_request_id() {
+    let env = hanging_subscription(Arc::new(Notify::new())).await;
+    let (addr, _stop) = serving(impatient(env)).await;
+    let got = exchange(
+        addr,
+        b"POST /v1/webhooks HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"url\"",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains(r#""code":"request_timeout""#), "{got}");
+    assert!(got.contains(r#""requestId":"req_"#), "{got}");
+    assert!(got.to_lowercase().contains("x-request-id: req_"), "{got}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_finds_every_instance_taken_gets_a_503_with_a_request_id() {
+    let sent = Arc::new(Notify::new());
+    let env = hanging_subscription(sent.clone()).await;
+    let (addr, _stop) = serving(impatient(env).with_instances(1)).await;
+    // The event's attempt 1 hangs, and keeps the only instance after the 202.
+    let event = b"POST /internal/v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\
+        Content-Type: application/json\r\nX-Service-Event: load.created\r\n\
+        Content-Length: 10\r\nConnection: close\r\n\r\n{\"id\":\"L\"}";
+    let got = exchange(addr, event).await;
+    assert!(got.starts_with("HTTP/1.1 202"), "{got}");
+    tokio::time::timeout(Duration::from_secs(10), sent.notified())
+        .await
+        .expect("attempt 1 is under way");
+    let got = exchange(
+        addr,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(got.contains(r#""code":"overloaded""#), "{got}");
+    assert!(got.contains(r#""requestId":"req_"#), "{got}");
+    assert!(got.to_lowercase().contains("retry-after: 1"), "{got}");
+}
+
+#[test]
+fn a_host_error_is_the_components_envelope_with_a_fresh_request_id() {
+    let a = host_error(ApiError::internal("cause, for the log only"));
+    let b = host_error(ApiError::internal("cause, for the log only"));
+    assert_eq!(a.status, 500);
+    let id = a.header("x-request-id").expect("x-request-id").to_owned();
+    assert!(
+        edgehook_component::model::ids::IdKind::Request.matches(&id),
+        "{id}"
+    );
+    assert_ne!(b.header("x-request-id"), Some(id.as_str()));
+    let body: serde_json::Value = serde_json::from_slice(&a.body).expect("json");
+    assert_eq!(body["requestId"], id.as_str());
+    assert_eq!(body["error"]["code"], "internal");
+    assert!(!String::from_utf8_lossy(&a.body).contains("cause"));
+}
+
+#[test]
+fn the_timer_ticks_when_due_and_at_least_every_idle_period() {
+    let idle = Duration::from_secs(5);
+    // Nothing due here: another instance on the same store may still queue work.
+    assert_eq!(tick_wait(None, 1_000, idle), idle);
+    assert_eq!(tick_wait(Some(1_000 + 60_000), 1_000, idle), idle);
+    assert_eq!(
+        tick_wait(Some(1_250), 1_000, idle),
+        Duration::from_millis(250)
+    );
+    assert_eq!(tick_wait(Some(500), 1_000, idle), Duration::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_tick_beyond_the_grace_period() {
+    let sent = Arc::new(Notify::new());
+    let env = hanging_subscription(sent.clone()).await;
+    let rt = Runtime::embedded().expect("runtime");
+    // Published through the export (no tick of its own): the server's timer sends it, and
+    // the attempt hangs for its 2-minute timeout.
+    rt.publish(&env, "load.created", br#"{"id":"L"}"#)
+        .await
+        .expect("publish")
+        .expect("accepted");
+    let server = Server::new(env)
+        .expect("server")
+        .with_shutdown_grace(Duration::from_millis(300));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let (stop, stop_rx) = watch::channel(false);
+    let running = tokio::spawn(server.run(listener, stop_rx));
+    tokio::time::timeout(Duration::from_secs(60), sent.notified())
+        .await
+        .expect("the timer sends the attempt");
+    let _ = stop.send(true);
+    let stopped = tokio::time::timeout(Duration::from_secs(10), running).await;
+    assert!(
+        matches!(stopped, Ok(Ok(Ok(())))),
+        "shutdown waits for the grace period, not for the tick: {stopped:?}"
+    );
+}
