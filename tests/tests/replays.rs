@@ -2,7 +2,7 @@
 //! `replaySince` and every delivery that failed or was skipped since then is sent again
 //! under its own id by a job on the timer, with progress; the operator replays across
 //! subscriptions; jobs can be cancelled; a large replay is paced so fresh work is not held
-//! up; bad input is a 422 that starts nothing.
+//! up; bad input is a 422 that starts nothing; a partner replays one delivery of its own.
 
 use crate::common::*;
 use edgehook_sim::simnet::Reply;
@@ -341,4 +341,95 @@ fn the_operator_replays_every_clients_deliveries_in_a_range() {
         (&progress["data"]["state"], &progress["data"]["total"]),
         (&json!("done"), &json!(3))
     );
+}
+
+#[test]
+fn a_partner_replays_one_delivery_of_its_own_under_the_same_id() {
+    let mut sim = sim(72);
+    let acme = issue_key(&mut sim, "acme");
+    let globex = issue_key(&mut sim, "globex");
+    sim.net()
+        .endpoint(URL, [Reply::Status(200), Reply::Status(200)]);
+    let sub = create(&mut sim, &acme, URL, &["load.created"])["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let other = create(
+        &mut sim,
+        &acme,
+        "https://hooks.example.com/other",
+        &["load.updated"],
+    )["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(
+        ingest(&mut sim, "load.created", br#"{"id":"L-1"}"#, &[]).status,
+        202
+    );
+    assert_eq!(sim.net().received_by(URL).len(), 1);
+    let dlv = deliveries(&mut sim, &sub)[0]["id"]
+        .as_str()
+        .expect("delivery")
+        .to_owned();
+    let path = format!("/v1/webhooks/{sub}/deliveries/{dlv}/replay");
+    // Another client's subscription, a delivery under another subscription's path, an
+    // unknown delivery: 404, and nothing is replayed.
+    for (path, key) in [
+        (path.clone(), &globex),
+        (
+            format!("/v1/webhooks/{other}/deliveries/{dlv}/replay"),
+            &acme,
+        ),
+        (
+            format!("/v1/webhooks/{sub}/deliveries/dlv_000000000000000000000000/replay"),
+            &acme,
+        ),
+    ] {
+        let resp = call(&mut sim, "POST", &path, key);
+        assert_eq!(resp.status, 404, "{path}: {}", resp.json());
+    }
+    // A read-only key may look, not replay.
+    let read = post_json(
+        &mut sim,
+        "/internal/v1/clients/acme/keys",
+        ADMIN,
+        &json!({"scope": "partner_read"}),
+    );
+    let read = read.json()["data"]["apiKey"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    assert_eq!(call(&mut sim, "POST", &path, &read).status, 403);
+    assert_eq!(sim.net().received_by(URL).len(), 1, "nothing replayed yet");
+    let resp = call(&mut sim, "POST", &path, &acme);
+    assert_eq!(resp.status, 202, "{}", resp.json());
+    assert_eq!(resp.json()["data"]["replays"], 1);
+    // Sent again at once, under the same delivery id.
+    let received = sim.net().received_by(URL);
+    assert_eq!(received.len(), 2);
+    let id_of = |r: &edgehook_sim::simnet::Received| {
+        r.headers
+            .iter()
+            .find(|(n, _)| n == "x-service-delivery-id")
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(id_of(&received[1]).as_deref(), Some(dlv.as_str()));
+    assert_eq!(id_of(&received[0]), id_of(&received[1]));
+    let d = call(
+        &mut sim,
+        "GET",
+        &format!("/internal/v1/deliveries/{dlv}"),
+        ADMIN,
+    );
+    assert_eq!(d.json()["data"]["status"], "succeeded");
+    // A disabled subscription's delivery is refused until it is enabled again.
+    let disabled = call(
+        &mut sim,
+        "POST",
+        &format!("/internal/v1/subscriptions/{sub}/disable"),
+        ADMIN,
+    );
+    assert_eq!(disabled.status, 200);
+    assert_eq!(call(&mut sim, "POST", &path, &acme).status, 409);
 }

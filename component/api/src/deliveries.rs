@@ -108,6 +108,27 @@ pub fn partner_list<K: Kv>(
     page(env, req, &sub.id, request_id)
 }
 
+/// `POST /v1/webhooks/{id}/deliveries/{delivery}/replay`: the operator's replay of one
+/// delivery ([`edgehook_delivery::replay`]), for a delivery of the caller's own subscription
+/// `id`. Another client's subscription, and a delivery that is not `id`'s, are 404s, as
+/// if they did not exist.
+pub fn partner_replay<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    delivery_id: &str,
+    client_id: &str,
+    request_id: &str,
+) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned(env, id, client_id)?;
+    let known = edgehook_model::ids::IdKind::Delivery.matches(delivery_id)
+        && edgehook_delivery::load(env, delivery_id)?.is_some_and(|d| d.subscription_id == sub.id);
+    if !known {
+        return Err(ApiError::not_found("Delivery"));
+    }
+    let d = edgehook_delivery::replay(env, delivery_id)?;
+    Ok(Response::data(202, d.view(), request_id))
+}
+
 /// `GET /internal/v1/subscriptions/{id}/deliveries`: any subscription's, deleted ones too.
 pub fn operator_list<K: Kv>(
     env: &Env<'_, K>,

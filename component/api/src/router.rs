@@ -36,6 +36,9 @@ pub enum Route {
     WebhookRotate(String),
     /// `/v1/webhooks/{id}/deliveries`: its deliveries with their attempts, filtered (GET).
     WebhookDeliveries(String),
+    /// `/v1/webhooks/{id}/deliveries/{delivery}/replay`: replay one finished delivery of
+    /// its own, as the operator's replay does (POST).
+    WebhookDeliveryReplay(String, String),
     /// `/v1/webhooks/{id}/replays`: start a replay of its deliveries by range (POST).
     WebhookReplays(String),
     /// `/v1/replays/{id}`: a replay job of the caller's (GET).
@@ -105,6 +108,9 @@ impl Route {
             ["v1", "webhooks", id, "rotate-secret"] => Route::WebhookRotate((*id).to_owned()),
             ["v1", "webhooks", id, "replays"] => Route::WebhookReplays((*id).to_owned()),
             ["v1", "webhooks", id, "deliveries"] => Route::WebhookDeliveries((*id).to_owned()),
+            ["v1", "webhooks", id, "deliveries", dlv, "replay"] => {
+                Route::WebhookDeliveryReplay((*id).to_owned(), (*dlv).to_owned())
+            }
             ["v1", "replays", id] => Route::PartnerReplay((*id).to_owned()),
             ["v1", "replays", id, "cancel"] => Route::PartnerReplayCancel((*id).to_owned()),
             ["v1", "portal", "sessions"] => Route::PortalSessions,
@@ -177,6 +183,7 @@ impl Route {
             | Route::WebhookTest(_)
             | Route::WebhookRotate(_)
             | Route::WebhookReplays(_)
+            | Route::WebhookDeliveryReplay(..)
             | Route::PartnerReplayCancel(_)
             | Route::Replays
             | Route::OperatorReplayCancel(_)
@@ -199,6 +206,7 @@ impl Route {
                 | Route::WebhookRotate(_)
                 | Route::WebhookReplays(_)
                 | Route::WebhookDeliveries(_)
+                | Route::WebhookDeliveryReplay(..)
                 | Route::PartnerReplay(_)
                 | Route::PartnerReplayCancel(_)
                 | Route::PortalSessions
@@ -352,6 +360,7 @@ fn dispatch<K: Kv>(
             | Route::WebhookRotate(_)
             | Route::WebhookReplays(_)
             | Route::WebhookDeliveries(_)
+            | Route::WebhookDeliveryReplay(..)
             | Route::PartnerReplay(_)
             | Route::PartnerReplayCancel(_)
             | Route::PortalSessions
@@ -373,6 +382,10 @@ fn dispatch<K: Kv>(
     }
     let client_id = key.client_id;
     crate::limits::count_request(env, &client_id)?;
+    if let Route::WebhookDeliveryReplay(id, dlv) = &route {
+        let resp = deliveries::partner_replay(env, id, dlv, &client_id, request_id)?;
+        return Ok((resp, Some(RunNow::Delivery(dlv.clone()))));
+    }
     let resp = match (route, req.method.as_str()) {
         (Route::Webhooks, "GET") => partner::list(env, req, &client_id, request_id),
         (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),

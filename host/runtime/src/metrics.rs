@@ -50,6 +50,7 @@ pub const ROUTES: &[&str] = &[
     "/v1/webhooks/:id/test",
     "/v1/webhooks/:id/rotate-secret",
     "/v1/webhooks/:id/deliveries",
+    "/v1/webhooks/:id/deliveries/:deliveryId/replay",
     "/v1/webhooks/:id/replays",
     "/v1/replays/:id",
     "/v1/replays/:id/cancel",

@@ -19,6 +19,7 @@ pub(crate) fn served_paths() -> Vec<String> {
         format!("/v1/webhooks/{SAMPLE_SUB}/rotate-secret"),
         format!("/v1/webhooks/{SAMPLE_SUB}/replays"),
         format!("/v1/webhooks/{SAMPLE_SUB}/deliveries"),
+        format!("/v1/webhooks/{SAMPLE_SUB}/deliveries/{SAMPLE_DLV}/replay"),
         format!("/v1/replays/{SAMPLE_RPL}"),
         format!("/v1/replays/{SAMPLE_RPL}/cancel"),
         "/internal/v1/replays".to_owned(),
@@ -47,7 +48,7 @@ pub(crate) fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 32;
+pub(crate) const VARIANTS: usize = 33;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -86,6 +87,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::PortalSessions => 29,
         Route::PortalSession => 30,
         Route::PortalLinks(_) => 31,
+        Route::WebhookDeliveryReplay(..) => 32,
     }
 }
 

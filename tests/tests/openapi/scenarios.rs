@@ -682,6 +682,43 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             );
             w.operator("POST", &format!("/internal/v1/deliveries/{id}/replay"))
         }
+        "POST /v1/webhooks/{id}/deliveries/{deliveryId}/replay 202 replaying" => {
+            let (mut w, id) = retried_then_delivered(doc);
+            let sub = w
+                .operator("GET", &format!("/internal/v1/deliveries/{id}"))
+                .json()["data"]["subscriptionId"]
+                .as_str()
+                .expect("subscription")
+                .to_owned();
+            w.partner(
+                "POST",
+                &format!("/v1/webhooks/{sub}/deliveries/{id}/replay"),
+            )
+        }
+        "POST /v1/webhooks/{id}/deliveries/{deliveryId}/replay 404 notFound" => {
+            let mut w = World::new(30);
+            let sub = w.subscribe(&["load.created"]);
+            w.partner(
+                "POST",
+                &format!("/v1/webhooks/{sub}/deliveries/{SAMPLE_DLV}/replay"),
+            )
+        }
+        "POST /v1/webhooks/{id}/deliveries/{deliveryId}/replay 409 subscriptionDisabled" => {
+            let mut w = World::new(31);
+            w.sim.net().endpoint(URL, [Reply::Status(204)]);
+            let sub = w.subscribe(&["load.created"]);
+            assert_eq!(w.ingest("load.created", &doc.load_bytes(), &[]).status, 202);
+            let id = w.first_delivery(&sub);
+            assert_eq!(
+                w.operator("POST", &format!("/internal/v1/subscriptions/{sub}/disable"))
+                    .status,
+                200
+            );
+            w.partner(
+                "POST",
+                &format!("/v1/webhooks/{sub}/deliveries/{id}/replay"),
+            )
+        }
         _ => return None,
     };
     Some(resp)
