@@ -1,7 +1,7 @@
 // The partner view: a session from a portal link, over the partner API (/v1). The partner's
 // own subscriptions only: create (the secret shown once, with a copy button), delete,
-// enable, rotate the secret, send a test delivery, the delivery log with its attempts, and
-// replays by range with their progress.
+// enable, rotate the secret, send a test delivery, the delivery log with its attempts (a
+// finished delivery resent), and replays by range with their progress.
 
 import {
   h, replace, field, check, checked, table, props, time, msOf, localInput, badge, errorBox,
@@ -171,10 +171,19 @@ async function deliveryLog(id, out) {
     cursor = page.nextCursor;
     more.hidden = !page.hasMore;
     replace(rows, items.length
-      ? items.map((d) => h("details", { class: "panel delivery", "data-delivery": d.id },
-        h("summary", null, badge(d.status), " ", d.eventType, " · ", time(d.createdAt), " · ",
-          h("span", { class: "mono" }, d.id), ` · ${d.attempts.length} attempt(s)`),
-        attemptsTable(d.attempts)))
+      ? items.map((d) => {
+        const resent = h("div");
+        return h("details", { class: "panel delivery", "data-delivery": d.id },
+          h("summary", null, badge(d.status), " ", d.eventType, " · ", time(d.createdAt), " · ",
+            h("span", { class: "mono" }, d.id), ` · ${d.attempts.length} attempt(s)`),
+          attemptsTable(d.attempts),
+          // A finished delivery can be sent again, under the same delivery id.
+          d.status === "pending" ? null : action("Resend this delivery", "secondary", async () => {
+            await api.post(`/webhooks/${seg(id)}/deliveries/${seg(d.id)}/replay`);
+            return h("div", { class: "success" }, "Resending: a new run is queued under the same delivery id.");
+          }, resent),
+          resent);
+      })
       : h("div", { class: "empty" }, "No delivery yet. Deliveries appear here when a load event you subscribe to is published; a test delivery is not stored."));
   };
   more.addEventListener("click", () => load(true).catch((err) => failed(err, rows)));

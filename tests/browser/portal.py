@@ -9,7 +9,7 @@ It walks the operator story (find a disabled subscription, enable it again, repl
 watch the progress, delivery search and attempts, keys), the XSS checks (a subscription
 whose URL and header names try to inject script: rendered as text, no script runs) and, with
 --partner, the partner story (open a portal link, create a subscription, copy its secret,
-send a test delivery, see it arrive, the delivery log, a replay, rotate, delete). Each main
+send a test delivery, see it arrive, the delivery log, a resend, a replay, rotate, delete). Each main
 screen is saved as a PNG in DIR. Every wait is a condition with a deadline (Selenium's
 explicit waits); the only network is 127.0.0.1 (the server and this script's receiver).
 """
@@ -469,6 +469,14 @@ class Walk:
         assert "200" in entry.text, entry.text
         self.shot("partner-delivery-log")
 
+        # Resend that delivery: it arrives again, under the same delivery id.
+        self.button("Resend this delivery", entry).click()
+        self.wait("resending", lambda: "Resending" in entry.text)
+        self.wait("the resent delivery arrives", lambda: self.receiver.count("/partner", "load.created") >= 2)
+        ids = {h.get("x-service-delivery-id") for p, h in self.receiver.requests("/partner")
+               if h.get("x-service-event") == "load.created"}
+        assert len(ids) == 1, ids
+
         # Replay what was delivered, with progress.
         self.find("#subscription-panel details.panel summary").click()
         replay = self.find("#subscription-panel details.panel")
@@ -476,7 +484,7 @@ class Walk:
         self.button("Replay", replay).click()
         state = self.visible(".replay-state")
         self.wait("the partner's replay done", lambda: state.get_attribute("data-state") == "done", 90)
-        self.wait("the replayed delivery arrives", lambda: self.receiver.count("/partner", "load.created") >= 2, 90)
+        self.wait("the replayed delivery arrives", lambda: self.receiver.count("/partner", "load.created") >= 3, 90)
 
         # Rotate the secret, then delete the subscription (after a confirmation).
         self.button("Rotate the secret").click()
