@@ -120,12 +120,7 @@ pub fn partner_replay<K: Kv>(
     request_id: &str,
 ) -> Result<Response, ApiError> {
     let sub = subscriptions::owned(env, id, client_id)?;
-    let known = edgehook_model::ids::IdKind::Delivery.matches(delivery_id)
-        && edgehook_delivery::load(env, delivery_id)?.is_some_and(|d| d.subscription_id == sub.id);
-    if !known {
-        return Err(ApiError::not_found("Delivery"));
-    }
-    let d = edgehook_delivery::replay(env, delivery_id)?;
+    let d = edgehook_delivery::replay(env, delivery_id, Some(&sub.id))?;
     Ok(Response::data(202, d.view(), request_id))
 }
 

@@ -321,7 +321,7 @@ pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<R
 
 /// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again.
 pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
-    let d = delivery::replay(env, id)?;
+    let d = delivery::replay(env, id, None)?;
     Ok(Response::data(202, d.view(), request_id))
 }
 

@@ -12,8 +12,16 @@ use edgehook_subscriptions::{self as subscriptions, Status as SubStatus};
 
 /// Re-runs a finished delivery: same id, body and event; fresh timestamps and signatures;
 /// up to [`MAX_ATTEMPTS`](crate::retry::MAX_ATTEMPTS) attempts again, the first due now.
-pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Delivery, ApiError> {
-    let d = load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
+/// With `of_subscription` (a partner's replay), a delivery of any other subscription is a
+/// 404, as if it did not exist.
+pub fn replay<K: Kv>(
+    env: &Env<'_, K>,
+    id: &str,
+    of_subscription: Option<&str>,
+) -> Result<Delivery, ApiError> {
+    let d = load(env, id)?
+        .filter(|d| of_subscription.is_none_or(|s| s == d.subscription_id))
+        .ok_or_else(|| ApiError::not_found("Delivery"))?;
     let sub = subscriptions::load(env, &d.subscription_id)?;
     if sub.as_ref().is_none_or(|s| s.status != SubStatus::Active) {
         return Err(ApiError::conflict(

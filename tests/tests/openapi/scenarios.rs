@@ -9,8 +9,9 @@ use edgehook_sim::simnet::Reply;
 use serde_json::json;
 use std::time::Duration;
 
-/// A delivery whose attempt 1 got a 500 and attempt 2 a 200.
-fn retried_then_delivered(doc: &Doc) -> (World, String) {
+/// A delivery whose attempt 1 got a 500 and attempt 2 a 200: the world, its subscription
+/// and the delivery.
+fn retried_then_delivered(doc: &Doc) -> (World, String, String) {
     let mut w = World::new(7);
     w.sim
         .net()
@@ -20,7 +21,18 @@ fn retried_then_delivered(doc: &Doc) -> (World, String) {
     assert_eq!(resp.status, 202, "{}", resp.json());
     w.sim.advance(Duration::from_secs(120)).expect("advance");
     let id = w.first_delivery(&sub);
-    (w, id)
+    (w, sub, id)
+}
+
+/// A world where one event was delivered at once to a new subscription: the world, the
+/// subscription and its delivery.
+fn delivered_once(doc: &Doc, seed: u64) -> (World, String, String) {
+    let mut w = World::new(seed);
+    w.sim.net().endpoint(URL, [Reply::Status(204)]);
+    let sub = w.subscribe(&["load.created"]);
+    assert_eq!(w.ingest("load.created", &doc.load_bytes(), &[]).status, 202);
+    let id = w.first_delivery(&sub);
+    (w, sub, id)
 }
 
 /// A portal link's token for acme, minted by the operator.
@@ -656,14 +668,14 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             &format!("/internal/v1/subscriptions/{SAMPLE_SUB}/deliveries"),
         ),
         "GET /internal/v1/deliveries/{id} 200 retriedThenDelivered" => {
-            let (mut w, id) = retried_then_delivered(doc);
+            let (mut w, _, id) = retried_then_delivered(doc);
             w.operator("GET", &format!("/internal/v1/deliveries/{id}"))
         }
         "GET /internal/v1/deliveries/{id} 404 notFound" => {
             World::new(27).operator("GET", &format!("/internal/v1/deliveries/{SAMPLE_DLV}"))
         }
         "POST /internal/v1/deliveries/{id}/replay 202 replaying" => {
-            let (mut w, id) = retried_then_delivered(doc);
+            let (mut w, _, id) = retried_then_delivered(doc);
             w.operator("POST", &format!("/internal/v1/deliveries/{id}/replay"))
         }
         "POST /internal/v1/deliveries/{id}/replay 404 notFound" => World::new(28).operator(
@@ -671,11 +683,7 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             &format!("/internal/v1/deliveries/{SAMPLE_DLV}/replay"),
         ),
         "POST /internal/v1/deliveries/{id}/replay 409 subscriptionDisabled" => {
-            let mut w = World::new(29);
-            w.sim.net().endpoint(URL, [Reply::Status(204)]);
-            let sub = w.subscribe(&["load.created"]);
-            assert_eq!(w.ingest("load.created", &doc.load_bytes(), &[]).status, 202);
-            let id = w.first_delivery(&sub);
+            let (mut w, sub, id) = delivered_once(doc, 29);
             assert_eq!(
                 w.partner("DELETE", &format!("/v1/webhooks/{sub}")).status,
                 200
@@ -683,13 +691,7 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             w.operator("POST", &format!("/internal/v1/deliveries/{id}/replay"))
         }
         "POST /v1/webhooks/{id}/deliveries/{deliveryId}/replay 202 replaying" => {
-            let (mut w, id) = retried_then_delivered(doc);
-            let sub = w
-                .operator("GET", &format!("/internal/v1/deliveries/{id}"))
-                .json()["data"]["subscriptionId"]
-                .as_str()
-                .expect("subscription")
-                .to_owned();
+            let (mut w, sub, id) = retried_then_delivered(doc);
             w.partner(
                 "POST",
                 &format!("/v1/webhooks/{sub}/deliveries/{id}/replay"),
@@ -704,11 +706,7 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             )
         }
         "POST /v1/webhooks/{id}/deliveries/{deliveryId}/replay 409 subscriptionDisabled" => {
-            let mut w = World::new(31);
-            w.sim.net().endpoint(URL, [Reply::Status(204)]);
-            let sub = w.subscribe(&["load.created"]);
-            assert_eq!(w.ingest("load.created", &doc.load_bytes(), &[]).status, 202);
-            let id = w.first_delivery(&sub);
+            let (mut w, sub, id) = delivered_once(doc, 31);
             assert_eq!(
                 w.operator("POST", &format!("/internal/v1/subscriptions/{sub}/disable"))
                     .status,

@@ -513,9 +513,9 @@ fn a_disabled_subscription_records_skipped_deliveries_that_replay_after_an_enabl
     );
     // Replay refuses while the subscription is disabled; after an enable it sends the
     // delivery under its id.
-    assert!(replay(&later, &dlv).is_err());
+    assert!(replay(&later, &dlv, None).is_err());
     edgehook_subscriptions::enable(&later, &sub, None).expect("enable");
-    let replayed = replay(&later, &dlv).expect("replay");
+    let replayed = replay(&later, &dlv, None).expect("replay");
     assert_eq!((replayed.status, replayed.run), (Status::Pending, 1));
     assert_eq!(tick(&later, &sent).attempted, 1);
     assert_eq!(sent.0.get(), 1);

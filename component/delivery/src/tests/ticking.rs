@@ -371,7 +371,7 @@ fn a_tick_between_a_replays_queue_entry_and_its_record_does_not_lose_the_replay(
         let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
         assert_eq!(report.attempted, 0, "the record is not pending yet");
     });
-    let replayed = replay(&Env::new(at, &hooked, &settings, &entropy), &id).expect("replay");
+    let replayed = replay(&Env::new(at, &hooked, &settings, &entropy), &id, None).expect("replay");
     assert_eq!(replayed.status, Status::Pending);
     assert!(
         hooked.hook.borrow().is_none(),
@@ -385,7 +385,7 @@ fn a_tick_between_a_replays_queue_entry_and_its_record_does_not_lose_the_replay(
         load(&env, &id).expect("load").expect("record").status,
         Status::Succeeded
     );
-    replay(&env, &id).expect("finished, so it can be replayed again");
+    replay(&env, &id, None).expect("finished, so it can be replayed again");
 }
 
 #[test]
@@ -599,7 +599,7 @@ fn a_tick_between_a_skipped_deliverys_replay_entry_and_its_record_does_not_lose_
         let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
         assert_eq!(report.attempted, 0, "the record is not pending yet");
     });
-    replay(&Env::new(at, &hooked, &settings, &entropy), &id).expect("replay");
+    replay(&Env::new(at, &hooked, &settings, &entropy), &id, None).expect("replay");
     assert!(
         hooked.hook.borrow().is_none(),
         "the tick ran inside the replay"
