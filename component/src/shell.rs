@@ -146,13 +146,35 @@ impl Kv for WasiKv {
 /// Set once the host's batch read failed in this instance: later reads go key by key.
 static BATCH_FAILED: AtomicBool = AtomicBool::new(false);
 
-/// `wasi:random/random` as the core's [`Entropy`].
+/// `wasi:random/random` as the core's [`Entropy`], drawn in blocks: an id is 12 bytes and
+/// an event at fan-out 100 needs 101 of them, so one host call serves many.
 struct WasiEntropy;
+
+/// Bytes drawn from the host at a time.
+const ENTROPY_BLOCK: usize = 256;
+
+thread_local! {
+    /// Random bytes drawn and not yet handed out (taken from the end).
+    static ENTROPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 impl Entropy for WasiEntropy {
     fn fill(&self, buf: &mut [u8]) {
-        let bytes = bindings::wasi::random::random::get_random_bytes(buf.len() as u64);
-        buf.copy_from_slice(&bytes[..buf.len()]);
+        let draw = |n: usize| bindings::wasi::random::random::get_random_bytes(n as u64);
+        if buf.len() > ENTROPY_BLOCK {
+            let bytes = draw(buf.len());
+            buf.copy_from_slice(&bytes[..buf.len()]);
+            return;
+        }
+        ENTROPY.with_borrow_mut(|pool| {
+            if pool.len() < buf.len() {
+                *pool = draw(ENTROPY_BLOCK);
+            }
+            // Each byte is handed out once: taken off the pool as it is copied.
+            let rest = pool.len() - buf.len();
+            buf.copy_from_slice(&pool[rest..]);
+            pool.truncate(rest);
+        });
     }
 }
 
@@ -173,11 +195,25 @@ fn settings() -> Result<Settings, String> {
     Settings::from_pairs(pairs).map_err(|e| e.to_string())
 }
 
-/// The settings and the bucket: what every call reads before it can do anything.
-fn open() -> Result<(Settings, WasiKv), String> {
+/// The settings and the bucket: what every call needs before it can do anything. Read once
+/// per instance and kept for its later calls (three host calls and the settings' parse
+/// fewer per call): a host's configuration does not change under a live instance (Spin
+/// makes an instance per request; `edgehook serve` keeps instances of one configuration).
+/// A failure is not kept: the next call tries again.
+fn open() -> Result<&'static (Settings, WasiKv), String> {
+    thread_local! {
+        static OPENED: std::cell::OnceCell<&'static (Settings, WasiKv)> =
+            const { std::cell::OnceCell::new() };
+    }
+    if let Some(opened) = OPENED.with(|cell| cell.get().copied()) {
+        return Ok(opened);
+    }
     let settings = settings()?;
     let kv = WasiKv::open().map_err(|e| e.to_string())?;
-    Ok((settings, kv))
+    // One per instance, for the instance's life.
+    let opened: &'static (Settings, WasiKv) = Box::leak(Box::new((settings, kv)));
+    OPENED.with(|cell| cell.set(opened).ok());
+    Ok(opened)
 }
 
 /// An [`Env`] over what [`open`] returned, at `now_ms`.
@@ -213,7 +249,7 @@ fn write_line(line: &str) {
 /// Runs `f` with an [`Env`] built from the imports.
 fn with_env<T>(f: impl FnOnce(&Env<'_, WasiKv>) -> T) -> Result<T, String> {
     let opened = open()?;
-    Ok(f(&env_at(&opened, now_ms())))
+    Ok(f(&env_at(opened, now_ms())))
 }
 
 fn method_name(m: &Method) -> String {
@@ -248,10 +284,17 @@ fn read_request(req: IncomingRequest) -> Request {
             (n, v)
         })
         .collect();
+    // With a length given, the read that reaches it ends the body: no further read only to
+    // learn that the stream is closed (hosts hold a body to its declared length).
+    let declared = out
+        .headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok()?.trim().parse::<usize>().ok());
     if let Ok(body) = req.consume()
         && let Ok(stream) = body.stream()
     {
-        loop {
+        while declared != Some(out.body.len()) {
             let want = (READ_LIMIT + 1 - out.body.len()).min(64 * 1024) as u64;
             match stream.blocking_read(want) {
                 Ok(chunk) => out.body.extend_from_slice(&chunk),
@@ -345,11 +388,13 @@ fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingRespon
     out.set_path_with_query(Some(&req.path_and_query))
         .map_err(|()| bad("path"))?;
     let body = out.body().map_err(|()| bad("body"))?;
+    // The poll deadline in `send_all` bounds the whole attempt, and dropping the future ends
+    // it in the host. The first-byte timeout tells the host the same limit, so that it ends
+    // (and counts) an attempt out of time itself; a connect timeout would add nothing, and
+    // the response's body is never read. Hosts that do not support a timeout refuse to set
+    // it; the deadline still holds.
     let options = RequestOptions::new();
-    // Hosts that do not support a timeout refuse to set it; the poll deadline still holds.
-    let _ = options.set_connect_timeout(Some(timeout_ns));
     let _ = options.set_first_byte_timeout(Some(timeout_ns));
-    let _ = options.set_between_bytes_timeout(Some(timeout_ns));
     let future = outgoing_handler::handle(out, Some(options)).map_err(|e| error_text(&e))?;
     {
         let stream = body.write().map_err(|()| bad("body stream"))?;
@@ -480,8 +525,11 @@ impl incoming_handler::Guest for Component {
             // bucket, the clock read again.
             let _ = delivery::run_now(&env_at(opened, now_ms()), &WasiSender, work);
         }
-        if let Ok(opened) = &opened {
-            // A host with no timer (Spin without a CronJob) gets its retries from here.
+        // A host with no timer (Spin without a CronJob) gets its retries from here; one with a
+        // timer turns them off, and the clock is not read for nothing.
+        if let Ok(opened) = &opened
+            && opened.0.opportunistic_tick_s > 0
+        {
             let _ = scheduler::after_request(&env_at(opened, now_ms()), &req.path, &WasiSender);
         }
     }

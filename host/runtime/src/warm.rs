@@ -2,8 +2,10 @@
 //! the component that earlier calls of the same [`HostEnv`] ended with, and instantiates
 //! only when none is free.
 //!
-//! The component keeps no state of its own between calls (everything is in the store), so a
-//! call on a used instance does what it would on a fresh one. Creating an instance and
+//! The component keeps no state of its own between calls (everything is in the store; it
+//! keeps only what the host cannot change under an instance: its settings, its bucket's
+//! handle, random bytes drawn ahead), so a call on a used instance does what it would on a
+//! fresh one. Creating an instance and
 //! resetting its slot afterwards was about a tenth of `serve`'s CPU per event at fan-out 1
 //! (BENCHMARKS.md, session 19). An instance goes back to the idle ones only when its call
 //! ended without a trap, its linear memory never grew past its initial size, it holds no
@@ -156,6 +158,42 @@ mod tests {
         assert_eq!(call(&warm, "/nowhere").await, 404);
         assert_eq!(call(&warm, "/v1/webhooks").await, 401);
         assert_eq!(warm.idle(), 1);
+    }
+
+    /// A kept instance keeps the settings its first call read (docs/design/host.md): the
+    /// configuration a host changes under it applies to instances made after the change.
+    #[tokio::test]
+    async fn a_kept_instance_keeps_the_settings_of_its_first_call() {
+        let admin = |token: &str| HostEnv {
+            config: Arc::new([("admin_token".to_owned(), token.to_owned())].into()),
+            ..env()
+        };
+        let mint = |token: &str| {
+            http::Request::post("http://localhost/internal/v1/clients/c/keys")
+                .header("authorization", format!("Bearer {token}"))
+                .body(Full::new(Bytes::new()))
+                .expect("request")
+        };
+        async fn status(warm: &Warm, req: http::Request<Full<Bytes>>) -> u16 {
+            let (response, rest) = warm.handle_detached(req).await.expect("call");
+            rest.finish().await.expect("ended");
+            response.status
+        }
+        let rt = Runtime::embedded().expect("runtime");
+        let warm = rt.warm(admin("first"));
+        assert_eq!(status(&warm, mint("first")).await, 201);
+        // The host's configuration changes under the kept instance.
+        lock(&warm.idle)[0].live.store.data_mut().config = admin("second").config;
+        assert_eq!(
+            status(&warm, mint("first")).await,
+            201,
+            "its settings are kept"
+        );
+        assert_eq!(status(&warm, mint("second")).await, 401);
+        // An instance made after the change reads the new configuration.
+        let fresh = rt.warm(admin("second"));
+        assert_eq!(status(&fresh, mint("second")).await, 201);
+        assert_eq!(status(&fresh, mint("first")).await, 401);
     }
 
     /// Reads every delivery whole and answers 200.
