@@ -158,17 +158,21 @@ fn publish_inner<K: Kv>(
         fan_out(env, &event, origin, seen.as_ref(), &fifo, lease.as_ref()).map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
+    // The deliveries were written in their listeners' order: each listener is looked for
+    // from the one after the last found (then from the start), so pairing them is linear,
+    // not quadratic, in the fan-out.
+    let mut at = 0;
     let prepared = (prepare && !replayed).then(|| Prepared {
         lease_owner: lease.map(|l| l.owner),
         body: Rc::new(load.to_vec()),
         items: written
             .into_iter()
             .filter_map(|w| {
-                let sub = active
-                    .iter()
-                    .find(|s| s.id == w.delivery.subscription_id)?
-                    .clone();
-                Some((w, sub))
+                let i = (at..active.len())
+                    .chain(0..at)
+                    .find(|&i| active[i].id == w.delivery.subscription_id)?;
+                at = i + 1;
+                Some((w, active[i].clone()))
             })
             .collect(),
     });

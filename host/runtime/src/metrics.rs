@@ -81,19 +81,24 @@ pub const ROUTES: &[&str] = &[
 /// The template of [`ROUTES`] that `path` matches (a `:name` segment matches any non-empty
 /// segment), or `"other"`.
 pub fn route_of(path: &str) -> &'static str {
-    let segments: Vec<&str> = path.split('/').collect();
     ROUTES
         .iter()
-        .find(|route| {
-            let pattern: Vec<&str> = route.split('/').collect();
-            pattern.len() == segments.len()
-                && pattern
-                    .iter()
-                    .zip(&segments)
-                    .all(|(p, s)| *p == *s || (p.starts_with(':') && !s.is_empty()))
-        })
+        .find(|route| matches_route(route, path))
         .copied()
         .unwrap_or("other")
+}
+
+/// Whether `path` has `route`'s segments (a `:name` segment matches any non-empty one),
+/// walked side by side without collecting either (this runs on every request).
+fn matches_route(route: &str, path: &str) -> bool {
+    let (mut pattern, mut segments) = (route.split('/'), path.split('/'));
+    loop {
+        match (pattern.next(), segments.next()) {
+            (None, None) => return true,
+            (Some(p), Some(s)) if p == s || (p.starts_with(':') && !s.is_empty()) => {}
+            _ => return false,
+        }
+    }
 }
 
 /// The status classes of an attempt: the endpoint's answer, or why there was none.

@@ -125,6 +125,8 @@ pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
 /// guest's calls into the host (each pays the component model's lifting and lowering) and
 /// the store operations among them, exact too.
 pub async fn guest_fuel() -> Result<Vec<Row>> {
+    /// The fan-out of the widest event measured: one batch of the default delivery settings.
+    const FAN_OUT: usize = 16;
     let rt = Runtime::metered(edgehook_runtime::COMPONENT_WASM)?;
     let baseline = Baseline::metered()?;
     let clock = edgehook_sim::VirtualClock::new(1_767_225_600_000);
@@ -198,6 +200,26 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         "ingest, {:.1} KiB load, no listener",
         load.len() as f64 / 1024.0
     );
+    // One event to 16 subscriptions, one batch (`max_concurrency`), every attempt sent in
+    // its invocation: the per-delivery path that #28's points 2 and 3 scale with.
+    let fan = issue_key(&rt, &env, "fan").await?;
+    for i in 0..FAN_OUT {
+        let url = format!("https://hook.example.com/fan{i}");
+        net.endpoint(&url, []);
+        crate::setup::create(&rt, &env, &fan, &url, "load.updated").await?;
+    }
+    let sent = net.received().len();
+    let mut wide = event_request();
+    wide.headers_mut().insert(
+        "x-service-event",
+        http::HeaderValue::from_static("load.updated"),
+    );
+    let (_, publish_wide) = fuel(wide, 202).await?;
+    ensure!(
+        net.received().len() == sent + FAN_OUT,
+        "the fan-out {FAN_OUT} event's attempts were not all sent in its invocation"
+    );
+    let wide_name = format!("event, fan-out {FAN_OUT} (ingest + {FAN_OUT} attempts)");
     let requests = [
         ("GET /healthz", health),
         ("create", create),
@@ -232,7 +254,22 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         target: "- (exact; compares builds)".into(),
         met: None,
     });
-    Ok(fuel_rows.chain(call_rows).chain(ops_rows).collect())
+    // The wide event's store operations only: its fuel and host calls depend on how many
+    // responses each `poll` finds ready (a round is a poll and a clock read more), which
+    // the scheduling of the simulated endpoints decides, so they are not exact.
+    let wide_row = Row {
+        name: format!("store operations per {wide_name}"),
+        value: publish_wide.1 as f64,
+        unit: "ops",
+        baseline: None,
+        target: "- (exact; compares builds)".into(),
+        met: None,
+    };
+    Ok(fuel_rows
+        .chain(call_rows)
+        .chain(ops_rows)
+        .chain(std::iter::once(wide_row))
+        .collect())
 }
 
 #[cfg(test)]
