@@ -25,6 +25,7 @@ mod partner_idempotency;
 mod portability;
 mod replays;
 mod retention;
+mod retries;
 mod scenario;
 mod scopes;
 mod seams;
