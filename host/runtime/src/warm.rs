@@ -5,9 +5,8 @@
 //! The component keeps no state of its own between calls (everything is in the store; it
 //! keeps only what the host cannot change under an instance: its settings, its bucket's
 //! handle, random bytes drawn ahead), so a call on a used instance does what it would on a
-//! fresh one. Creating an instance and
-//! resetting its slot afterwards was about a tenth of `serve`'s CPU per event at fan-out 1
-//! (BENCHMARKS.md, session 19). An instance goes back to the idle ones only when its call
+//! fresh one. Creating an instance and resetting its slot afterwards was about a tenth of
+//! `serve`'s CPU per event at fan-out 1 (BENCHMARKS.md, session 19). An instance goes back to the idle ones only when its call
 //! ended without a trap, its linear memory never grew past its initial size, it holds no
 //! more host resources than after its first call (nothing leaked from a call to the next),
 //! and it has served fewer than [`MAX_CALLS`] calls; otherwise it is dropped, as every
