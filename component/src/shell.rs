@@ -532,7 +532,7 @@ impl incoming_handler::Guest for Component {
         // A host with no timer (Spin without a CronJob) gets its retries from here; one with a
         // timer turns them off, and the clock is not read for nothing.
         if let Ok(opened) = &opened
-            && opened.0.opportunistic_tick_s > 0
+            && scheduler::wanted(&opened.0, &req.path)
         {
             let _ = scheduler::after_request(&env_at(opened, now_ms()), &req.path, &WasiSender);
         }
