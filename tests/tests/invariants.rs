@@ -1,7 +1,7 @@
 //! The architecture invariants a reading of the source can check (ARCHITECTURE.md,
-//! "Architecture invariants"): every plain write is of a record its request creates (the
-//! rest are compare-and-swaps), generated bindings stay in the shell modules, and the core
-//! reads no clock and no randomness of its own. (That every store key is built in `keys.rs`
+//! "Architecture invariants"): every plain write is of a record its request creates or holds
+//! leased (the rest are compare-and-swaps), generated bindings stay in the shell modules, and
+//! the core reads no clock and no randomness of its own. (That every store key is built in `keys.rs`
 //! the compiler checks: the store calls take a `keys::Key`, which only `keys.rs` builds; and
 //! that the layers depend one way only, too: each is a crate of its own.)
 
@@ -111,7 +111,8 @@ fn the_component_reads_json_without_typed_deserializes() {
 fn every_plain_write_is_of_a_record_its_request_creates() {
     // Every read-modify-write of a key is a compare-and-swap (`kv::update`); a plain `set` is
     // only for a record under a key the request itself made new, written before anything
-    // points at it. A new plain write must be added here with its reason.
+    // points at it, or one it holds under a lease. A new plain write must be added here with
+    // its reason.
     let allowed = [
         // A new API key's id pointer and record (random id, hash of a random key).
         ("component/api/src/auth.rs", "api_key_id"),
@@ -122,6 +123,10 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
         ("component/delivery/src/fanout.rs", "event"),
         // A fresh (key-less) event's delivery records (a keyed one's are compare-and-swaps).
         ("component/delivery/src/fanout.rs", "delivery"),
+        // A delivery's outcome, written over the record its claim (or its publish) wrote
+        // while that lease has at least half its margin to run: nobody else writes a
+        // pending record under a live lease (`outcome::held_for_long_enough`).
+        ("component/delivery/src/outcome.rs", "delivery"),
         // A new subscription's record, pending, before any index entry is trusted.
         ("component/subscriptions/src/create.rs", "subscription"),
         // A new replay job (random id; listed for the ticks first, a listed id without a

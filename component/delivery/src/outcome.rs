@@ -1,7 +1,7 @@
 //! Outcomes: what each attempt's answer does to its delivery (success, retry, failure, cancel), retries queued first, streaks after.
 
 use crate::alert;
-use crate::claim::{Claimed, Wait};
+use crate::claim::{Claimed, LEASE_MARGIN_MS, Wait};
 use crate::health::{disable, record_streak};
 use crate::queue::{BySecond, due_in, enqueue, second_of};
 use crate::report::TickReport;
@@ -11,6 +11,7 @@ use edgehook_model::env::Env;
 use edgehook_records::delivery::{Attempt, Delivery, Status};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_storage::retention::DAY_MS;
 use edgehook_subscriptions::Subscription;
 
 /// What one attempt did to its delivery.
@@ -46,6 +47,41 @@ fn asked_wait(r: &SendResult, now: u64) -> Option<u64> {
             .map(|ms| ms.min(MAX_RETRY_AFTER_MS)),
         _ => None,
     }
+}
+
+/// Whether the outcome of `c` can be written without reading its record back: this run
+/// (`tick_id`) still holds its lease at `after` with at least half the lease margin to spare
+/// (so that no clock that may judge the lease, another instance's a little ahead of ours,
+/// has it ended), and the retention purge cannot have deleted it by then (a replay of an old
+/// delivery runs near the end of its retention; a record written back after the purge would
+/// outlive it). Under a live lease no other writer changes a pending record: claims wait for
+/// it, cancelling passes it by, a replay refuses a pending delivery.
+fn held_for_long_enough(c: &Claimed, tick_id: &str, after: u64, retention_days: u32) -> bool {
+    let d = &c.delivery;
+    let safe_until = after.saturating_add(LEASE_MARGIN_MS / 2);
+    let purged_from = (d.created_at / DAY_MS + u64::from(retention_days)).saturating_mul(DAY_MS);
+    d.lease_owner.as_deref() == Some(tick_id)
+        && d.lease_until.is_some_and(|until| until >= safe_until)
+        && safe_until < purged_from
+}
+
+/// `d` with the attempt made and the verdict on it: the lease given up, and the delivery
+/// finished unless a retry is due.
+fn finished(mut d: Delivery, attempt: Option<Attempt>, verdict: &Verdict, now: u64) -> Delivery {
+    d.attempts.extend(attempt);
+    d.lease_until = None;
+    d.lease_owner = None;
+    match verdict {
+        Verdict::Succeeded => d.status = Status::Succeeded,
+        Verdict::Retry(due) => d.next_attempt_at = Some(*due),
+        Verdict::Failed { .. } => d.status = Status::Failed,
+        Verdict::Cancelled => d.status = Status::Cancelled,
+    }
+    if d.status != Status::Pending {
+        d.next_attempt_at = None;
+        d.finished_at = Some(now);
+    }
+    d
 }
 
 /// Writes each claimed delivery's outcome (and what follows from it: retries queued,
@@ -115,6 +151,15 @@ pub(crate) fn record_outcomes<K: Kv>(
             })
         })
         .collect();
+    // When the outcomes are written, by the senders' clocks: the batch's start, and the
+    // longest its attempts took.
+    let after = now
+        + results
+            .iter()
+            .flatten()
+            .map(|r| r.latency_ms)
+            .max()
+            .unwrap_or(0);
     for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
         if !queued && matches!(verdict, Verdict::Retry(_)) {
             continue;
@@ -130,45 +175,43 @@ pub(crate) fn record_outcomes<K: Kv>(
             succeeded: matches!(verdict, Verdict::Succeeded),
             retry_after_ms: asked_wait(&r, now),
         });
-        let written = update(env.kv, &keys::delivery(&c.delivery.id), &mut |cur| {
-            let Some(bytes) = cur else {
-                return Ok(Update::Keep(Recorded::Nothing));
-            };
-            // Unchanged since the claim wrote it (the rule): no need to parse it.
-            let mut d: Delivery = match bytes == c.bytes.as_slice() {
-                true => c.delivery.clone(),
-                false => Delivery::decode(bytes)?,
-            };
-            if d.status != Status::Pending {
-                return Ok(Update::Keep(Recorded::Nothing));
+        let written = match held_for_long_enough(c, tick_id, after, env.settings.retention_days) {
+            // Ours for a while yet: the record is what the claim (or the publish) wrote,
+            // and the outcome is written over it without reading it back.
+            true => {
+                let d = finished(c.delivery.clone(), attempt.clone(), verdict, now);
+                env.kv
+                    .set(&keys::delivery(&c.delivery.id), &d.encode())
+                    .map(|()| Recorded::Written)
             }
-            if d.lease_owner.as_deref() != Some(tick_id) {
-                // Lost the lease: the newer holder records. Until it has, the entry is not
-                // done with (the holder may die mid-attempt): it waits for that lease, or for
-                // the due time the holder wrote when it recorded a retry.
-                let wait = match (d.lease_until, d.next_attempt_at) {
-                    (Some(until), _) => Some(Wait::Leased(until)),
-                    (None, Some(due)) => Some(Wait::Due(due)),
-                    (None, None) => None,
+            false => update(env.kv, &keys::delivery(&c.delivery.id), &mut |cur| {
+                let Some(bytes) = cur else {
+                    return Ok(Update::Keep(Recorded::Nothing));
                 };
-                return Ok(Update::Keep(Recorded::Lost(wait)));
-            }
-            d.attempts.extend(attempt.clone());
-            d.lease_until = None;
-            d.lease_owner = None;
-            match verdict {
-                Verdict::Succeeded => d.status = Status::Succeeded,
-                Verdict::Retry(due) => d.next_attempt_at = Some(*due),
-                Verdict::Failed { .. } => d.status = Status::Failed,
-                Verdict::Cancelled => d.status = Status::Cancelled,
-            }
-            if d.status != Status::Pending {
-                d.next_attempt_at = None;
-                d.finished_at = Some(now);
-            }
-            Ok(Update::Write(d.encode(), Recorded::Written))
-        })
-        .map_err(KvError::from);
+                // Unchanged since the claim wrote it (the rule): no need to parse it.
+                let d: Delivery = match bytes == c.bytes.as_slice() {
+                    true => c.delivery.clone(),
+                    false => Delivery::decode(bytes)?,
+                };
+                if d.status != Status::Pending {
+                    return Ok(Update::Keep(Recorded::Nothing));
+                }
+                if d.lease_owner.as_deref() != Some(tick_id) {
+                    // Lost the lease: the newer holder records. Until it has, the entry is not
+                    // done with (the holder may die mid-attempt): it waits for that lease, or for
+                    // the due time the holder wrote when it recorded a retry.
+                    let wait = match (d.lease_until, d.next_attempt_at) {
+                        (Some(until), _) => Some(Wait::Leased(until)),
+                        (None, Some(due)) => Some(Wait::Due(due)),
+                        (None, None) => None,
+                    };
+                    return Ok(Update::Keep(Recorded::Lost(wait)));
+                }
+                let d = finished(d, attempt.clone(), verdict, now);
+                Ok(Update::Write(d.encode(), Recorded::Written))
+            })
+            .map_err(KvError::from),
+        };
         // One record that cannot be written must not cost the others theirs: that attempt
         // is sent again when its lease expires; the rest are recorded now.
         match written {

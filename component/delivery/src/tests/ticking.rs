@@ -506,6 +506,100 @@ fn a_tick_that_lost_its_lease_does_not_pass_the_entry_the_new_holder_needs() {
 }
 
 #[test]
+fn an_outcome_inside_its_lease_is_written_over_the_claim_without_reading_it_back() {
+    // The claim read the record and wrote its lease; the attempt ended well inside that
+    // lease, so nobody else can have written the record since: the outcome is a plain
+    // write, no second compare-and-swap.
+    let kv = MemoryKv::new();
+    let ops = HookKv::new(&kv, "", || {});
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(17);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+    let sent = Counting(Cell::new(0));
+    let report = tick(&Env::new(now, &ops, &settings, &entropy), &sent);
+    assert_eq!((report.attempted, report.succeeded), (1, 1));
+    let key = keys::delivery(&id).to_string();
+    let cas = ops.cas.borrow().clone();
+    assert_eq!(
+        cas.iter().filter(|k| **k == key).count(),
+        1,
+        "the claim's only: {cas:?}"
+    );
+    assert!(ops.sets.borrow().contains(&key), "the outcome is written");
+    let d = stored_delivery(&kv, &key);
+    assert_eq!(d.status, Status::Succeeded);
+    assert_eq!((d.lease_until, d.lease_owner), (None, None));
+}
+
+#[test]
+fn an_attempt_that_ends_near_its_lease_end_records_only_if_the_lease_is_still_its_own() {
+    // 13 s of a 15 s lease gone: another instance whose clock runs a little ahead may
+    // already have claimed the delivery. The outcome is then written by compare-and-swap,
+    // which finds the other holder and leaves the record to it.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(18);
+    let now = 1_767_225_600_000;
+    let sub = active_subscription(&kv);
+    let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
+    let sender = TakenOver {
+        kv: &kv,
+        latency_ms: 13_000,
+        lease_until: now + 28_000,
+    };
+    let report = tick(&Env::new(now, &kv, &settings, &entropy), &sender);
+    assert_eq!(
+        report.attempted, 0,
+        "not recorded over the other holder's claim"
+    );
+    let d = stored_delivery(&kv, &keys::delivery(&id));
+    assert_eq!(d.lease_owner.as_deref(), Some("another instance"));
+    assert_eq!(d.status, Status::Pending);
+}
+
+/// Answers 200, and while the requests are in flight deletes their records (the retention
+/// purge of another instance).
+struct Purged<'a>(&'a MemoryKv);
+
+impl Sender for Purged<'_> {
+    fn send_all(&self, requests: &[Outgoing], timeout_ms: u64) -> Vec<SendResult> {
+        for id in delivery_ids(requests) {
+            self.0.delete(&keys::delivery(&id)).expect("delete");
+        }
+        Counting(Cell::new(0)).send_all(requests, timeout_ms)
+    }
+}
+
+#[test]
+fn a_delivery_purged_while_in_flight_at_the_end_of_its_retention_is_not_written_back() {
+    // A replay of a delivery whose day is about to leave the retention period: the purge
+    // may delete its record during the attempt, and an outcome written over it would make
+    // a record no purge finds again. Near that end the outcome goes by compare-and-swap,
+    // which finds the record gone and writes nothing.
+    let kv = MemoryKv::new();
+    let settings = Settings {
+        retention_days: 1,
+        ..Settings::default()
+    };
+    let entropy = SeededEntropy::new(19);
+    let day = edgehook_storage::retention::DAY_MS;
+    let created = 20_454 * day + 5_000;
+    let now = 20_455 * day - 1_000;
+    let sub = active_subscription(&kv);
+    let id = pending_delivery(&kv, &sub, "evt_old", created);
+    enqueue(&kv, &[(now / 1000, vec![id.clone()])], None).expect("enqueue");
+    let report = tick(&Env::new(now, &kv, &settings, &entropy), &Purged(&kv));
+    assert_eq!(report.attempted, 0, "nothing left to record");
+    assert_eq!(
+        kv.get(&keys::delivery(&id)).expect("get"),
+        None,
+        "still purged"
+    );
+}
+
+#[test]
 fn a_settled_second_whose_last_append_failed_expires() {
     // An appender reserved the last number of the second (the counter went up) and
     // failed to write its page: a gap at the end. Once the second is settled, nothing
