@@ -140,6 +140,44 @@ fn owned(key: String) -> Key {
     Key(Cow::Owned(key))
 }
 
+/// The key made of `parts`, in order. Keys are built on every store call (a fan-out 1 event
+/// builds about twenty), and `format!` costs a walk through `core::fmt` for each: this is
+/// one allocation of the right size and a copy of each part.
+fn joined(parts: &[&str]) -> Key {
+    let mut key = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        key.push_str(part);
+    }
+    owned(key)
+}
+
+/// `n` in decimal, on the stack (a second, a day, a page number, a window).
+struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    fn new(mut n: u64) -> Self {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        Decimal { digits, start }
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII digits were written.
+        std::str::from_utf8(&self.digits[self.start..]).unwrap_or("0")
+    }
+}
+
 /// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
 pub const TICK_LEASE: Key = Key::fixed("ticklease");
 
@@ -148,17 +186,17 @@ pub const HEALTH_PROBE: Key = Key::fixed("health");
 
 /// An API key record, by the hex SHA-256 of the key.
 pub fn api_key(hash_hex: &str) -> Key {
-    owned(format!("apikey:{hash_hex}"))
+    joined(&["apikey:", hash_hex])
 }
 
 /// Key id to key hash.
 pub fn api_key_id(key_id: &str) -> Key {
-    owned(format!("keyid:{key_id}"))
+    joined(&["keyid:", key_id])
 }
 
 /// Prefix of a client's index of API keys (an append log of key hashes).
 pub fn client_keys(client_id: &str) -> Key {
-    owned(format!("client:{client_id}:keys"))
+    joined(&["client:", client_id, ":keys"])
 }
 
 /// Prefix of the index of ingest keys (an append log of key hashes; they have no client).
@@ -166,22 +204,22 @@ pub const INGEST_KEYS: Key = Key::fixed("ingestkeys");
 
 /// A subscription record.
 pub fn subscription(id: &str) -> Key {
-    owned(format!("sub:{id}"))
+    joined(&["sub:", id])
 }
 
 /// Prefix of a client's subscription index (an append log).
 pub fn client_subscriptions(client_id: &str) -> Key {
-    owned(format!("client:{client_id}:subs"))
+    joined(&["client:", client_id, ":subs"])
 }
 
 /// A client's live-subscription counter.
 pub fn client_live(client_id: &str) -> Key {
-    owned(format!("client:{client_id}:live"))
+    joined(&["client:", client_id, ":live"])
 }
 
 /// Prefix of a client's list of disabled subscriptions (an append log).
 pub fn client_disabled(client_id: &str) -> Key {
-    owned(format!("client:{client_id}:disabled"))
+    joined(&["client:", client_id, ":disabled"])
 }
 
 /// Prefix of the append log of every disabled subscription (operator).
@@ -189,7 +227,7 @@ pub const DISABLED_LOG: Key = Key::fixed("disabled");
 
 /// Prefix of the fan-out index of one event type (an append log).
 pub fn fanout(event_type: &str) -> Key {
-    owned(format!("fanout:{event_type}"))
+    joined(&["fanout:", event_type])
 }
 
 /// What every idempotency record's key begins with (no event id does: those are `evt_...`).
@@ -197,22 +235,22 @@ pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 
 /// An idempotency record.
 pub fn idempotency(client_id: &str, key_hash_hex: &str) -> Key {
-    owned(format!("{IDEMPOTENCY_PREFIX}{client_id}:{key_hash_hex}"))
+    joined(&[IDEMPOTENCY_PREFIX, client_id, ":", key_hash_hex])
 }
 
 /// The raw bytes of a published load.
 pub fn event_body(event_id: &str) -> Key {
-    owned(format!("evt:{event_id}:body"))
+    joined(&["evt:", event_id, ":body"])
 }
 
 /// An event record.
 pub fn event(event_id: &str) -> Key {
-    owned(format!("evt:{event_id}"))
+    joined(&["evt:", event_id])
 }
 
 /// A delivery record.
 pub fn delivery(delivery_id: &str) -> Key {
-    owned(format!("dlv:{delivery_id}"))
+    joined(&["dlv:", delivery_id])
 }
 
 /// The set of seconds with queued attempts.
@@ -220,12 +258,12 @@ pub const DUE_DIRECTORY: Key = Key::fixed("duedir");
 
 /// Prefix of the due queue of one second (an append log of delivery ids).
 pub fn due(second: u64) -> Key {
-    owned(format!("due:{second}"))
+    joined(&["due:", Decimal::new(second).as_str()])
 }
 
 /// Prefix of a subscription's delivery history (an append log of delivery ids).
 pub fn subscription_deliveries(subscription_id: &str) -> Key {
-    owned(format!("subdlv:{subscription_id}"))
+    joined(&["subdlv:", subscription_id])
 }
 
 /// The prefix of a replay job's keys (the retention purge knows a finished job's record by it).
@@ -233,12 +271,17 @@ pub const REPLAY_PREFIX: &str = "rpl:";
 
 /// A replay job's record (`rpl_...`).
 pub fn replay(job_id: &str) -> Key {
-    owned(format!("{REPLAY_PREFIX}{job_id}"))
+    joined(&[REPLAY_PREFIX, job_id])
 }
 
 /// Selection `n` of a replay job: the delivery ids one selecting step found, one per line.
 pub fn replay_selection(job_id: &str, n: u32) -> Key {
-    owned(format!("{REPLAY_PREFIX}{job_id}:s{n}"))
+    joined(&[
+        REPLAY_PREFIX,
+        job_id,
+        ":s",
+        Decimal::new(u64::from(n)).as_str(),
+    ])
 }
 
 /// The running replay jobs: their ids, one per line; every tick reads it.
@@ -250,23 +293,23 @@ pub const FIFO_DIRECTORY: Key = Key::fixed("fifodir");
 
 /// A FIFO subscription's place in its history: how many entries are done with (binary).
 pub fn fifo(subscription_id: &str) -> Key {
-    owned(format!("fifo:{subscription_id}"))
+    joined(&["fifo:", subscription_id])
 }
 
 /// A paced subscription's attempts in flight and its rate state (binary; `delivery::pace`).
 pub fn pace(subscription_id: &str) -> Key {
-    owned(format!("pace:{subscription_id}"))
+    joined(&["pace:", subscription_id])
 }
 
 /// Prefix of one day's retention log (an append log of event ids and idempotency keys).
 pub fn retention(day: u64) -> Key {
-    owned(format!("ret:{day}"))
+    joined(&["ret:", Decimal::new(day).as_str()])
 }
 
 /// The counter of a client's partner API requests in one clock minute (`window` = minutes
 /// since the epoch).
 pub fn rate(client_id: &str, window: u64) -> Key {
-    owned(format!("rate:{client_id}:{window}"))
+    joined(&["rate:", client_id, ":", Decimal::new(window).as_str()])
 }
 
 /// The counter of failed authentications from one source address in one clock minute.
@@ -278,31 +321,55 @@ pub fn auth_failures(address: &str, window: u64) -> Key {
         .filter(|c| c.is_ascii_hexdigit() || matches!(c, '.' | ':'))
         .take(45)
         .collect();
-    owned(format!("authfail:{address}:{window}"))
+    joined(&["authfail:", &address, ":", Decimal::new(window).as_str()])
 }
 
 /// The entry counter of the append log under `prefix`.
 pub fn log_counter(prefix: &Key) -> Key {
-    owned(format!("{prefix}:n"))
+    joined(&[prefix.as_str(), ":n"])
 }
 
 /// Page `page` (0-based) of the append log under `prefix`.
 pub fn log_page(prefix: &Key, page: u64) -> Key {
-    owned(format!("{prefix}:p{page}"))
+    joined(&[prefix.as_str(), ":p", Decimal::new(page).as_str()])
 }
 
 /// How many leading pages of the append log under `prefix` were dropped (decimal; absent:
 /// none). Only logs trimmed from the front have one (a subscription's delivery history).
 pub fn log_dropped(prefix: &Key) -> Key {
-    owned(format!("{prefix}:f"))
+    joined(&[prefix.as_str(), ":f"])
 }
 
 /// The page directory of the append log under `prefix` (binary; absent: every page is
 /// read). Only logs whose entries are removed have one (the subscription indexes; see
 /// `applog::pagedir`).
 pub fn log_directory(prefix: &Key) -> Key {
-    owned(format!("{prefix}:d"))
+    joined(&[prefix.as_str(), ":d"])
 }
 
 /// The set of days with events (for retention).
 pub const RETENTION_DIRECTORY: Key = Key::fixed("retdir");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_their_parts_in_order_with_numbers_in_decimal() {
+        // The stored layout (the module doc): a key built any other way is another key,
+        // and what was stored under the old one is lost to every reader.
+        for (n, text) in [(0, "0"), (7, "7"), (1_767_225_600, "1767225600")] {
+            assert_eq!(Decimal::new(n).as_str(), text);
+        }
+        assert_eq!(Decimal::new(u64::MAX).as_str(), u64::MAX.to_string());
+        let due = due(1_767_225_600);
+        assert_eq!(due.as_str(), "due:1767225600");
+        assert_eq!(log_page(&due, 12).as_str(), "due:1767225600:p12");
+        assert_eq!(log_counter(&due).as_str(), "due:1767225600:n");
+        assert_eq!(event_body("evt_1").as_str(), "evt:evt_1:body");
+        assert_eq!(idempotency("acme", "ab").as_str(), "idem:acme:ab");
+        assert_eq!(replay_selection("rpl_1", 3).as_str(), "rpl:rpl_1:s3");
+        assert_eq!(rate("acme", 29_000_000).as_str(), "rate:acme:29000000");
+        assert_eq!(auth_failures("::1; drop", 5).as_str(), "authfail:::1d:5");
+    }
+}
