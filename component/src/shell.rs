@@ -20,7 +20,7 @@ use bindings::wasi::http::types::{
     OutgoingRequest, OutgoingResponse, RequestOptions, ResponseOutparam, Scheme,
 };
 use bindings::wasi::io::poll;
-use bindings::wasi::io::streams::StreamError;
+use bindings::wasi::io::streams::{OutputStream, StreamError};
 use bindings::wasi::keyvalue::{atomics, batch, store};
 use edgehook_api::router::{self, READ_LIMIT};
 use edgehook_delivery::scheduler;
@@ -236,14 +236,26 @@ impl Log for StderrLog {
     }
 }
 
-/// Writes `line` and its newline to stderr in one write: `eprintln!` writes the two apart,
-/// and each write is several host calls (a stream's check, write and flush).
+/// Writes `line` and its newline to stderr in one write, on a stream the instance keeps:
+/// one host call a line (`blocking-write-and-flush`), where the standard library's stderr
+/// takes five (a check, the write, a flush and the wait for it, through wasi-libc), and
+/// `eprintln!` writes the line and its newline apart.
 fn write_line(line: &str) {
-    use std::io::Write as _;
+    thread_local! {
+        static STDERR: std::cell::OnceCell<OutputStream> = const { std::cell::OnceCell::new() };
+    }
     let mut bytes = Vec::with_capacity(line.len() + 1);
     bytes.extend_from_slice(line.as_bytes());
     bytes.push(b'\n');
-    let _ = std::io::stderr().write_all(&bytes);
+    STDERR.with(|cell| {
+        let stream = cell.get_or_init(bindings::wasi::cli::stderr::get_stderr);
+        // At most 4096 bytes a call (WASI's limit for this call).
+        for chunk in bytes.chunks(4096) {
+            if stream.blocking_write_and_flush(chunk).is_err() {
+                break;
+            }
+        }
+    });
 }
 
 /// Runs `f` with an [`Env`] built from the imports.

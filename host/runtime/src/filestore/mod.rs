@@ -132,7 +132,36 @@ pub struct FileStore {
     maintenance: Arc<Mutex<()>>,
     /// Hands jobs to the store's maintenance thread ([`maintenance_thread`]); `None` if it
     /// could not be started (the jobs then run in the writer that made them due).
+    jobs: Option<Arc<MaintenanceThread>>,
+}
+
+/// The maintenance thread of an open store and its queue, shared by the store's handles.
+/// When the last handle drops, the queue closes and the drop waits for the job in progress:
+/// a merge or a compaction holds the store (and its directory's lock) while it runs, and the
+/// store must be closed, its lock released, once its last handle is gone (an open of the same
+/// directory right after must not find it in use).
+struct MaintenanceThread {
     jobs: Option<std::sync::mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MaintenanceThread {
+    /// Queues `job`; gives it back if the thread has ended.
+    fn send(&self, job: Job) -> Result<(), Job> {
+        match &self.jobs {
+            Some(jobs) => jobs.send(job).map_err(|e| e.0),
+            None => Err(job),
+        }
+    }
+}
+
+impl Drop for MaintenanceThread {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -338,9 +367,9 @@ impl FileStore {
     /// Hands `job` to the store's maintenance thread (runs it here if there is none).
     fn start(&self, job: Job) {
         let job = match &self.jobs {
-            Some(jobs) => match jobs.send(job) {
+            Some(thread) => match thread.send(job) {
                 Ok(()) => return,
-                Err(e) => e.0,
+                Err(job) => job,
             },
             None => job,
         };
@@ -351,8 +380,8 @@ impl FileStore {
     #[cfg(test)]
     fn idle(&self) {
         let (done, wait) = std::sync::mpsc::channel();
-        if let Some(jobs) = &self.jobs
-            && jobs.send(Job::Ping(done)).is_ok()
+        if let Some(thread) = &self.jobs
+            && thread.send(Job::Ping(done)).is_ok()
         {
             let _ = wait.recv();
         }
@@ -376,6 +405,13 @@ enum Job {
     /// Answer once the jobs before it are done (tests).
     #[cfg(test)]
     Ping(std::sync::mpsc::Sender<()>),
+    /// Hold the store as a merge or a compaction does: say so, then keep it until told to
+    /// go on (tests).
+    #[cfg(test)]
+    Hold {
+        holding: std::sync::mpsc::Sender<()>,
+        go: std::sync::mpsc::Receiver<()>,
+    },
 }
 
 fn run(job: Job, inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &Arc<Mutex<()>>) {
@@ -397,27 +433,38 @@ fn run(job: Job, inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &Arc<Mutex<
         Job::Ping(done) => {
             let _ = done.send(());
         }
+        #[cfg(test)]
+        Job::Hold { holding, go } => {
+            let held = inner.upgrade();
+            let _ = holding.send(());
+            let _ = go.recv();
+            drop(held);
+        }
     }
 }
 
 /// The store's maintenance thread: one per open store, for its merges and compactions, so
 /// no writer (a runtime worker) waits for one (a compaction at a million keys takes 2 s).
 /// It holds the store weakly between jobs, and ends when the store is dropped (its last
-/// handle drops the sender). One long-lived thread rather than one per job: a thread's
-/// allocator heap outlives it when the base it allocated does.
-fn maintenance_thread(store: &FileStore) -> Option<std::sync::mpsc::Sender<Job>> {
+/// handle closes the queue and waits for it: [`MaintenanceThread`]). One long-lived thread
+/// rather than one per job: a thread's allocator heap outlives it when the base it allocated
+/// does.
+fn maintenance_thread(store: &FileStore) -> Option<Arc<MaintenanceThread>> {
     let (jobs, queue) = std::sync::mpsc::channel::<Job>();
     let inner = Arc::downgrade(&store.inner);
     let maintenance = Arc::clone(&store.maintenance);
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("kv-maintenance".into())
         .spawn(move || {
             while let Ok(job) = queue.recv() {
                 run(job, &inner, &maintenance);
             }
         })
-        .ok()
-        .map(|_| jobs)
+        .ok()?;
+    Some(Arc::new(MaintenanceThread {
+        jobs: Some(jobs),
+        thread: Some(thread),
+    }))
 }
 
 /// A merge of the index ([`index`]): the recent changes frozen under the lock, merged with
