@@ -358,3 +358,191 @@ fn a_directory_log_cut_short_anywhere_loses_and_shows_no_entry() {
         run(Some(n));
     }
 }
+
+/// A keyed log: an append is the counter and one write (no page read, copied or compared),
+/// several items one write each through `set_many`; reads and `read_page` give what a
+/// paged log would; nothing is stored under a page key; dropping a page and deleting the
+/// log leave nothing of them.
+#[test]
+fn a_keyed_append_is_a_counter_and_one_write_and_reads_as_a_paged_one() {
+    let kv = MemoryKv::new();
+    let log = AppendLog::keyed(Key::from_stored("k"));
+    let (ops, keys_read, seq) = cost(&kv, || push(&log, &kv, "first").expect("append"));
+    assert_eq!((ops, keys_read, seq), (2, 0, 1), "increment and set");
+    assert_eq!(kv.cas_begun(), 0);
+    let items: Vec<String> = (2..=300).map(|i| format!("x{i}")).collect();
+    let (ops, _, seqs) = cost(&kv, || log.append(&kv, &items).expect("append"));
+    assert_eq!(ops, 1 + 299, "the counter once, then each entry's write");
+    assert_eq!(seqs, (2..=300).collect::<Vec<u64>>());
+    assert!(kv.dump().keys().all(|k| !k.contains(":p")), "no page");
+    assert_eq!(
+        kv.dump().get("k:e300").map(Vec::as_slice),
+        Some(&b"x300"[..])
+    );
+    let all: Vec<Entry<String>> = log.read(&kv, 0, usize::MAX).expect("read");
+    assert_eq!(all.len(), 300);
+    assert!(all.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
+    assert_eq!(all[0].item, "first");
+    let (ops, _, some) = cost(&kv, || log.read(&kv, 127, 3).expect("read"));
+    assert_eq!(
+        some.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [128, 129, 130]
+    );
+    assert_eq!(ops, 2, "the counter and one batch");
+    let (ops, keys_read, _) = cost(&kv, || log.read(&kv, 0, usize::MAX).expect("read"));
+    assert_eq!(ops, 2, "three pages: one batch");
+    assert_eq!(keys_read, 3 + 300, "each page's key and its entries'");
+    let page1 = log.read_page(&kv, 1).expect("page");
+    assert_eq!(page1.len(), 128);
+    assert_eq!((page1[0].seq, page1[127].seq), (129, 256));
+    assert!(log.drop_page(&kv, 0).expect("drop"));
+    assert_eq!(log.dropped_pages(&kv).expect("mark"), 1);
+    assert!(log.read_page(&kv, 0).expect("page").is_empty());
+    let page0: Vec<String> = (1..=128).map(|n| format!("k:e{n}")).collect();
+    assert!(
+        kv.dump().keys().all(|k| !page0.contains(k)),
+        "page 0's entries"
+    );
+    assert_eq!(log.read(&kv, 0, 1).expect("read")[0].seq, 129);
+    log.delete_all(&kv).expect("delete");
+    log.forget_dropped(&kv).expect("forget");
+    assert!(kv.dump().is_empty(), "{:?}", kv.dump().keys());
+}
+
+/// A log begun in pages (the layout before keyed logs) and appended to as a keyed one is
+/// read whole and in order, page by page and through a cursor, the page it was cut over in
+/// holding both; dropping that page and deleting the log leave nothing.
+#[test]
+fn a_keyed_log_reads_the_pages_written_before_it() {
+    let kv = MemoryKv::new();
+    let prefix = Key::from_stored("m");
+    let items: Vec<String> = (1..=300).map(|i| format!("x{i}")).collect();
+    AppendLog::new(prefix.clone())
+        .append(&kv, &items[..200])
+        .expect("paged");
+    let log = AppendLog::keyed(prefix);
+    log.append(&kv, &items[200..]).expect("keyed");
+    let want: Vec<(u64, String)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (i as u64 + 1, x.clone()))
+        .collect();
+    let pairs = |v: Vec<Entry<String>>| -> Vec<(u64, String)> {
+        v.into_iter().map(|e| (e.seq, e.item)).collect()
+    };
+    assert_eq!(pairs(log.read(&kv, 0, usize::MAX).expect("read")), want);
+    for step in [1, 7, 128, 150] {
+        let mut got = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = log.read(&kv, after, step).expect("read");
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            got.extend(pairs(page));
+        }
+        assert_eq!(got, want, "in reads of {step}");
+    }
+    let page1 = log.read_page(&kv, 1).expect("page");
+    assert_eq!(
+        page1.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (129..=256).collect::<Vec<_>>(),
+        "page 1: 129-200 in its page, 201-256 keyed"
+    );
+    assert!(log.drop_page(&kv, 0).expect("drop 0"));
+    assert!(log.drop_page(&kv, 1).expect("drop 1"));
+    assert_eq!(log.read(&kv, 0, 1).expect("read")[0].seq, 257);
+    log.delete_all(&kv).expect("delete");
+    log.forget_dropped(&kv).expect("forget");
+    assert!(kv.dump().is_empty(), "{:?}", kv.dump().keys());
+}
+
+/// The entries of a keyed log are not rewritten or removed one by one: both refuse, and
+/// nothing changes.
+#[test]
+fn a_keyed_log_refuses_to_rewrite_or_remove_an_entry() {
+    let kv = MemoryKv::new();
+    let log = AppendLog::keyed(Key::from_stored("k"));
+    push(&log, &kv, "a").expect("append");
+    let before = kv.dump();
+    assert!(log.remove(&kv, 1).is_err());
+    assert!(log.modify(&kv, 1, |_| Some(b"b".to_vec())).is_err());
+    assert_eq!(kv.dump(), before);
+}
+
+/// Entries deleted as they are read for good (`delete_read`, the retention purge) are not
+/// deleted again when the log goes (`delete_after` the last of them): the rest are.
+#[test]
+fn a_keyed_log_deletes_what_was_read_then_only_the_rest() {
+    let kv = MemoryKv::new();
+    let log = AppendLog::keyed(Key::from_stored("k"));
+    let items: Vec<String> = (1..=10).map(|i| format!("x{i}")).collect();
+    log.append(&kv, &items).expect("append");
+    let read = log.read(&kv, 0, 4).expect("read");
+    let seqs: Vec<u64> = read.iter().map(|e| e.seq).collect();
+    log.delete_read(&kv, &seqs).expect("delete read");
+    assert_eq!(log.read(&kv, 0, 1).expect("read")[0].seq, 5);
+    let (ops, _, ()) = cost(&kv, || log.delete_after(&kv, 4).expect("delete"));
+    assert_eq!(
+        ops,
+        1 + 1 + 6 + 1,
+        "counter read, page key, entries 5-10, counter"
+    );
+    assert!(kv.dump().is_empty(), "{:?}", kv.dump().keys());
+}
+
+/// A keyed log with the store failing at operation `n`, for every `n` of a run of appends
+/// of one to three items: an append that succeeded is read whole, one that failed leaves
+/// at most some of its items (a gap for the rest, never a damaged or foreign entry), and
+/// reads from the start, in pages of 3 and whole, agree.
+#[test]
+fn a_keyed_log_cut_short_anywhere_loses_no_appended_entry() {
+    let run = |fail: Option<u64>| {
+        let kv = MemoryKv::new();
+        let log = AppendLog::keyed(Key::from_stored("k"));
+        kv.fail_at(fail);
+        let (mut kept, mut maybe) = (Vec::new(), Vec::new());
+        for step in 0..60u64 {
+            let items: Vec<String> = (0..=step % 3).map(|j| format!("i{step}.{j}")).collect();
+            match log.append(&kv, &items) {
+                Ok(seqs) => kept.extend(seqs.into_iter().zip(items)),
+                Err(_) => maybe.extend(items),
+            }
+        }
+        kv.fail_at(None);
+        let all: Vec<(u64, String)> = log
+            .read(&kv, 0, usize::MAX)
+            .expect("read")
+            .into_iter()
+            .map(|e| (e.seq, e.item))
+            .collect();
+        let context = format!("fault at {fail:?}");
+        for entry in &kept {
+            assert!(all.contains(entry), "{context}: {entry:?} lost");
+        }
+        for (seq, item) in &all {
+            assert!(
+                kept.contains(&(*seq, item.clone())) || maybe.contains(item),
+                "{context}: {seq} {item} never appended"
+            );
+        }
+        assert!(
+            all.windows(2).all(|w| w[0].0 < w[1].0),
+            "{context}: in order"
+        );
+        let mut paged = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = log.read(&kv, after, 3).expect("page");
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            paged.extend(page.into_iter().map(|e| (e.seq, e.item)));
+        }
+        assert_eq!(paged, all, "{context}: in pages of 3");
+        kv.ops()
+    };
+    let total = run(None);
+    assert!(total > 100, "{total}");
+    for n in 1..=total {
+        run(Some(n));
+    }
+}
