@@ -30,7 +30,7 @@ use edgehook_model::env::{Entropy, Env, Log};
 use edgehook_model::events::{PublishError, PublishReceipt};
 use edgehook_model::http::{Request, Response};
 use edgehook_model::ids::IdKind;
-use edgehook_storage::keys::{AsKey, Key};
+use edgehook_storage::keys::AsKey;
 use edgehook_storage::kv::{Kv, KvError};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -127,37 +127,6 @@ impl Kv for WasiKv {
         Ok(((cas, key.to_owned()), current))
     }
 
-    fn set_many(&self, entries: &[(Key, &[u8])]) -> Result<(), KvError> {
-        if let [(key, value)] = entries {
-            return self.set(key, value); // one key: the plain call
-        }
-        let batch: Vec<(String, Vec<u8>)> = entries
-            .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), v.to_vec()))
-            .collect();
-        if batch_written(|| batch::set_many(&self.0, &batch)) {
-            return Ok(());
-        }
-        for (key, value) in entries {
-            self.set(key, value)?;
-        }
-        Ok(())
-    }
-
-    fn delete_many(&self, keys: &[Key]) -> Result<(), KvError> {
-        if let [key] = keys {
-            return self.delete(key);
-        }
-        let batch: Vec<String> = keys.iter().map(|k| k.as_str().to_owned()).collect();
-        if batch_written(|| batch::delete_many(&self.0, &batch)) {
-            return Ok(());
-        }
-        for key in keys {
-            self.delete(key)?;
-        }
-        Ok(())
-    }
-
     fn cas_swap(&self, (cas, key): Self::Cas, value: &[u8]) -> Result<bool, KvError> {
         match atomics::swap(cas, value) {
             Ok(()) => Ok(true),
@@ -176,23 +145,6 @@ impl Kv for WasiKv {
 
 /// Set once the host's batch read failed in this instance: later reads go key by key.
 static BATCH_FAILED: AtomicBool = AtomicBool::new(false);
-
-/// Set once a batch write or delete of this instance failed: the rest go key by key.
-static BATCH_WRITE_FAILED: AtomicBool = AtomicBool::new(false);
-
-/// Runs a batch write unless one failed before; whether it succeeded. A failed one (not
-/// atomic: some keys may be written) is done again key by key by the caller, which writes
-/// the same bytes again; a store that is down fails those too.
-fn batch_written(write: impl FnOnce() -> Result<(), store::Error>) -> bool {
-    if BATCH_WRITE_FAILED.load(Ordering::Relaxed) {
-        return false;
-    }
-    let ok = write().is_ok();
-    if !ok {
-        BATCH_WRITE_FAILED.store(true, Ordering::Relaxed);
-    }
-    ok
-}
 
 /// `wasi:random/random` as the core's [`Entropy`], drawn in blocks: an id is 12 bytes and
 /// an event at fan-out 100 needs 101 of them, so one host call serves many.

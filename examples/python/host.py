@@ -104,15 +104,6 @@ def link_keyvalue(linker, store):
         store.set(key, value)
         return None
 
-    def set_many(entries):
-        # Several entries of a keyed append log in one call; not atomic, none needed.
-        for key, value in entries:
-            store.set(key, value)
-
-    def delete_many(keys):
-        for key in keys:
-            store.delete(key)
-
     with linker.root() as root:
         with root.add_instance(KV.format("store")) as kv:
             kv.add_resource("bucket", ResourceType.host(BUCKET), lambda s, r: None)
@@ -130,8 +121,6 @@ def link_keyvalue(linker, store):
             # One entry per key asked for, in order, None for a missing key.
             get_many = method(lambda keys: [(k, store.get(k)) for k in keys])
             batch.add_func("get-many", get_many)
-            batch.add_func("set-many", method(set_many))
-            batch.add_func("delete-many", method(delete_many))
 
 
 def link_config(linker, settings):

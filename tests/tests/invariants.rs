@@ -135,13 +135,6 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
         ("component/delivery/src/replays.rs", "replay"),
         ("component/delivery/src/replays.rs", "replay_selection"),
     ];
-    // Batch writes, by file: each must say why no one else writes its keys.
-    let allowed_batches = [
-        // A keyed log's entries: each number is this append's alone (reserved by the
-        // counter's atomic increment) and its entry is written once.
-        "component/storage/src/applog.rs",
-    ];
-    let mut batches_seen = std::collections::BTreeSet::new();
     let mut seen = std::collections::BTreeSet::new();
     let mut found = Vec::new();
     for (name, lines) in sources("component") {
@@ -149,14 +142,6 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
             continue; // the binding of `set` itself
         }
         for (n, line) in lines.iter().enumerate() {
-            if line.contains(".set_many(") && !line.contains("fn set_many") {
-                match allowed_batches.iter().find(|f| name.ends_with(*f)) {
-                    Some(f) => {
-                        batches_seen.insert(*f);
-                    }
-                    None => found.push(format!("{name}:{}: {}", n + 1, line.trim())),
-                }
-            }
             let Some(call) = line.split(".set(").nth(1) else {
                 continue;
             };
@@ -187,9 +172,4 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
         found.join("\n")
     );
     assert_eq!(seen.len(), allowed.len(), "every listed write still exists");
-    assert_eq!(
-        batches_seen.len(),
-        allowed_batches.len(),
-        "every listed batch too"
-    );
 }

@@ -10,7 +10,7 @@ use edgehook_storage::kv::{Kv, KvError};
 use edgehook_subscriptions::{DELETED, Status as SubStatus, Subscription};
 
 pub(crate) fn history_log(subscription_id: &str) -> AppendLog {
-    AppendLog::keyed(keys::subscription_deliveries(subscription_id))
+    AppendLog::new(keys::subscription_deliveries(subscription_id))
 }
 
 /// Reads a delivery record.

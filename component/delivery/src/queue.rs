@@ -14,7 +14,7 @@ pub(crate) fn second_of(ms: u64) -> u64 {
 }
 
 pub(crate) fn due_log(second: u64) -> AppendLog {
-    AppendLog::keyed(keys::due(second))
+    AppendLog::new(keys::due(second))
 }
 
 /// The due and retention directories as publish read them, in one batch with its listeners'

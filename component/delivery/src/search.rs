@@ -16,7 +16,7 @@ use crate::history::{HistoryFilter, SCAN_PER_ITEM};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_records::delivery::{Delivery, EventRecord, delivery_id};
-use edgehook_storage::applog::Entry;
+use edgehook_storage::applog::{AppendLog, Entry};
 use edgehook_storage::directory;
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::Kv;
@@ -69,7 +69,7 @@ pub fn search<K: Kv>(
         if d > day {
             (day, seq) = (d, 0);
         }
-        let log = edgehook_storage::retention::day_log(day);
+        let log = AppendLog::new(keys::retention(day));
         let entries: Vec<Entry<String>> = log.read(env.kv, seq.max(purged), budget + 1)?;
         let more = entries.len() > budget;
         for entry in entries {

@@ -13,23 +13,15 @@
 //! decoding the entries already there, and reading one is a walk over length prefixes. So the
 //! component never parses or re-encodes JSON to append to a queue, a history or an index.
 //!
-//! A **keyed** log ([`AppendLog::keyed`]) keeps each entry under a key of its own instead
-//! (`P:e{n}`): an append is the `increment` and one write (several entries: one batch
-//! write), with no page read, copied or compared. Its pages are still the unit of reading
-//! and dropping, and a page written whole (the layout before keyed logs) is read with the
-//! entries of its numbers, so a log begun in pages goes on as a keyed one. Entries of a
-//! keyed log are only appended, read and dropped or deleted with their page or log.
-//!
-//! An entry of a paged log can be removed again ([`AppendLog::remove`]) or rewritten
+//! An entry can be removed again ([`AppendLog::remove`]) or rewritten
 //! ([`AppendLog::modify`]): that rewrites only its own page. A log whose entries are removed
 //! for good (the subscription indexes, [`AppendLog::with_directory`]) keeps a page directory,
 //! so a read skips the pages emptied by removals and its cost does not grow with the log's
 //! history of appends and removals ([`pagedir`]).
 //!
-//! Keyed: the due queue (one list per second), each subscription's delivery history and the
-//! retention index (one list per day), which every event appends to. Paged: the
-//! subscription indexes (each client's list and each event type's fan-out list, with
-//! removals) and the lists of API keys.
+//! Used for the due queue (one list per second), each subscription's delivery history, the
+//! retention index (one list per day), and the subscription indexes (each client's list and
+//! each event type's fan-out list).
 
 use crate::codec::Reader;
 use crate::keys::{self, Key};
@@ -49,12 +41,6 @@ const SEALED_PAGE: u8 = 0xE2;
 /// How many times an append moves entries whose page was sealed under it to new numbers.
 const APPEND_ROUNDS: usize = 4;
 
-/// Pages of a keyed log read in one batch (with their entries' keys: up to 129 keys a page).
-const KEYED_BATCH_PAGES: u64 = 8;
-
-/// Keys deleted in one batch.
-const DELETE_BATCH: usize = 1024;
-
 /// An edit of a page's entries: `Some(())` if it changed them, `None` to write nothing.
 type PageChange<'a> = dyn FnMut(&mut Vec<Entry<Vec<u8>>>) -> Option<()> + 'a;
 
@@ -64,8 +50,6 @@ pub struct AppendLog {
     page: u64,
     /// Whether the log keeps a page directory ([`AppendLog::with_directory`]).
     directory: bool,
-    /// Whether each entry has a key of its own ([`AppendLog::keyed`]).
-    keyed: bool,
 }
 
 /// An entry and its number in the list (1-based).
@@ -138,20 +122,6 @@ impl AppendLog {
             prefix,
             page: size.max(1),
             directory: false,
-            keyed: false,
-        }
-    }
-
-    /// The list stored under `prefix` with each entry under a key of its own
-    /// ([`keys::log_entry`]), grouped in pages of [`PAGE`] numbers for reading and dropping:
-    /// an append costs the counter's `increment` and one write whatever the page holds
-    /// already. Entries a paged version of the log wrote in pages are read with the keyed
-    /// ones. For lists that are only appended to, read, and dropped a page or a log at a
-    /// time: [`AppendLog::modify`] and [`AppendLog::remove`] refuse its entries.
-    pub fn keyed(prefix: Key) -> Self {
-        AppendLog {
-            keyed: true,
-            ..Self::new(prefix)
         }
     }
 
@@ -174,16 +144,6 @@ impl AppendLog {
     /// The key of page `page` (0-based).
     pub fn page_key(&self, page: u64) -> Key {
         keys::log_page(&self.prefix, page)
-    }
-
-    /// The key of entry `seq` in a keyed log.
-    pub fn entry_key(&self, seq: u64) -> Key {
-        keys::log_entry(&self.prefix, seq)
-    }
-
-    /// The numbers of page `page`: `page*size+1 ..= (page+1)*size`.
-    fn numbers(&self, page: u64) -> std::ops::RangeInclusive<u64> {
-        page * self.page + 1..=(page + 1) * self.page
     }
 
     /// Number of entries ever appended (numbers handed out), read through
@@ -233,16 +193,6 @@ impl AppendLog {
         let first = end + 1 - todo.len() as u64;
         for (n, at) in todo.iter().enumerate() {
             seqs[*at] = first + n as u64;
-        }
-        if self.keyed {
-            // Each number is this append's alone: a plain write, and one that fails leaves
-            // a gap, as a page write would.
-            let mut entries = Vec::with_capacity(todo.len());
-            for at in todo {
-                entries.push((self.entry_key(seqs[*at]), items[*at]));
-            }
-            kv.set_many(&entries)?;
-            return Ok(Vec::new());
         }
         let mut sealed = Vec::new();
         let mut start = 0;
@@ -317,9 +267,7 @@ impl AppendLog {
     /// to hold fewer entries than expected (removed ones) are followed by one more batch.
     /// Fewer than `limit` entries means the list was read to its end. A log with a directory
     /// reads it in that first batch, with the pages a read would take if it listed them all
-    /// (at most [`pagedir::WINDOW`]) and the last two, and then only the pages it lists. A
-    /// keyed log reads each page's key with the keys of its numbers after `after` (up to
-    /// the counter), [`KEYED_BATCH_PAGES`] pages a batch.
+    /// (at most [`pagedir::WINDOW`]) and the last two, and then only the pages it lists.
     pub fn read_bytes<K: Kv>(
         &self,
         kv: &K,
@@ -351,12 +299,6 @@ impl AppendLog {
             true => listed[i as usize],
             false => lo + (i - n),
         };
-        let batch_pages = |got: usize| match self.keyed {
-            true => want(got).min(KEYED_BATCH_PAGES),
-            false => want(got),
-        };
-        // A keyed log's entries read from their own keys, ascending, not taken yet.
-        let mut loose: Vec<Entry<Vec<u8>>> = Vec::new();
         let mut i = 0;
         while out.len() < limit && i < count {
             let page = nth(i);
@@ -367,14 +309,18 @@ impl AppendLog {
                     // This page and the next ones not read yet, as many as the limit may take.
                     let mut batch = vec![page];
                     let mut j = i;
-                    while (batch.len() as u64) < batch_pages(out.len()) && j < count {
+                    while (batch.len() as u64) < want(out.len()) && j < count {
                         let next = nth(j);
                         j += 1;
                         if !fetched.iter().any(|(p, _)| *p == next) {
                             batch.push(next);
                         }
                     }
-                    let mut values = self.read_batch(kv, &batch, after, len, &mut loose)?;
+                    let mut keys = Vec::with_capacity(batch.len());
+                    for p in &batch {
+                        keys.push(self.page_key(*p));
+                    }
+                    let mut values = kv.get_many(&keys)?.into_iter();
                     let value = values.next().flatten();
                     for p in &batch[1..] {
                         fetched.push((*p, values.next().flatten()));
@@ -382,60 +328,12 @@ impl AppendLog {
                     value
                 }
             };
-            let from = out.len();
             if let Some(value) = value {
                 self.take_page(&value, after, &mut out)?;
-            }
-            if self.keyed {
-                let end = *self.numbers(page).end();
-                let mine = loose.iter().take_while(|e| e.seq <= end).count();
-                let paged = out.len() > from;
-                out.extend(loose.drain(..mine));
-                if paged {
-                    // A page begun before keyed entries and finished with them.
-                    crate::sort::sort_by(&mut out[from..], |a, b| a.seq < b.seq);
-                }
             }
         }
         out.truncate(limit);
         Ok(out)
-    }
-
-    /// Reads `pages` in one batch: their values, in order; a keyed log's entries numbered
-    /// after `after` (up to `len`) go to `loose`, ascending.
-    fn read_batch<K: Kv>(
-        &self,
-        kv: &K,
-        pages: &[u64],
-        after: u64,
-        len: u64,
-        loose: &mut Vec<Entry<Vec<u8>>>,
-    ) -> Result<std::vec::IntoIter<Option<Vec<u8>>>, KvError> {
-        let mut keys = Vec::with_capacity(pages.len());
-        // Where each page's key is in `keys`, and each entry's with its number.
-        let (mut page_at, mut entry_at) = (Vec::with_capacity(pages.len()), Vec::new());
-        for p in pages {
-            page_at.push(keys.len());
-            keys.push(self.page_key(*p));
-            if self.keyed {
-                let numbers = self.numbers(*p);
-                for seq in (*numbers.start()).max(after + 1)..=(*numbers.end()).min(len) {
-                    entry_at.push((keys.len(), seq));
-                    keys.push(self.entry_key(seq));
-                }
-            }
-        }
-        let mut values = kv.get_many(&keys)?;
-        for (at, seq) in entry_at {
-            if let Some(item) = values[at].take() {
-                loose.push(Entry { seq, item });
-            }
-        }
-        let mut out = Vec::with_capacity(page_at.len());
-        for at in page_at {
-            out.push(values[at].take());
-        }
-        Ok(out.into_iter())
     }
 
     /// Adds a page's entries numbered after `after` to `out`, in order.
@@ -495,12 +393,6 @@ impl AppendLog {
         seq: u64,
         change: &mut PageChange<'_>,
     ) -> Result<bool, KvError> {
-        if self.keyed {
-            return Err(KvError(format!(
-                "the entries of {} are not rewritten one by one",
-                self.prefix.as_str()
-            )));
-        }
         if seq == 0 {
             return Ok(false);
         }
@@ -523,40 +415,13 @@ impl AppendLog {
     }
 
     /// The entries of page `page` (0-based) as stored, in their numbers' order; none if the
-    /// page is absent (never written, or dropped). One store operation (a keyed log: one
-    /// batch of the page and every number of it).
+    /// page is absent (never written, or dropped).
     pub fn read_page<K: Kv>(&self, kv: &K, page: u64) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
         let mut out = Vec::new();
-        if !self.keyed {
-            if let Some(value) = kv.get(&self.page_key(page))? {
-                self.take_page(&value, 0, &mut out)?;
-            }
-            return Ok(out);
-        }
-        let mut loose = Vec::new();
-        let after = *self.numbers(page).start() - 1;
-        let value = self
-            .read_batch(kv, &[page], after, u64::MAX, &mut loose)?
-            .next()
-            .flatten();
-        if let Some(value) = value {
+        if let Some(value) = kv.get(&self.page_key(page))? {
             self.take_page(&value, 0, &mut out)?;
         }
-        let paged = !out.is_empty();
-        out.append(&mut loose);
-        if paged {
-            crate::sort::sort_by(&mut out, |a, b| a.seq < b.seq);
-        }
         Ok(out)
-    }
-
-    /// Deletes the keys of the entries numbered in `numbers` of a keyed log, in batches.
-    fn delete_entries<K: Kv>(
-        &self,
-        kv: &K,
-        numbers: std::ops::RangeInclusive<u64>,
-    ) -> Result<(), KvError> {
-        delete_in_batches(kv, numbers.map(|seq| self.entry_key(seq)))
     }
 
     /// How many leading pages [`AppendLog::drop_page`] has dropped: entries numbered up to
@@ -577,9 +442,6 @@ impl AppendLog {
     /// drop cut short between its two writes) only moves the mark.
     pub fn drop_page<K: Kv>(&self, kv: &K, page: u64) -> Result<bool, KvError> {
         kv.delete(&self.page_key(page))?;
-        if self.keyed {
-            self.delete_entries(kv, self.numbers(page))?;
-        }
         update(kv, &keys::log_dropped(&self.prefix), &mut |cur| {
             let at = match cur {
                 None => 0,
@@ -605,50 +467,12 @@ impl AppendLog {
 
     /// Deletes the whole list.
     pub fn delete_all<K: Kv>(&self, kv: &K) -> Result<(), KvError> {
-        self.delete_after(kv, 0)
-    }
-
-    /// Deletes the whole list when the keys of a keyed log's entries numbered up to `after`
-    /// are deleted already ([`AppendLog::delete_read`]): its pages, the entries
-    /// after `after`, then the counter (last, so a deletion cut short is done again whole).
-    pub fn delete_after<K: Kv>(&self, kv: &K, after: u64) -> Result<(), KvError> {
         let len = self.len(kv)?;
         let pages = len.div_ceil(self.page);
-        delete_in_batches(kv, (0..pages).map(|page| self.page_key(page)))?;
-        if self.keyed && after < len {
-            self.delete_entries(kv, after + 1..=len)?;
+        for page in 0..pages {
+            kv.delete(&self.page_key(page))?;
         }
         kv.delete(&self.counter_key())
-    }
-
-    /// Deletes the keys of a keyed log's entries `seqs` (a paged log: nothing), for a reader
-    /// done with them for good (the retention purge), so that deleting the whole list later
-    /// ([`AppendLog::delete_after`]) need not.
-    pub fn delete_read<K: Kv>(&self, kv: &K, seqs: &[u64]) -> Result<(), KvError> {
-        if !self.keyed || seqs.is_empty() {
-            return Ok(());
-        }
-        let mut keys = Vec::with_capacity(seqs.len());
-        for seq in seqs {
-            keys.push(self.entry_key(*seq));
-        }
-        kv.delete_many(&keys)
-    }
-}
-
-/// Deletes `keys`, [`DELETE_BATCH`] a call.
-fn delete_in_batches<K: Kv>(kv: &K, keys: impl Iterator<Item = Key>) -> Result<(), KvError> {
-    let mut batch = Vec::new();
-    for key in keys {
-        batch.push(key);
-        if batch.len() == DELETE_BATCH {
-            kv.delete_many(&batch)?;
-            batch.clear();
-        }
-    }
-    match batch.is_empty() {
-        true => Ok(()),
-        false => kv.delete_many(&batch),
     }
 }
 

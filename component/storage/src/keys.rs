@@ -25,9 +25,6 @@
 //!   Written by a disable before its commit point; an entry counts only while the
 //!   subscription record names it (see `subscriptions`).
 //! - `fanout:{event type}:...` — an append log of ids of subscriptions listening to that type.
-//! - `...:e{n}` under the prefix of a keyed append log (the due queue, the histories, the
-//!   retention logs) — its entry `n`; their pages (`...:p{k}`) are those written before
-//!   keyed logs, read with the entries (see `applog`).
 //! - `...:d` under the prefix of each subscription index (the client lists, the disabled
 //!   lists, the fan-out lists) — the log's page directory: which of its pages a reader must
 //!   read; the pages it no longer lists are sealed (`applog::pagedir`).
@@ -310,14 +307,6 @@ pub fn log_page(prefix: &Key, page: u64) -> Key {
     joined(&[prefix.as_str(), ":p", itoa::Buffer::new().format(page)])
 }
 
-/// Entry `seq` (1-based) of the keyed append log under `prefix`: the entry's item, written
-/// once by the appender that reserved its number (`applog`, [`AppendLog::keyed`]).
-///
-/// [`AppendLog::keyed`]: crate::applog::AppendLog::keyed
-pub fn log_entry(prefix: &Key, seq: u64) -> Key {
-    joined(&[prefix.as_str(), ":e", itoa::Buffer::new().format(seq)])
-}
-
 /// How many leading pages of the append log under `prefix` were dropped (decimal; absent:
 /// none). Only logs trimmed from the front have one (a subscription's delivery history).
 pub fn log_dropped(prefix: &Key) -> Key {
@@ -346,7 +335,6 @@ mod tests {
         assert_eq!(due.as_str(), "due:1767225600");
         assert_eq!(log_page(&due, 12).as_str(), "due:1767225600:p12");
         assert_eq!(log_counter(&due).as_str(), "due:1767225600:n");
-        assert_eq!(log_entry(&due, 1290).as_str(), "due:1767225600:e1290");
         assert_eq!(event_body("evt_1").as_str(), "evt:evt_1:body");
         assert_eq!(idempotency("acme", "ab").as_str(), "idem:acme:ab");
         assert_eq!(replay_selection("rpl_1", 3).as_str(), "rpl:rpl_1:s3");

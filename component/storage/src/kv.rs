@@ -4,7 +4,7 @@
 //! Every read-modify-write in the core goes through [`update`], a compare-and-swap loop, so
 //! two instances working on one store never lose each other's writes.
 
-use crate::keys::{AsKey, Key};
+use crate::keys::AsKey;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,22 +48,6 @@ pub trait Kv {
     /// Writes `value` if the key still holds what `cas_begin` saw. `Ok(false)` means another
     /// writer got there first and nothing was written.
     fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError>;
-    /// Writes many keys unconditionally, in one call where the store has a batch write. Not
-    /// atomic: a failure may leave any of them written.
-    fn set_many(&self, entries: &[(Key, &[u8])]) -> Result<(), KvError> {
-        for (key, value) in entries {
-            self.set(key, value)?;
-        }
-        Ok(())
-    }
-    /// Deletes many keys, in one call where the store has a batch delete. Not atomic: a
-    /// failure may leave any of them deleted.
-    fn delete_many(&self, keys: &[Key]) -> Result<(), KvError> {
-        for key in keys {
-            self.delete(key)?;
-        }
-        Ok(())
-    }
 }
 
 /// Reads a counter kept by [`Kv::increment`] without changing it: `increment(key, 0)`.

@@ -74,8 +74,6 @@ pub const RULES: &[Rule] = &[
     ("batch.get_many_in_request_order", get_many_in_request_order),
     ("batch.get_many_missing_as_none", get_many_missing_as_none),
     ("batch.get_many_duplicates", get_many_duplicates),
-    ("batch.set_many_writes_each", set_many_writes_each),
-    ("batch.delete_many_deletes_each", delete_many_deletes_each),
 ];
 
 /// The bucket under test.
@@ -170,16 +168,6 @@ impl Probe {
             Err(atomics::CasError::CasFailed(_)) => Swap::CasFailed,
             Err(atomics::CasError::StoreError(e)) => Swap::StoreError(store_err(e)),
         }
-    }
-
-    /// `batch.set-many`.
-    pub fn set_many(&self, entries: &[(String, Vec<u8>)]) -> Result<(), String> {
-        batch::set_many(&self.0, entries).map_err(|e| format!("set-many: {}", store_err(e)))
-    }
-
-    /// `batch.delete-many`.
-    pub fn delete_many(&self, keys: &[String]) -> Result<(), String> {
-        batch::delete_many(&self.0, keys).map_err(|e| format!("delete-many: {}", store_err(e)))
     }
 
     /// `batch.get-many`, the answer as the host gave it.
@@ -607,33 +595,4 @@ fn get_many_duplicates(p: &Probe, k: &Keys) -> Outcome {
     } else {
         Err(format!("asked for [a, a, b], got {}", describe(&answer)))
     }
-}
-
-/// `set-many` writes every key with its own value (a keyed append log's entries).
-fn set_many_writes_each(p: &Probe, k: &Keys) -> Outcome {
-    let entries: Vec<(String, Vec<u8>)> = ["a", "b", "c"]
-        .iter()
-        .map(|n| (k.k(n), format!("value of {n}").into_bytes()))
-        .collect();
-    p.set(&entries[1].0, b"old")?;
-    p.set_many(&entries)?;
-    for (key, value) in &entries {
-        expect_bytes("get after set-many", p.get(key)?.as_deref(), Some(value))?;
-    }
-    Ok("a, b (overwritten) and c written".into())
-}
-
-/// `delete-many` deletes every key named, a missing one without an error (a log's page of
-/// entries, some never written).
-fn delete_many_deletes_each(p: &Probe, k: &Keys) -> Outcome {
-    let keys = seed(p, k, &["a", "b", "c"])?;
-    p.delete_many(&[keys[0].clone(), k.k("missing"), keys[2].clone()])?;
-    expect_bytes("a after delete-many", p.get(&keys[0])?.as_deref(), None)?;
-    expect_bytes("c after delete-many", p.get(&keys[2])?.as_deref(), None)?;
-    expect_bytes(
-        "b, not named",
-        p.get(&keys[1])?.as_deref(),
-        Some(&seeded(&keys[1])),
-    )?;
-    Ok("a and c deleted, b kept, a missing key no error".into())
 }

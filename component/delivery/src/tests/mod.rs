@@ -37,8 +37,6 @@ pub(super) struct HookKv<'a> {
     reads: RefCell<Vec<String>>,
     sets: RefCell<Vec<String>>,
     cas: RefCell<Vec<String>>,
-    /// Whether a plain write under the prefix runs the hook too (not only a compare-and-swap).
-    on_set: bool,
 }
 
 impl<'a> HookKv<'a> {
@@ -50,28 +48,6 @@ impl<'a> HookKv<'a> {
             reads: RefCell::default(),
             sets: RefCell::default(),
             cas: RefCell::default(),
-            on_set: false,
-        }
-    }
-
-    /// As [`HookKv::new`], the hook run before the first write under `prefix`, a plain one
-    /// (an entry of a keyed log) or a compare-and-swap.
-    fn on_write(inner: &'a MemoryKv, prefix: &'static str, hook: impl FnOnce() + 'a) -> Self {
-        HookKv {
-            on_set: true,
-            ..Self::new(inner, prefix, hook)
-        }
-    }
-}
-
-impl HookKv<'_> {
-    /// Runs the hook (once), for a write to a key under its prefix.
-    fn fire(&self, key: &str) {
-        if key.starts_with(self.prefix) {
-            let hook = self.hook.borrow_mut().take();
-            if let Some(hook) = hook {
-                hook();
-            }
         }
     }
 }
@@ -93,9 +69,6 @@ impl Kv for HookKv<'_> {
     ) -> Result<(), KvError> {
         let key = key.key_str();
         self.sets.borrow_mut().push(key.to_owned());
-        if self.on_set {
-            self.fire(key);
-        }
         self.inner.set(key, value)
     }
     fn delete(&self, key: &(impl edgehook_storage::keys::AsKey + ?Sized)) -> Result<(), KvError> {
@@ -126,7 +99,12 @@ impl Kv for HookKv<'_> {
         let key = key.key_str();
         self.reads.borrow_mut().push(key.to_owned());
         self.cas.borrow_mut().push(key.to_owned());
-        self.fire(key);
+        if key.starts_with(self.prefix) {
+            let hook = self.hook.borrow_mut().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
         self.inner.cas_begin(key)
     }
     fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {

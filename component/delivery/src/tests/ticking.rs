@@ -5,9 +5,10 @@ use edgehook_model::config::Settings;
 use edgehook_model::env::Env;
 use edgehook_model::env::SeededEntropy;
 use edgehook_records::delivery::{Attempt, Delivery, Status, delivery_id};
+use edgehook_storage::applog::Entry;
 use edgehook_storage::keys::{self};
-use edgehook_storage::kv::Kv;
 use edgehook_storage::kv::MemoryKv;
+use edgehook_storage::kv::{Kv, KvError, Update, update};
 use edgehook_subscriptions::{Status as SubStatus, Subscription};
 use std::cell::{Cell, RefCell};
 
@@ -29,8 +30,20 @@ fn the_watermark_never_passes_a_queue_number_still_being_written() {
     assert_eq!(tick(&env, &sent).attempted, 1, "B is sent");
     // A finishes writing number 1; the next tick must still look at it.
     let a = pending_delivery(&kv, &sub, "evt_a", now);
-    kv.set(&due_log(second).entry_key(1), a.as_bytes())
-        .expect("write the reserved entry");
+    update(&kv, &due_log(second).page_key(0), &mut |cur| {
+        let mut entries = cur
+            .map(|b| edgehook_storage::applog::decode_page(b).expect("page"))
+            .unwrap_or_default();
+        entries.push(Entry {
+            seq: 1,
+            item: a.clone().into_bytes(),
+        });
+        Ok::<_, KvError>(Update::Write(
+            edgehook_storage::applog::encode_page(&entries),
+            (),
+        ))
+    })
+    .expect("write the reserved entry");
     assert_eq!(tick(&env, &sent).attempted, 1, "A is sent too");
     assert_eq!(sent.0.get(), 2);
 }
@@ -46,7 +59,7 @@ fn a_tick_between_queue_entry_and_record_does_not_lose_the_delivery() {
     let sent = Counting(Cell::new(0));
     // Another instance ticks after the queue entry is written, before the record is
     // (at the subscription's history entry, which comes between them).
-    let hooked = HookKv::on_write(&kv, "subdlv:", || {
+    let hooked = HookKv::new(&kv, "subdlv:", || {
         let report = tick(&env(&kv), &sent);
         assert_eq!(report.attempted, 0, "no record yet: nothing to send");
         assert!(
@@ -414,7 +427,7 @@ fn a_fan_out_resumed_after_its_events_second_settled_is_not_lost_to_a_tick() {
     );
     let at = now + 120_000;
     let sent = Counting(Cell::new(0));
-    let hooked = HookKv::on_write(&kv, "subdlv:", || {
+    let hooked = HookKv::new(&kv, "subdlv:", || {
         let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
         assert_eq!(report.attempted, 0, "no record yet");
     });
