@@ -66,12 +66,20 @@ struct Plan {
 pub async fn steady_rate(quick: bool) -> Result<Vec<Row>> {
     let secs = |full: u64, short: u64| Duration::from_secs(if quick { short } else { full });
     let cap = secs(30, 3);
-    let plans = [
+    let mut plans = vec![
         (1000.0, secs(60, 3), SUBSCRIPTIONS),
         (3000.0, secs(60, 1), SUBSCRIPTIONS),
         (100.0, secs(20, 1), SUBSCRIPTIONS),
         (1000.0, secs(20, 1), EVENT_TYPES.len()),
     ];
+    // `EDGEHOOK_BENCH_LATENCY_FIRST=30` runs only the first (1,000 events/s x 100
+    // subscriptions) for that many seconds: builds compared in alternating runs of minutes,
+    // not of the whole section's twelve.
+    if let Ok(s) = std::env::var("EDGEHOOK_BENCH_LATENCY_FIRST") {
+        let s: u64 = s.parse().context("EDGEHOOK_BENCH_LATENCY_FIRST: seconds")?;
+        plans.truncate(1);
+        plans[0].1 = Duration::from_secs(s);
+    }
     let threads = LoadThreads::start()?;
     let mut rows = Vec::new();
     let mut floors: Vec<(f64, Figures)> = Vec::new();
