@@ -58,9 +58,9 @@ impl SecondScan {
 /// however long the second's queue grew.
 pub(crate) const SCAN_ENTRIES: usize = 2 * MAX_ATTEMPTS_PER_TICK;
 
-/// Reads a due second's new entries (at most [`SCAN_ENTRIES`]) and their records: which deliveries are due now, and
-/// which entries must stay unseen (records not written yet, leases held). `len`: its
-/// counter, as the tick read it.
+/// Reads a due second's new entries (at most [`SCAN_ENTRIES`]) and their records: which
+/// deliveries are due now, and which entries must stay unseen (records not written yet,
+/// leases held). `len`: its counter, as the tick read it.
 pub(crate) fn scan_second<K: Kv>(
     env: &Env<'_, K>,
     second: u64,

@@ -8,9 +8,9 @@ use edgehook_model::env::{Env, SeededEntropy};
 use edgehook_storage::applog::PAGE;
 
 /// A second with more entries than a tick reads: each tick reads at most [`SCAN_ENTRIES`]
-/// of its queue, in whole pages (the watermark moves on as far as it read), asks for the next tick at once,
-/// and the ticks after it attempt every delivery exactly once. Before, every tick read the
-/// whole second again (and every record in it) to attempt 2,000 of them.
+/// of its queue, in whole pages (the watermark moves on as far as it read), asks for the
+/// next tick at once, and the ticks after it attempt every delivery exactly once. Before,
+/// every tick read the whole second again (and every record in it) to attempt 2,000.
 #[test]
 fn a_backlogged_second_is_read_a_bounded_part_at_a_time_and_every_delivery_is_sent_once() {
     let kv = MemoryKv::new();
