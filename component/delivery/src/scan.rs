@@ -52,15 +52,9 @@ impl SecondScan {
     }
 }
 
-/// Entries of one due second a tick reads at most: what it can attempt, and as many again
-/// for entries it finds finished, leased or not due yet. A second with more (a backlog) is
-/// read on by the ticks after, each from its watermark, so a tick's reads stay bounded
-/// however long the second's queue grew.
-pub(crate) const SCAN_ENTRIES: usize = 2 * MAX_ATTEMPTS_PER_TICK;
-
-/// Reads a due second's new entries (at most [`SCAN_ENTRIES`]) and their records: which
-/// deliveries are due now, and which entries must stay unseen (records not written yet,
-/// leases held). `len`: its counter, as the tick read it.
+/// Reads a due second's new entries and their records: which deliveries are due now, and
+/// which entries must stay unseen (records not written yet, leases held). `len`: its
+/// counter, as the tick read it.
 pub(crate) fn scan_second<K: Kv>(
     env: &Env<'_, K>,
     second: u64,
@@ -68,9 +62,7 @@ pub(crate) fn scan_second<K: Kv>(
     len: u64,
 ) -> Result<SecondScan, KvError> {
     let now = env.now_ms;
-    let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, SCAN_ENTRIES)?;
-    // More may follow what was read: the watermark goes no further than the last entry read.
-    let truncated = entries.len() == SCAN_ENTRIES;
+    let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
     let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
     // Past the grace period nothing more arrives in this second: what is missing by then was
     // lost by an appender that failed, not still on its way.
@@ -90,16 +82,14 @@ pub(crate) fn scan_second<K: Kv>(
     // counter, or the second would never be found finished and expire.
     let mut scan = SecondScan {
         second,
-        ceiling: match (settled, truncated) {
-            (true, false) => len.max(last_seq),
-            // Settled, a gap up to the last entry read is a lost entry, not one on its way.
-            (true, true) => last_seq,
-            (false, _) => contiguous,
+        ceiling: if settled {
+            len.max(last_seq)
+        } else {
+            contiguous
         },
         gap: !settled && contiguous < last_seq,
         candidates: Vec::new(),
-        // The rest of a truncated second is read by the next tick, at once.
-        unfinished_until: truncated.then_some(now),
+        unfinished_until: None,
         first_unfinished: None,
     };
     // One look per delivery, at its first entry in this second. A subscription's id is not

@@ -1,7 +1,6 @@
 //! Tests of the delivery engine, each against the store's exact operations where it
 //! matters: publish and fan-out ([`publishing`]), ticks, claims and the due queue ([`ticking`]),
-//! outcomes, retries, health and disabling ([`outcomes`]), a backlogged second ([`backlog`]).
-//! This module holds their helpers.
+//! outcomes, retries, health and disabling ([`outcomes`]). This module holds their helpers.
 
 use crate::fanout::*;
 use crate::health::*;
@@ -19,7 +18,6 @@ use edgehook_subscriptions::Secret;
 use edgehook_subscriptions::{Status as SubStatus, Subscription};
 use std::cell::{Cell, RefCell};
 
-mod backlog;
 mod outcomes;
 mod publishing;
 mod replays;
