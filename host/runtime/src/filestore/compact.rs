@@ -167,7 +167,7 @@ impl Snapshot {
             .write(true)
             .open(tmp_path(dir))?;
         let mut writer = BufWriter::with_capacity(1 << 20, out);
-        let mut index = BaseWriter::new(dir)?;
+        let mut index = BaseWriter::new(dir, self.base.keys() + self.frozen.len() as u64)?;
         let mut written = 0u64;
         let mut rec = Vec::new();
         for entry in overlay(&self.frozen, self.base.iter_from(None), None) {

@@ -5,7 +5,9 @@
 //! Two levels, as in a log-structured merge tree:
 //! - the **base**: every key as of the last merge, sorted, with its place, in a file of
 //!   blocks of about 4 KiB; memory holds each block's first key and place (about
-//!   a byte a key). A lookup finds the block by binary search and reads it (`pread`).
+//!   a byte a key) and a Bloom filter of its keys ([`super::filter`], 1.25 bytes a key). A
+//!   lookup asks the filter first (a key the base does not hold, as every new key, ends
+//!   there), then finds the block by binary search and reads it (`pread`).
 //! - the **recent** changes since: a map of the keys set (with their place) or deleted since
 //!   the base was written. When it holds [`RECENT_MAX`] keys it is frozen (still read, never
 //!   changed) and merged with the base into a new base, off the store's lock, while new
@@ -21,7 +23,8 @@
 
 use super::Slot;
 use super::files::private_file;
-use std::collections::BTreeMap;
+use super::filter::Filter;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::iter::Peekable;
@@ -50,8 +53,12 @@ pub(super) enum Entry {
     Gone,
 }
 
-/// Recent changes, in the keys' order.
-pub(super) type Changes = BTreeMap<String, Entry>;
+/// Recent changes, by key. A hash map, not a sorted one: every read and write looks a key up
+/// in it (in two of them while a merge runs), and a lookup among 32,768 keys sharing long
+/// prefixes cost a dozen key comparisons and as many cache misses in a tree. Only a merge, a
+/// compaction and a listing of keys (`list-keys`, which the component never calls) read it
+/// in order, and sort it then ([`overlay`]).
+pub(super) type Changes = HashMap<String, Entry>;
 
 fn invalid(what: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what)
@@ -70,6 +77,12 @@ pub(super) struct Base {
     blocks: Vec<Block>,
     /// Bytes of the file.
     bytes: u64,
+    /// Keys in the file.
+    keys: u64,
+    /// Which keys the file may hold.
+    filter: Filter,
+    /// Blocks read.
+    reads: AtomicU64,
 }
 
 impl Base {
@@ -79,6 +92,9 @@ impl Base {
             file: None,
             blocks: Vec::new(),
             bytes: 0,
+            keys: 0,
+            filter: Filter::default(),
+            reads: AtomicU64::new(0),
         }
     }
 
@@ -88,6 +104,7 @@ impl Base {
             return Ok(Vec::new());
         };
         let mut bytes = vec![0; b.len as usize];
+        self.reads.fetch_add(1, Ordering::Relaxed);
         file.read_exact_at(&mut bytes, b.at)?;
         Ok(bytes)
     }
@@ -101,6 +118,9 @@ impl Base {
 
     /// Where `key`'s record is, if the base lists it.
     fn find(&self, key: &str) -> std::io::Result<Option<Slot>> {
+        if !self.filter.may_contain(key) {
+            return Ok(None);
+        }
         let Some(i) = self.block_of(key) else {
             return Ok(None);
         };
@@ -131,6 +151,21 @@ impl Base {
     /// Bytes of the base file.
     pub(super) fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Keys in the base file.
+    pub(super) fn keys(&self) -> u64 {
+        self.keys
+    }
+
+    /// Blocks read from the file.
+    pub(super) fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of memory the base's filter takes.
+    pub(super) fn filter_bytes(&self) -> usize {
+        self.filter.bytes()
     }
 }
 
@@ -201,7 +236,7 @@ impl Iterator for BaseIter {
 /// The live entries of `older` with the changes of `newer` laid over them, in the keys'
 /// order: a key `newer` sets is listed with its place there, one it deletes is left out.
 pub(super) struct Overlay<'a, O: Iterator> {
-    newer: Peekable<std::collections::btree_map::Range<'a, String, Entry>>,
+    newer: Peekable<std::vec::IntoIter<(&'a String, &'a Entry)>>,
     older: Peekable<O>,
 }
 
@@ -210,14 +245,13 @@ pub(super) fn overlay<'a, O>(newer: &'a Changes, older: O, from: Option<&str>) -
 where
     O: Iterator<Item = std::io::Result<(String, Slot)>>,
 {
-    let range = match from {
-        Some(k) => {
-            newer.range::<str, _>((std::ops::Bound::Included(k), std::ops::Bound::Unbounded))
-        }
-        None => newer.range::<str, _>(..),
-    };
+    let mut sorted: Vec<(&String, &Entry)> = newer
+        .iter()
+        .filter(|(k, _)| from.is_none_or(|from| k.as_str() >= from))
+        .collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
     Overlay {
-        newer: range.peekable(),
+        newer: sorted.into_iter().peekable(),
         older: older.peekable(),
     }
 }
@@ -261,6 +295,8 @@ pub(super) struct BaseWriter {
     block: Vec<u8>,
     first: String,
     at: u64,
+    keys: u64,
+    filter: Filter,
 }
 
 /// A fresh name for an index file in `dir`: `kv.idx.<pid>.<n>`.
@@ -271,7 +307,8 @@ fn fresh_path(dir: &Path) -> PathBuf {
 }
 
 impl BaseWriter {
-    pub(super) fn new(dir: &Path) -> std::io::Result<Self> {
+    /// A writer of a base of about `keys` keys (its filter's size; more are never lost).
+    pub(super) fn new(dir: &Path, keys: u64) -> std::io::Result<Self> {
         let path = fresh_path(dir);
         let file = private_file()
             .create_new(true)
@@ -286,6 +323,8 @@ impl BaseWriter {
             block: Vec::with_capacity(BLOCK_BYTES + 256),
             first: String::new(),
             at: 0,
+            keys: 0,
+            filter: Filter::with_capacity(keys),
         })
     }
 
@@ -294,6 +333,8 @@ impl BaseWriter {
         if self.block.is_empty() {
             key.clone_into(&mut self.first);
         }
+        self.filter.insert(key);
+        self.keys += 1;
         self.block.reserve(ENTRY_FRAMING + key.len());
         self.block
             .extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -328,6 +369,9 @@ impl BaseWriter {
             file: Some(self.file),
             blocks: self.blocks,
             bytes: self.at,
+            keys: self.keys,
+            filter: self.filter,
+            reads: AtomicU64::new(0),
         })
     }
 }
@@ -346,7 +390,7 @@ pub(super) fn merge(
     base: &Arc<Base>,
     frozen: &Changes,
 ) -> std::io::Result<(Base, Totals)> {
-    let mut out = BaseWriter::new(dir)?;
+    let mut out = BaseWriter::new(dir, base.keys() + frozen.len() as u64)?;
     let mut totals = Totals::default();
     for entry in overlay(frozen, base.iter_from(None), None) {
         let (key, slot) = entry?;

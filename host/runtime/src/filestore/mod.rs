@@ -41,6 +41,7 @@
 mod cache;
 mod compact;
 mod files;
+mod filter;
 mod format;
 mod index;
 mod maintenance;
@@ -155,6 +156,10 @@ pub struct StoreStats {
     pub key_bytes: u64,
     /// Bytes of the index's base file.
     pub index_bytes: u64,
+    /// Bytes of memory of the Bloom filter of the base's keys.
+    pub filter_bytes: u64,
+    /// Blocks of the base file read since its last merge (lookups and scans).
+    pub index_reads: u64,
     /// Keys changed since the index's last merge, held in memory.
     pub recent_keys: u64,
     /// What the value cache holds, counted as against its budget (its entries' keys, values
@@ -244,6 +249,8 @@ impl FileStore {
             log_bytes: inner.log_bytes,
             key_bytes: inner.index.key_bytes(),
             index_bytes: inner.index.base.bytes(),
+            filter_bytes: inner.index.base.filter_bytes() as u64,
+            index_reads: inner.index.base.reads(),
             recent_keys: inner.index.recent.len() as u64,
             cache_bytes: inner.cache.bytes() as u64,
         }
@@ -530,20 +537,27 @@ impl Inner {
         }
     }
 
-    fn put(&mut self, key: &str, value: &[u8]) -> StoreResult<()> {
+    /// Sets `key` to `value`, whose record (`encode(OP_SET, key, value)`) the caller made
+    /// before it took the lock.
+    fn put(&mut self, key: &str, value: &[u8], rec: &[u8]) -> StoreResult<()> {
         let old = self.index.get(key).map_err(io_err)?;
-        self.put_at(key, value, old)
+        self.put_at(key, value, rec, old)
     }
 
-    /// Sets `key`, whose record was at `old`. The place is asked before the append: once
-    /// the log holds the record, the index's change cannot fail.
-    fn put_at(&mut self, key: &str, value: &[u8], old: Option<Slot>) -> StoreResult<()> {
-        let rec = encode(OP_SET, key, value);
+    /// Sets `key`, whose record was at `old`, with its new record `rec`. The place is asked
+    /// before the append: once the log holds the record, the index's change cannot fail.
+    fn put_at(
+        &mut self,
+        key: &str,
+        value: &[u8],
+        rec: &[u8],
+        old: Option<Slot>,
+    ) -> StoreResult<()> {
         let slot = Slot {
             at: self.log_bytes,
             len: rec.len() as u64,
         };
-        if let Err(e) = self.append(&rec) {
+        if let Err(e) = self.append(rec) {
             // The log may or may not hold the new value now (a failed cut): read it again.
             self.cache.forget(key);
             return Err(e);
@@ -603,7 +617,10 @@ impl KvBackend for FileStore {
     }
 
     fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        self.write(|inner| inner.put(key, value))
+        // The record is made (and its checksum taken) before the lock: other writers wait
+        // only for its append.
+        let rec = encode(OP_SET, key, value);
+        self.write(|inner| inner.put(key, value, &rec))
     }
 
     fn delete(&self, key: &str) -> StoreResult<()> {
@@ -628,7 +645,9 @@ impl KvBackend for FileStore {
             let next = parse_counter(key, current.as_ref())?
                 .checked_add(delta)
                 .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
-            inner.put_at(key, next.to_string().as_bytes(), old)?;
+            let next_bytes = next.to_string();
+            let rec = encode(OP_SET, key, next_bytes.as_bytes());
+            inner.put_at(key, next_bytes.as_bytes(), &rec, old)?;
             Ok(next)
         })
     }
@@ -639,6 +658,7 @@ impl KvBackend for FileStore {
         expected: Option<&[u8]>,
         new: &[u8],
     ) -> StoreResult<bool> {
+        let rec = encode(OP_SET, key, new);
         self.write(|inner| {
             // One lookup of the key's place; a value of another length is not read.
             let old = inner.index.get(key).map_err(io_err)?;
@@ -649,7 +669,7 @@ impl KvBackend for FileStore {
             if inner.value_of(key, old)?.as_deref() != expected {
                 return Ok(false);
             }
-            inner.put_at(key, new, old)?;
+            inner.put_at(key, new, &rec, old)?;
             Ok(true)
         })
     }

@@ -534,13 +534,10 @@ fn the_key_index_answers_what_a_map_answers_through_merges_compactions_and_reope
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Memory holds only the changes since the last merge; the index's files have no name (no
-/// file is left in the store's directory, and one an earlier process left is removed).
+/// Memory holds only the changes since the last merge.
 #[test]
 fn the_index_keeps_in_memory_only_the_changes_since_its_last_merge() {
     let dir = temp_dir("index-recent");
-    std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(dir.join("kv.idx.1.0"), b"left by a killed process").expect("stale");
     let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
     for i in 0..5_000 {
         s.set(&format!("key-{i:05}"), b"v").expect("set");
@@ -556,6 +553,47 @@ fn the_index_keeps_in_memory_only_the_changes_since_its_last_merge() {
     assert_eq!(s.get("key-00007"), Ok(None));
     assert_eq!(s.get("key-00008"), Ok(Some(b"w".to_vec())));
     assert_eq!(s.get("key-04999"), Ok(Some(b"v".to_vec())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A key the base does not hold is answered by the base's filter, without reading a block of
+/// its file: the new keys of writes, and reads of absent keys. A key it holds is read.
+#[test]
+fn a_lookup_of_a_key_the_index_base_lacks_reads_no_block() {
+    let dir = temp_dir("index-filter");
+    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    s.set_cache_bytes(0);
+    for i in 0..5_000 {
+        s.set(&format!("key-{i:05}"), b"v").expect("set");
+    }
+    s.merge_now();
+    let stats = s.stats();
+    assert_eq!((stats.index_reads, stats.filter_bytes), (0, 6_272));
+    for i in 0..1_000 {
+        s.set(&format!("key-{i:05}-new"), b"w")
+            .expect("set a new key");
+        assert_eq!(s.get(&format!("key-{i:05}-absent")), Ok(None));
+    }
+    // 2,000 lookups of absent keys; a few false positives of the filter read a block.
+    let reads = s.stats().index_reads;
+    assert!(reads < 100, "{reads} blocks read");
+    assert_eq!(s.get("key-00042"), Ok(Some(b"v".to_vec())));
+    assert_eq!(s.stats().index_reads, reads + 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The index's files have no name (no file is left in the store's directory, and one an
+/// earlier process left is removed).
+#[test]
+fn the_index_files_have_no_name() {
+    let dir = temp_dir("index-names");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("kv.idx.1.0"), b"left by a killed process").expect("stale");
+    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    for i in 0..5_000 {
+        s.set(&format!("key-{i:05}"), b"v").expect("set");
+    }
+    s.merge_now();
     let names: Vec<String> = std::fs::read_dir(&dir)
         .expect("dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
