@@ -23,6 +23,7 @@
 //! writes until a restart (its log cannot be trusted).
 
 use super::files::{private_file, sync_dir};
+use super::filter::Filter;
 use super::format::record_at;
 use super::index::{Base, BaseWriter, Changes, Entry, overlay};
 use super::{Inner, LOG_FILE, Slot};
@@ -167,7 +168,9 @@ impl Snapshot {
             .write(true)
             .open(tmp_path(dir))?;
         let mut writer = BufWriter::with_capacity(1 << 20, out);
-        let mut index = BaseWriter::new(dir, self.base.keys() + self.frozen.len() as u64)?;
+        // A compaction builds the filter afresh: the keys deleted since the last are gone from it.
+        let keys = self.base.keys() + self.frozen.len() as u64;
+        let mut index = BaseWriter::new(dir, Some(Filter::for_keys(keys)))?;
         let mut written = 0u64;
         let mut rec = Vec::new();
         for entry in overlay(&self.frozen, self.base.iter_from(None), None) {

@@ -296,7 +296,7 @@ pub(super) struct BaseWriter {
     first: String,
     at: u64,
     keys: u64,
-    filter: Filter,
+    filter: Option<Filter>,
 }
 
 /// A fresh name for an index file in `dir`: `kv.idx.<pid>.<n>`.
@@ -307,8 +307,9 @@ fn fresh_path(dir: &Path) -> PathBuf {
 }
 
 impl BaseWriter {
-    /// A writer of a base of about `keys` keys (its filter's size; more are never lost).
-    pub(super) fn new(dir: &Path, keys: u64) -> std::io::Result<Self> {
+    /// A writer of a base whose filter is `filter`: `Some` (empty, built here) to add every
+    /// key pushed to it; `None` for the caller's own ([`BaseWriter::finish_with`]).
+    pub(super) fn new(dir: &Path, filter: Option<Filter>) -> std::io::Result<Self> {
         let path = fresh_path(dir);
         let file = private_file()
             .create_new(true)
@@ -324,7 +325,7 @@ impl BaseWriter {
             first: String::new(),
             at: 0,
             keys: 0,
-            filter: Filter::with_capacity(keys),
+            filter,
         })
     }
 
@@ -333,7 +334,9 @@ impl BaseWriter {
         if self.block.is_empty() {
             key.clone_into(&mut self.first);
         }
-        self.filter.insert(key);
+        if let Some(filter) = &mut self.filter {
+            filter.insert(key);
+        }
         self.keys += 1;
         self.block.reserve(ENTRY_FRAMING + key.len());
         self.block
@@ -359,8 +362,14 @@ impl BaseWriter {
         Ok(())
     }
 
-    /// The finished base, to read.
+    /// The finished base, to read, with the filter it built.
     pub(super) fn finish(mut self) -> std::io::Result<Base> {
+        let filter = self.filter.take().unwrap_or_default();
+        self.finish_with(filter)
+    }
+
+    /// The finished base, with `filter` (which must hold every key pushed).
+    pub(super) fn finish_with(mut self, filter: Filter) -> std::io::Result<Base> {
         if !self.block.is_empty() {
             self.close_block()?;
         }
@@ -370,7 +379,7 @@ impl BaseWriter {
             blocks: self.blocks,
             bytes: self.at,
             keys: self.keys,
-            filter: self.filter,
+            filter,
             reads: AtomicU64::new(0),
         })
     }
@@ -390,7 +399,20 @@ pub(super) fn merge(
     base: &Arc<Base>,
     frozen: &Changes,
 ) -> std::io::Result<(Base, Totals)> {
-    let mut out = BaseWriter::new(dir, base.keys() + frozen.len() as u64)?;
+    // The old base's filter with the keys set since, while it has room for them; else one
+    // built afresh from every key.
+    let extended = base.filter.extended(frozen.len() as u64).map(|mut filter| {
+        for (key, entry) in frozen.iter() {
+            if matches!(entry, Entry::Live(_)) {
+                filter.insert(key);
+            }
+        }
+        filter
+    });
+    let fresh = extended
+        .is_none()
+        .then(|| Filter::for_keys(base.keys() + frozen.len() as u64));
+    let mut out = BaseWriter::new(dir, fresh)?;
     let mut totals = Totals::default();
     for entry in overlay(frozen, base.iter_from(None), None) {
         let (key, slot) = entry?;
@@ -399,7 +421,11 @@ pub(super) fn merge(
         totals.key_bytes += key.len() as u64;
         totals.live_bytes += slot.len;
     }
-    Ok((out.finish()?, totals))
+    let base = match extended {
+        Some(filter) => out.finish_with(filter)?,
+        None => out.finish()?,
+    };
+    Ok((base, totals))
 }
 
 /// Removes index files an earlier process left (killed between making one and unlinking
