@@ -5,7 +5,7 @@
 //! Two levels, as in a log-structured merge tree:
 //! - the **base**: every key as of the last merge, sorted, with its place, in a file of
 //!   blocks of about 4 KiB; memory holds each block's first key and place (about
-//!   a byte a key) and a Bloom filter of its keys ([`super::filter`], 1.25 bytes a key). A
+//!   a byte a key) and a Bloom filter of its keys ([`super::filter`], 1.25-2 bytes a key). A
 //!   lookup asks the filter first (a key the base does not hold, as every new key, ends
 //!   there), then finds the block by binary search and reads it (`pread`).
 //! - the **recent** changes since: a map of the keys set (with their place) or deleted since
