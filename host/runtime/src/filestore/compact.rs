@@ -170,7 +170,7 @@ impl Snapshot {
         let mut writer = BufWriter::with_capacity(1 << 20, out);
         // A compaction builds the filter afresh: the keys deleted since the last are gone from it.
         let keys = self.base.keys() + self.frozen.len() as u64;
-        let mut index = BaseWriter::new(dir, Some(Filter::for_keys(keys)))?;
+        let mut index = BaseWriter::new(dir, Filter::for_keys(keys), true)?;
         let mut written = 0u64;
         let mut rec = Vec::new();
         for entry in overlay(&self.frozen, self.base.iter_from(None), None) {

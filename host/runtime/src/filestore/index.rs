@@ -296,7 +296,9 @@ pub(super) struct BaseWriter {
     first: String,
     at: u64,
     keys: u64,
-    filter: Option<Filter>,
+    filter: Filter,
+    /// Whether each key pushed is added to `filter` (else it holds them already).
+    add_keys: bool,
 }
 
 /// A fresh name for an index file in `dir`: `kv.idx.<pid>.<n>`.
@@ -307,9 +309,9 @@ fn fresh_path(dir: &Path) -> PathBuf {
 }
 
 impl BaseWriter {
-    /// A writer of a base whose filter is `filter`: `Some` (empty, built here) to add every
-    /// key pushed to it; `None` for the caller's own ([`BaseWriter::finish_with`]).
-    pub(super) fn new(dir: &Path, filter: Option<Filter>) -> std::io::Result<Self> {
+    /// A writer of a base whose filter is `filter`; `add_keys`: each key pushed is added to
+    /// it (else the caller has added every key the base will hold).
+    pub(super) fn new(dir: &Path, filter: Filter, add_keys: bool) -> std::io::Result<Self> {
         let path = fresh_path(dir);
         let file = private_file()
             .create_new(true)
@@ -326,6 +328,7 @@ impl BaseWriter {
             at: 0,
             keys: 0,
             filter,
+            add_keys,
         })
     }
 
@@ -334,8 +337,8 @@ impl BaseWriter {
         if self.block.is_empty() {
             key.clone_into(&mut self.first);
         }
-        if let Some(filter) = &mut self.filter {
-            filter.insert(key);
+        if self.add_keys {
+            self.filter.insert(key);
         }
         self.keys += 1;
         self.block.reserve(ENTRY_FRAMING + key.len());
@@ -362,14 +365,8 @@ impl BaseWriter {
         Ok(())
     }
 
-    /// The finished base, to read, with the filter it built.
+    /// The finished base, to read.
     pub(super) fn finish(mut self) -> std::io::Result<Base> {
-        let filter = self.filter.take().unwrap_or_default();
-        self.finish_with(filter)
-    }
-
-    /// The finished base, with `filter` (which must hold every key pushed).
-    pub(super) fn finish_with(mut self, filter: Filter) -> std::io::Result<Base> {
         if !self.block.is_empty() {
             self.close_block()?;
         }
@@ -379,7 +376,7 @@ impl BaseWriter {
             blocks: self.blocks,
             bytes: self.at,
             keys: self.keys,
-            filter,
+            filter: self.filter,
             reads: AtomicU64::new(0),
         })
     }
@@ -409,10 +406,14 @@ pub(super) fn merge(
         }
         filter
     });
-    let fresh = extended
-        .is_none()
-        .then(|| Filter::for_keys(base.keys() + frozen.len() as u64));
-    let mut out = BaseWriter::new(dir, fresh)?;
+    let mut out = match extended {
+        Some(filter) => BaseWriter::new(dir, filter, false)?,
+        None => BaseWriter::new(
+            dir,
+            Filter::for_keys(base.keys() + frozen.len() as u64),
+            true,
+        )?,
+    };
     let mut totals = Totals::default();
     for entry in overlay(frozen, base.iter_from(None), None) {
         let (key, slot) = entry?;
@@ -421,11 +422,7 @@ pub(super) fn merge(
         totals.key_bytes += key.len() as u64;
         totals.live_bytes += slot.len;
     }
-    let base = match extended {
-        Some(filter) => out.finish_with(filter)?,
-        None => out.finish()?,
-    };
-    Ok((base, totals))
+    Ok((out.finish()?, totals))
 }
 
 /// Removes index files an earlier process left (killed between making one and unlinking
