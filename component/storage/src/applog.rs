@@ -2,11 +2,19 @@
 //! whatever the list's length (no value is rewritten whole).
 //!
 //! Layout under a prefix `P`: `P:n` is an atomic counter of entries ever appended; page `k`
-//! (`P:p{k}`) holds the entries numbered `k*size+1 ..= (k+1)*size` (`size` is [`PAGE`]
-//! unless the log was made with another). An append reserves its numbers with one
-//! `increment`, then adds each entry to its page by compare-and-swap, so concurrent appenders
-//! never overwrite each other. A crash between the two leaves a gap in the numbering, never a
-//! damaged page.
+//! holds the entries numbered `k*size+1 ..= (k+1)*size` (`size` is [`PAGE`] unless the log
+//! was made with another). An append reserves its numbers with one `increment`, then adds
+//! each entry to its page by compare-and-swap, so concurrent appenders never overwrite each
+//! other. A crash between the two leaves a gap in the numbering, never a damaged page.
+//!
+//! A page of a log made with [`AppendLog::new`] is kept in [`PARTS`] keys: its first part
+//! (the first `size / PARTS` numbers) under `P:p{k}`, part `j` under `P:p{k}.{j}`. An append
+//! copies its part, not the whole page: a quarter of the bytes through the store and the
+//! component's boundary (the delivery history is appended to once a delivery, and a full
+//! page of it is 5 KiB). Versions before parts kept the whole page under `P:p{k}`, and a
+//! store they wrote may still hold such pages: so `P:p{k}` is read with every part of its
+//! page, and an entry not in its part is looked for there ([`AppendLog::modify`],
+//! [`AppendLog::remove`]). The page stays the unit of the API (numbers, reads, drops).
 //!
 //! Items are byte strings (ids, or a caller's own encoding). A page is binary, see
 //! [`decode_page`]: appending copies the page and adds the new entries at its end, without
@@ -32,6 +40,9 @@ mod pagedir;
 /// Entries per page, unless a log is made with [`AppendLog::with_page_size`].
 pub const PAGE: u64 = 128;
 
+/// Keys a page of a log made with [`AppendLog::new`] is kept in (the module doc).
+pub const PARTS: u64 = 4;
+
 /// The first byte of a page.
 const BINARY_PAGE: u8 = 0xE1;
 
@@ -50,6 +61,8 @@ pub struct AppendLog {
     page: u64,
     /// Whether the log keeps a page directory ([`AppendLog::with_directory`]).
     directory: bool,
+    /// Keys a page is kept in (1: the whole page under its page key).
+    parts: u64,
 }
 
 /// An entry and its number in the list (1-based).
@@ -109,19 +122,23 @@ pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
 }
 
 impl AppendLog {
-    /// The list stored under `prefix`.
+    /// The list stored under `prefix`, [`PAGE`] entries a page, each page in [`PARTS`] keys.
     pub fn new(prefix: Key) -> Self {
-        Self::with_page_size(prefix, PAGE)
+        AppendLog {
+            parts: PARTS,
+            ..Self::with_page_size(prefix, PAGE)
+        }
     }
 
     /// The list stored under `prefix`, `size` entries a page: smaller pages make appends and
     /// removals cheaper and full reads take more keys. Every user of one list must agree on
-    /// its page size.
+    /// its page size. Each page is one key.
     pub fn with_page_size(prefix: Key, size: u64) -> Self {
         AppendLog {
             prefix,
             page: size.max(1),
             directory: false,
+            parts: 1,
         }
     }
 
@@ -141,9 +158,39 @@ impl AppendLog {
         keys::log_counter(&self.prefix)
     }
 
-    /// The key of page `page` (0-based).
+    /// The key of page `page` (0-based): the whole page, or its first part.
     pub fn page_key(&self, page: u64) -> Key {
         keys::log_page(&self.prefix, page)
+    }
+
+    /// The key of part `part` of page `page`.
+    fn part_key(&self, page: u64, part: u64) -> Key {
+        match part {
+            0 => self.page_key(page),
+            _ => keys::log_page_part(&self.prefix, page, part),
+        }
+    }
+
+    /// The page and the part entry `seq` (1-based) belongs to.
+    fn slot(&self, seq: u64) -> (u64, u64) {
+        let at = seq - 1;
+        (at / self.page, at % self.page / (self.page / self.parts))
+    }
+
+    /// Adds the keys of page `page` that may hold entries numbered `after + 1 ..= len` to
+    /// `keys`: its page key (which holds the whole page where an earlier version wrote it)
+    /// and each later part with numbers in that range. Returns how many it added.
+    fn page_keys(&self, page: u64, after: u64, len: u64, keys: &mut Vec<Key>) -> usize {
+        let before = keys.len();
+        keys.push(self.page_key(page));
+        let part_len = self.page / self.parts;
+        for part in 1..self.parts {
+            let first = page * self.page + part * part_len + 1;
+            if first <= len && first + part_len - 1 > after {
+                keys.push(self.part_key(page, part));
+            }
+        }
+        keys.len() - before
     }
 
     /// Number of entries ever appended (numbers handed out), read through
@@ -197,16 +244,16 @@ impl AppendLog {
         let mut sealed = Vec::new();
         let mut start = 0;
         while start < todo.len() {
-            let page = (seqs[todo[start]] - 1) / self.page;
+            let (page, part) = self.slot(seqs[todo[start]]);
             let mut added = Vec::new();
             let mut stop = start;
-            while stop < todo.len() && (seqs[todo[stop]] - 1) / self.page == page {
+            while stop < todo.len() && self.slot(seqs[todo[stop]]) == (page, part) {
                 push_entry(&mut added, seqs[todo[stop]], items[todo[stop]]);
                 stop += 1;
             }
             let first_seq = seqs[todo[start]];
             let mut tries = 0;
-            let written = update(kv, &self.page_key(page), &mut |current| {
+            let written = update(kv, &self.part_key(page, part), &mut |current| {
                 tries += 1;
                 // A retry after a swap reported lost: if the page already holds our first
                 // entry, the swap applied after all (a host can report failure after
@@ -288,7 +335,13 @@ impl AppendLog {
         let want = |got: usize| ((limit - got) as u64).div_ceil(self.page).saturating_add(1);
         let (mut listed, from, mut fetched) = match self.directory {
             false => (Vec::new(), first, Vec::new()),
-            true => self.read_directory(kv, first, last, want(0))?,
+            true => {
+                let (listed, from, fetched) = self.read_directory(kv, first, last, want(0))?;
+                let fetched = fetched
+                    .into_iter()
+                    .map(|(p, v)| (p, v.into_iter().collect()));
+                (listed, from, fetched.collect())
+            }
         };
         // The pages to read, in order: the listed ones from `first` on, then `from.max(first)`
         // to `last` (every page, without a directory).
@@ -303,7 +356,7 @@ impl AppendLog {
         while out.len() < limit && i < count {
             let page = nth(i);
             i += 1;
-            let value = match fetched.iter().position(|(p, _)| *p == page) {
+            let values = match fetched.iter().position(|(p, _)| *p == page) {
                 Some(at) => fetched.swap_remove(at).1,
                 None => {
                     // This page and the next ones not read yet, as many as the limit may take.
@@ -317,34 +370,42 @@ impl AppendLog {
                         }
                     }
                     let mut keys = Vec::with_capacity(batch.len());
+                    let mut counts = Vec::with_capacity(batch.len());
                     for p in &batch {
-                        keys.push(self.page_key(*p));
+                        counts.push(self.page_keys(*p, after, len, &mut keys));
                     }
                     let mut values = kv.get_many(&keys)?.into_iter();
-                    let value = values.next().flatten();
-                    for p in &batch[1..] {
-                        fetched.push((*p, values.next().flatten()));
+                    let mut first = Vec::new();
+                    for (i, (p, n)) in batch.iter().zip(counts).enumerate() {
+                        let stored = values.by_ref().take(n).flatten().collect();
+                        match i {
+                            0 => first = stored,
+                            _ => fetched.push((*p, stored)),
+                        }
                     }
-                    value
+                    first
                 }
             };
-            if let Some(value) = value {
-                self.take_page(&value, after, &mut out)?;
-            }
+            self.take_page(&values, after, &mut out)?;
         }
         out.truncate(limit);
         Ok(out)
     }
 
-    /// Adds a page's entries numbered after `after` to `out`, in order.
+    /// Adds the entries numbered after `after` of a page's stored values (its page key's and
+    /// its parts') to `out`, in order.
     fn take_page(
         &self,
-        value: &[u8],
+        values: &[Vec<u8>],
         after: u64,
         out: &mut Vec<Entry<Vec<u8>>>,
     ) -> Result<(), KvError> {
-        let mut entries =
-            decode_page(value).map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
+        let mut entries = Vec::new();
+        for value in values {
+            let part = decode_page(value)
+                .map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
+            entries.extend(part);
+        }
         crate::sort::sort_by(&mut entries, |a, b| a.seq < b.seq);
         out.extend(entries.into_iter().filter(|e| e.seq > after));
         Ok(())
@@ -385,8 +446,9 @@ impl AppendLog {
         Ok(())
     }
 
-    /// Changes the page holding entry `seq` by compare-and-swap: `change` edits its entries
-    /// and says whether it changed anything (`None`: write nothing).
+    /// Changes the part holding entry `seq` by compare-and-swap: `change` edits its entries
+    /// and says whether it changed anything (`None`: write nothing). The entry is looked for
+    /// in its own part, then under its page key (where an earlier version kept whole pages).
     fn rewrite<K: Kv>(
         &self,
         kv: &K,
@@ -396,14 +458,36 @@ impl AppendLog {
         if seq == 0 {
             return Ok(false);
         }
-        update(kv, &self.page_key((seq - 1) / self.page), &mut |current| {
+        let (page, part) = self.slot(seq);
+        if part > 0
+            && let Some(done) = self.rewrite_in(kv, &self.part_key(page, part), seq, change)?
+        {
+            return Ok(done);
+        }
+        Ok(self
+            .rewrite_in(kv, &self.page_key(page), seq, change)?
+            .unwrap_or(false))
+    }
+
+    /// [`AppendLog::rewrite`] at one key: `None` if it does not hold entry `seq`.
+    fn rewrite_in<K: Kv>(
+        &self,
+        kv: &K,
+        key: &Key,
+        seq: u64,
+        change: &mut PageChange<'_>,
+    ) -> Result<Option<bool>, KvError> {
+        update(kv, key, &mut |current| {
             let Some(bytes) = current else {
-                return Ok(Update::Keep(false));
+                return Ok(Update::Keep(None));
             };
             let mut entries = decode_page(bytes).map_err(|_| ())?;
+            if !entries.iter().any(|e| e.seq == seq) {
+                return Ok(Update::Keep(None));
+            }
             Ok::<_, ()>(match change(&mut entries) {
-                Some(()) => Update::Write(encode_page(&entries), true),
-                None => Update::Keep(false),
+                Some(()) => Update::Write(encode_page(&entries), Some(true)),
+                None => Update::Keep(Some(false)),
             })
         })
         .map_err(store_err)
@@ -418,10 +502,24 @@ impl AppendLog {
     /// page is absent (never written, or dropped).
     pub fn read_page<K: Kv>(&self, kv: &K, page: u64) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
         let mut out = Vec::new();
-        if let Some(value) = kv.get(&self.page_key(page))? {
-            self.take_page(&value, 0, &mut out)?;
-        }
+        let values: Vec<Vec<u8>> = match self.parts {
+            1 => kv.get(&self.page_key(page))?.into_iter().collect(),
+            _ => {
+                let mut keys = Vec::new();
+                self.page_keys(page, 0, u64::MAX, &mut keys);
+                kv.get_many(&keys)?.into_iter().flatten().collect()
+            }
+        };
+        self.take_page(&values, 0, &mut out)?;
         Ok(out)
+    }
+
+    /// Deletes every key of page `page` (its parts first, its page key last).
+    fn delete_page<K: Kv>(&self, kv: &K, page: u64) -> Result<(), KvError> {
+        for part in (0..self.parts).rev() {
+            kv.delete(&self.part_key(page, part))?;
+        }
+        Ok(())
     }
 
     /// How many leading pages [`AppendLog::drop_page`] has dropped: entries numbered up to
@@ -436,12 +534,12 @@ impl AppendLog {
         })
     }
 
-    /// Drops page `page`, the first not dropped yet: deletes it, then moves the dropped mark
+    /// Drops page `page`, the first not dropped yet: deletes it (each of its keys), then moves the dropped mark
     /// past it by compare-and-swap. `false` (and the mark unchanged) if the mark was not at
     /// `page` any more (another purge dropped it). Dropping a page deleted already (a
     /// drop cut short between its two writes) only moves the mark.
     pub fn drop_page<K: Kv>(&self, kv: &K, page: u64) -> Result<bool, KvError> {
-        kv.delete(&self.page_key(page))?;
+        self.delete_page(kv, page)?;
         update(kv, &keys::log_dropped(&self.prefix), &mut |cur| {
             let at = match cur {
                 None => 0,
@@ -470,7 +568,7 @@ impl AppendLog {
         let len = self.len(kv)?;
         let pages = len.div_ceil(self.page);
         for page in 0..pages {
-            kv.delete(&self.page_key(page))?;
+            self.delete_page(kv, page)?;
         }
         kv.delete(&self.counter_key())
     }

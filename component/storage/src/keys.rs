@@ -307,6 +307,19 @@ pub fn log_page(prefix: &Key, page: u64) -> Key {
     joined(&[prefix.as_str(), ":p", itoa::Buffer::new().format(page)])
 }
 
+/// Part `part` (1 or more) of page `page` of the append log under `prefix`: a page of a log
+/// kept in parts holds its first part under [`log_page`] and each later one under its own
+/// key (`applog`).
+pub fn log_page_part(prefix: &Key, page: u64, part: u64) -> Key {
+    joined(&[
+        prefix.as_str(),
+        ":p",
+        itoa::Buffer::new().format(page),
+        ".",
+        itoa::Buffer::new().format(part),
+    ])
+}
+
 /// How many leading pages of the append log under `prefix` were dropped (decimal; absent:
 /// none). Only logs trimmed from the front have one (a subscription's delivery history).
 pub fn log_dropped(prefix: &Key) -> Key {
@@ -334,6 +347,7 @@ mod tests {
         let due = due(1_767_225_600);
         assert_eq!(due.as_str(), "due:1767225600");
         assert_eq!(log_page(&due, 12).as_str(), "due:1767225600:p12");
+        assert_eq!(log_page_part(&due, 12, 3).as_str(), "due:1767225600:p12.3");
         assert_eq!(log_counter(&due).as_str(), "due:1767225600:n");
         assert_eq!(event_body("evt_1").as_str(), "evt:evt_1:body");
         assert_eq!(idempotency("acme", "ab").as_str(), "idem:acme:ab");
