@@ -9,7 +9,7 @@
 //!
 //! A page of a log made with [`AppendLog::new`] is kept in [`PARTS`] keys: its first part
 //! (the first `size / PARTS` numbers) under `P:p{k}`, part `j` under `P:p{k}.{j}`. An append
-//! copies its part, not the whole page: a quarter of the bytes through the store and the
+//! copies its part, not the whole page: an eighth of the bytes through the store and the
 //! component's boundary (the delivery history is appended to once a delivery, and a full
 //! page of it is 5 KiB). Versions before parts kept the whole page under `P:p{k}`, and a
 //! store they wrote may still hold such pages: so `P:p{k}` is read with every part of its
@@ -41,7 +41,7 @@ mod pagedir;
 pub const PAGE: u64 = 128;
 
 /// Keys a page of a log made with [`AppendLog::new`] is kept in (the module doc).
-pub const PARTS: u64 = 4;
+pub const PARTS: u64 = 8;
 
 /// The first byte of a page.
 const BINARY_PAGE: u8 = 0xE1;

@@ -28,6 +28,9 @@
 //! - `...:d` under the prefix of each subscription index (the client lists, the disabled
 //!   lists, the fan-out lists) — the log's page directory: which of its pages a reader must
 //!   read; the pages it no longer lists are sealed (`applog::pagedir`).
+//! - `...:n`, `...:p{k}` and `...:p{k}.{j}` under the prefix of every append log — its
+//!   counter, page `k` (or its first part) and part `j` of page `k` (the logs made with
+//!   `AppendLog::new`; see `applog`).
 //! - `idem:{client id}:{sha256(idempotency key) hex}` — an idempotency record: the request's
 //!   fingerprint and the response to replay, without the signing secret (a replay reads it
 //!   from `sub:{id}`). Listed in the retention log of the day it was claimed.
