@@ -296,6 +296,27 @@ fn kv_len(kv: &MemoryKv) -> u64 {
     crate::kv::read_counter(kv, "d:n").expect("counter") as u64
 }
 
+/// Reads `log` from the start, whole and in pages of 3, and checks both give `live` (in
+/// order).
+fn assert_reads_give(log: &AppendLog, kv: &MemoryKv, live: &[(u64, String)], context: &str) {
+    let all: Vec<(u64, String)> = log
+        .read(kv, 0, usize::MAX)
+        .expect("read")
+        .into_iter()
+        .map(|e| (e.seq, e.item))
+        .collect();
+    assert_eq!(all, live, "{context}");
+    let mut paged = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = log.read(kv, after, 3).expect("page");
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        paged.extend(page.into_iter().map(|e| (e.seq, e.item)));
+    }
+    assert_eq!(paged, live, "{context}: in pages of 3");
+}
+
 /// #28 point 1's fault sweep: a run of appends and removals (page size 4, so pages fill,
 /// empty and get sealed often) with the store failing at operation `n`, for every `n` the
 /// run has: every write of an append, a removal, a seal and a directory change cut short
@@ -328,22 +349,7 @@ fn a_directory_log_cut_short_anywhere_loses_and_shows_no_entry() {
         kv.fail_at(None);
         live.sort();
         let context = format!("fault at {fail:?}");
-        let all: Vec<(u64, String)> = log
-            .read(&kv, 0, usize::MAX)
-            .expect("read")
-            .into_iter()
-            .map(|e| (e.seq, e.item))
-            .collect();
-        assert_eq!(all, live, "{context}");
-        let mut paged = Vec::new();
-        let mut after = 0;
-        loop {
-            let page = log.read(&kv, after, 3).expect("page");
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            paged.extend(page.into_iter().map(|e| (e.seq, e.item)));
-        }
-        assert_eq!(paged, live, "{context}: in pages of 3");
+        assert_reads_give(&log, &kv, &live, &context);
         assert_unlisted_pages_are_empty(&kv, &context);
         kv.ops()
     };
@@ -503,22 +509,7 @@ fn a_log_in_parts_cut_short_anywhere_loses_and_shows_no_entry() {
         kv.fail_at(None);
         live.sort();
         let context = format!("fault at {fail:?}");
-        let all: Vec<(u64, String)> = log
-            .read(&kv, 0, usize::MAX)
-            .expect("read")
-            .into_iter()
-            .map(|e| (e.seq, e.item))
-            .collect();
-        assert_eq!(all, live, "{context}");
-        let mut paged = Vec::new();
-        let mut after = 0;
-        loop {
-            let page = log.read(&kv, after, 3).expect("page");
-            let Some(last) = page.last() else { break };
-            after = last.seq;
-            paged.extend(page.into_iter().map(|e| (e.seq, e.item)));
-        }
-        assert_eq!(paged, live, "{context}: in pages of 3");
+        assert_reads_give(&log, &kv, &live, &context);
         kv.ops()
     };
     let total = run(None);
