@@ -534,14 +534,20 @@ fn the_key_index_answers_what_a_map_answers_through_merges_compactions_and_reope
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A store opened in `dir` (fsynced hourly) holding `key-00000` .. `key-{n-1}`, each "v".
+fn with_keys(dir: &Path, n: usize) -> FileStore {
+    let s = FileStore::open(dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    for i in 0..n {
+        s.set(&format!("key-{i:05}"), b"v").expect("set");
+    }
+    s
+}
+
 /// Memory holds only the changes since the last merge.
 #[test]
 fn the_index_keeps_in_memory_only_the_changes_since_its_last_merge() {
     let dir = temp_dir("index-recent");
-    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
-    for i in 0..5_000 {
-        s.set(&format!("key-{i:05}"), b"v").expect("set");
-    }
+    let s = with_keys(&dir, 5_000);
     assert_eq!(s.stats().recent_keys, 5_000);
     s.merge_now();
     let stats = s.stats();
@@ -561,11 +567,8 @@ fn the_index_keeps_in_memory_only_the_changes_since_its_last_merge() {
 #[test]
 fn a_lookup_of_a_key_the_index_base_lacks_reads_no_block() {
     let dir = temp_dir("index-filter");
-    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
+    let s = with_keys(&dir, 5_000);
     s.set_cache_bytes(0);
-    for i in 0..5_000 {
-        s.set(&format!("key-{i:05}"), b"v").expect("set");
-    }
     s.merge_now();
     let stats = s.stats();
     // The open's base (no keys) has a filter with room for a merge's worth (32,768 keys, 10
@@ -603,10 +606,7 @@ fn the_index_files_have_no_name() {
     let dir = temp_dir("index-names");
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("kv.idx.1.0"), b"left by a killed process").expect("stale");
-    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
-    for i in 0..5_000 {
-        s.set(&format!("key-{i:05}"), b"v").expect("set");
-    }
+    let s = with_keys(&dir, 5_000);
     s.merge_now();
     let names: Vec<String> = std::fs::read_dir(&dir)
         .expect("dir")
