@@ -30,7 +30,7 @@ use edgehook_model::env::{Entropy, Env, Log};
 use edgehook_model::events::{PublishError, PublishReceipt};
 use edgehook_model::http::{Request, Response};
 use edgehook_model::ids::IdKind;
-use edgehook_storage::keys::AsKey;
+use edgehook_storage::keys::{AsKey, Key};
 use edgehook_storage::kv::{Kv, KvError};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -104,6 +104,26 @@ impl Kv for WasiKv {
         self.0.set(key.key_str(), value).map_err(kv_err)
     }
 
+    fn set_many(&self, entries: Vec<(Key, Vec<u8>)>) -> Result<(), KvError> {
+        if entries.len() < 2 || SET_MANY_FAILED.load(Ordering::Relaxed) {
+            return entries.iter().try_for_each(|(k, v)| self.set(k, v));
+        }
+        let entries: Vec<(String, Vec<u8>)> = entries
+            .into_iter()
+            .map(|(k, v)| (k.into_string(), v))
+            .collect();
+        if batch::set_many(&self.0, &entries).is_ok() {
+            return Ok(());
+        }
+        // A host whose batch write fails: key by key instead, for the rest of this
+        // instance (as for reads). Each is a plain write, so writing again what the batch
+        // may have written is harmless; a store that is really down fails these too.
+        SET_MANY_FAILED.store(true, Ordering::Relaxed);
+        entries
+            .iter()
+            .try_for_each(|(k, v)| self.0.set(k, v).map_err(kv_err))
+    }
+
     fn delete(&self, key: &(impl AsKey + ?Sized)) -> Result<(), KvError> {
         self.0.delete(key.key_str()).map_err(kv_err)
     }
@@ -145,6 +165,9 @@ impl Kv for WasiKv {
 
 /// Set once the host's batch read failed in this instance: later reads go key by key.
 static BATCH_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Set once the host's batch write failed in this instance: later writes go key by key.
+static SET_MANY_FAILED: AtomicBool = AtomicBool::new(false);
 
 /// `wasi:random/random` as the core's [`Entropy`], drawn in blocks: an id is 12 bytes and
 /// an event at fan-out 100 needs 101 of them, so one host call serves many.

@@ -80,6 +80,11 @@ def link_keyvalue(linker, store):
 
         return call
 
+    def set_many(pairs):
+        # Each pair written in order (a publish's delivery records, a batch's outcomes).
+        for key, value in pairs:
+            store.set(key, value)
+
     def increment(key, delta):
         text = (store.get(key) or b"0").decode()
         value = int(text) + delta
@@ -121,6 +126,7 @@ def link_keyvalue(linker, store):
             # One entry per key asked for, in order, None for a missing key.
             get_many = method(lambda keys: [(k, store.get(k)) for k in keys])
             batch.add_func("get-many", get_many)
+            batch.add_func("set-many", method(set_many))
 
 
 def link_config(linker, settings):

@@ -107,6 +107,7 @@ const PYTHON_KV_AND_CONFIG: &[&str] = &[
     "wasi:keyvalue/atomics@0.2.0-draft2#increment",
     "wasi:keyvalue/atomics@0.2.0-draft2#swap",
     "wasi:keyvalue/batch@0.2.0-draft2#get-many",
+    "wasi:keyvalue/batch@0.2.0-draft2#set-many",
     "wasi:config/store@0.2.0-draft-2024-09-27#get",
     "wasi:config/store@0.2.0-draft-2024-09-27#get-all",
 ];

@@ -409,9 +409,16 @@ fn fan_out<K: Kv>(
             .collect::<Vec<_>>(),
     )];
     enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
-    // Then one delivery at a time (history entry, then the record that makes it real), so a
-    // failure part-way keeps every delivery finished before it.
+    // Then each delivery's history entry, then the record that makes it real. A keyed or
+    // resumed event's records are created one at a time, only if absent, so a failure
+    // part-way keeps every delivery finished before it. A fresh event's records race with
+    // nobody: they are written together, in one batch after their history entries (one host
+    // call and one append to the store where there were as many as the fan-out). A failure
+    // part-way leaves history entries without records, which no reader lists, and the
+    // records the store did write, whose deliveries are sent: as after any fan-out cut
+    // short, and the publish fails.
     let mut written = Vec::with_capacity(todo.len());
+    let mut fresh: Vec<(Key, Vec<u8>)> = Vec::new();
     for (sub, dlv, skipped) in todo {
         history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
         // A skipped delivery is never queued: it waits, finished at its publish, for a
@@ -440,7 +447,7 @@ fn fan_out<K: Kv>(
         let bytes = record.encode();
         let wrote = match origin {
             Origin::Fresh => {
-                env.kv.set(&keys::delivery(dlv), &bytes)?;
+                fresh.push((keys::delivery(dlv), bytes.clone()));
                 true
             }
             Origin::Keyed | Origin::Resumed => update(env.kv, &keys::delivery(dlv), &mut |cur| {
@@ -457,6 +464,9 @@ fn fan_out<K: Kv>(
                 bytes,
             });
         }
+    }
+    if !fresh.is_empty() {
+        env.kv.set_many(fresh)?;
     }
     // Listed after their history entries: a tick that finds nothing left unlists, then
     // looks at the history again (`fifo.rs`).

@@ -9,7 +9,7 @@ use crate::retry::retry_due_after;
 use crate::sender::SendResult;
 use edgehook_model::env::Env;
 use edgehook_records::delivery::{Attempt, Delivery, Status};
-use edgehook_storage::keys::{self};
+use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
 use edgehook_storage::retention::DAY_MS;
 use edgehook_subscriptions::Subscription;
@@ -160,8 +160,17 @@ pub(crate) fn record_outcomes<K: Kv>(
             .map(|r| r.latency_ms)
             .max()
             .unwrap_or(0);
-    for ((c, result), verdict) in claimed.iter().zip(results).zip(&verdicts) {
+    // Each outcome as written: `None` for a retry that could not be queued (not recorded),
+    // and for one written blind, until its batch below is written.
+    let mut written: Vec<Option<Result<Recorded, KvError>>> = Vec::with_capacity(claimed.len());
+    let mut attempted: Vec<bool> = Vec::with_capacity(claimed.len());
+    // The outcomes written without reading their records back, in one batch: (where in
+    // `claimed`, delivery id, record).
+    let mut blind: Vec<(usize, &str, Vec<u8>)> = Vec::new();
+    for (i, ((c, result), verdict)) in claimed.iter().zip(results).zip(&verdicts).enumerate() {
+        attempted.push(result.is_some());
         if !queued && matches!(verdict, Verdict::Retry(_)) {
+            written.push(None);
             continue;
         }
         let attempt = result.map(|r| Attempt {
@@ -175,16 +184,16 @@ pub(crate) fn record_outcomes<K: Kv>(
             succeeded: matches!(verdict, Verdict::Succeeded),
             retry_after_ms: asked_wait(&r, now),
         });
-        let written = match held_for_long_enough(c, tick_id, after, env.settings.retention_days) {
+        if held_for_long_enough(c, tick_id, after, env.settings.retention_days) {
             // Ours for a while yet: the record is what the claim (or the publish) wrote,
             // and the outcome is written over it without reading it back.
-            true => {
-                let d = finished(c.delivery.clone(), attempt.clone(), verdict, now);
-                env.kv
-                    .set(&keys::delivery(&c.delivery.id), &d.encode())
-                    .map(|()| Recorded::Written)
-            }
-            false => update(env.kv, &keys::delivery(&c.delivery.id), &mut |cur| {
+            let d = finished(c.delivery.clone(), attempt, verdict, now);
+            blind.push((i, &c.delivery.id, d.encode()));
+            written.push(None);
+            continue;
+        }
+        written.push(Some(
+            update(env.kv, &keys::delivery(&c.delivery.id), &mut |cur| {
                 let Some(bytes) = cur else {
                     return Ok(Update::Keep(Recorded::Nothing));
                 };
@@ -211,6 +220,14 @@ pub(crate) fn record_outcomes<K: Kv>(
                 Ok(Update::Write(d.encode(), Recorded::Written))
             })
             .map_err(KvError::from),
+        ));
+    }
+    write_blind(env.kv, blind, &mut written);
+    for (((c, verdict), written), attempted) in
+        claimed.iter().zip(&verdicts).zip(written).zip(attempted)
+    {
+        let Some(written) = written else {
+            continue; // a retry not queued: not recorded
         };
         // One record that cannot be written must not cost the others theirs: that attempt
         // is sent again when its lease expires; the rest are recorded now.
@@ -228,7 +245,7 @@ pub(crate) fn record_outcomes<K: Kv>(
         }
         // An operator alert's endpoint has no streak and is never disabled.
         let counts = c.delivery.subscription_id != alert::ALERTS;
-        if c.delivery.run == 0 && c.delivery.attempts.is_empty() && attempt.is_some() {
+        if c.delivery.run == 0 && c.delivery.attempts.is_empty() && attempted {
             report.first_lag_ms.push(now.saturating_sub(c.due_at));
         }
         match verdict {
@@ -287,4 +304,31 @@ pub(crate) fn record_outcomes<K: Kv>(
         let _ = record_streak(env, &sub_id, success);
     }
     failure.map_or(Ok(lost), Err)
+}
+
+/// Writes the outcomes of `blind` (where in the batch, delivery id, record), recorded
+/// without reading their records back, in one batch write, and puts each one's result in
+/// `written`. If the batch fails, each is written again on its own (a plain write: writing
+/// again what the batch may have written is harmless), so one record that cannot be
+/// written does not cost the others theirs.
+fn write_blind<K: Kv>(
+    kv: &K,
+    blind: Vec<(usize, &str, Vec<u8>)>,
+    written: &mut [Option<Result<Recorded, KvError>>],
+) {
+    if blind.is_empty() {
+        return;
+    }
+    let batch: Vec<(Key, Vec<u8>)> = blind
+        .iter()
+        .map(|(_, id, record)| (keys::delivery(id), record.clone()))
+        .collect();
+    let all = kv.set_many(batch).is_ok();
+    for (i, id, record) in blind {
+        let one = match all {
+            true => Ok(()),
+            false => kv.set(&keys::delivery(id), &record),
+        };
+        written[i] = Some(one.map(|()| Recorded::Written));
+    }
 }

@@ -77,6 +77,11 @@ impl Key {
         &self.0
     }
 
+    /// The key as an owned string (what a host call that takes keys by value wants).
+    pub fn into_string(self) -> String {
+        self.0.into_owned()
+    }
+
     /// A key the store gave back (written there by a builder of this module earlier).
     pub fn from_stored(key: impl Into<String>) -> Key {
         Key(Cow::Owned(key.into()))

@@ -4,7 +4,7 @@
 //! Every read-modify-write in the core goes through [`update`], a compare-and-swap loop, so
 //! two instances working on one store never lose each other's writes.
 
-use crate::keys::AsKey;
+use crate::keys::{AsKey, Key};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,6 +34,13 @@ pub trait Kv {
     fn get(&self, key: &(impl AsKey + ?Sized)) -> Result<Option<Vec<u8>>, KvError>;
     /// Writes one key unconditionally.
     fn set(&self, key: &(impl AsKey + ?Sized), value: &[u8]) -> Result<(), KvError>;
+    /// Writes many keys unconditionally, in one call where the host has a batch write
+    /// (`wasi:keyvalue/batch.set-many`). Not atomic: after an error, any of them may have
+    /// been written, as after an error part-way through one [`Kv::set`] per key (which is
+    /// what this does unless an implementation has a batch of its own).
+    fn set_many(&self, entries: Vec<(Key, Vec<u8>)>) -> Result<(), KvError> {
+        entries.iter().try_for_each(|(k, v)| self.set(k, v))
+    }
     /// Deletes one key; deleting a missing key is not an error.
     fn delete(&self, key: &(impl AsKey + ?Sized)) -> Result<(), KvError>;
     /// Reads many keys at once; the result has one entry per key, in order.

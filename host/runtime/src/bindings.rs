@@ -257,12 +257,7 @@ impl batch::Host for State {
         _: Resource<BucketHandle>,
         key_values: Vec<(String, Vec<u8>)>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
-        for (k, v) in &key_values {
-            if let Err(e) = self.kv.set(k, v).await {
-                return Ok(Err(kv_error(e)));
-            }
-        }
-        Ok(Ok(()))
+        Ok(self.kv.set_many(&key_values).await.map_err(kv_error))
     }
 
     async fn delete_many(

@@ -104,7 +104,7 @@ fn matches_route(route: &str, path: &str) -> bool {
 /// The status classes of an attempt: the endpoint's answer, or why there was none.
 pub const ATTEMPT_CLASSES: [&str; 7] = ["2xx", "3xx", "4xx", "5xx", "timeout", "error", "refused"];
 /// The store operations, as [`KvBackend`] names them.
-pub const STORE_OPS: [&str; 7] = [
+pub const STORE_OPS: [&str; 8] = [
     "get",
     "get_many",
     "set",
@@ -112,6 +112,7 @@ pub const STORE_OPS: [&str; 7] = [
     "list_keys",
     "increment",
     "compare_and_swap",
+    "set_many",
 ];
 
 /// The process's metrics (see the module doc). Shared by every call: `Arc<Metrics>`.
@@ -445,6 +446,9 @@ impl KvBackend for Metered<dyn KvBackend> {
     ) -> StoreResult<bool> {
         self.time(6, || self.inner.compare_and_swap(key, expected, new))
     }
+    fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        self.time(7, || self.inner.set_many(entries))
+    }
 }
 
 impl Metered<dyn RemoteKv> {
@@ -484,6 +488,9 @@ impl RemoteKv for Metered<dyn RemoteKv> {
         new: &'a [u8],
     ) -> KvFuture<'a, bool> {
         self.timed(6, self.inner.compare_and_swap(key, expected, new))
+    }
+    fn set_many<'a>(&'a self, entries: &'a [(String, Vec<u8>)]) -> KvFuture<'a, ()> {
+        self.timed(7, self.inner.set_many(entries))
     }
 }
 

@@ -401,6 +401,28 @@ impl RemoteKv for RedisStore {
     fn get_many<'a>(&'a self, keys: &'a [String]) -> KvFuture<'a, Vec<Option<Vec<u8>>>> {
         Box::pin(self.mget(keys))
     }
+
+    fn set_many<'a>(&'a self, entries: &'a [(String, Vec<u8>)]) -> KvFuture<'a, ()> {
+        Box::pin(async move {
+            // `MSET`, 512 keys a command (as `MGET`): one round trip where there were as many
+            // as keys. Writing again what a failed try wrote is harmless.
+            for chunk in entries.chunks(512) {
+                let pairs: Vec<(String, &[u8])> = chunk
+                    .iter()
+                    .map(|(k, v)| (self.key(k), v.as_slice()))
+                    .collect();
+                let pairs = &pairs;
+                self.run("MSET", Retry::Safe, |mut con| async move {
+                    redis::cmd("MSET")
+                        .arg(pairs)
+                        .query_async::<()>(&mut con)
+                        .await
+                })
+                .await?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// The userinfo of a URL (`user:password` as written, and the password alone) and a

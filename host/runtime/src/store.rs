@@ -49,6 +49,12 @@ pub trait KvBackend: Send + Sync + 'static {
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         keys.iter().map(|k| self.get(k)).collect()
     }
+    /// Writes many keys, in order. Not atomic: after an error any of them may have been
+    /// written. By default one [`KvBackend::set`] each; a store that can write them at once
+    /// (the file store: one append) does.
+    fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        entries.iter().try_for_each(|(k, v)| self.set(k, v))
+    }
 }
 
 /// A store operation in flight at a [`RemoteKv`].
@@ -77,6 +83,9 @@ pub trait RemoteKv: Send + Sync + 'static {
     ) -> KvFuture<'a, bool>;
     /// Reads many keys; one entry per key, in order.
     fn get_many<'a>(&'a self, keys: &'a [String]) -> KvFuture<'a, Vec<Option<Vec<u8>>>>;
+    /// Writes many keys, in order; not atomic (after an error any of them may have been
+    /// written).
+    fn set_many<'a>(&'a self, entries: &'a [(String, Vec<u8>)]) -> KvFuture<'a, ()>;
 }
 
 /// The store a runtime's instances use: a local backend, answered in place, or a remote one,
@@ -148,6 +157,14 @@ impl KvStore {
         match self {
             KvStore::Local(kv) => kv.get_many(keys),
             KvStore::Remote(kv) => kv.get_many(keys).await,
+        }
+    }
+
+    /// Writes many keys, in order; not atomic.
+    pub async fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        match self {
+            KvStore::Local(kv) => kv.set_many(entries),
+            KvStore::Remote(kv) => kv.set_many(entries).await,
         }
     }
 }

@@ -97,6 +97,10 @@ impl RemoteKv for Gated {
             self.inner.get_many(keys)
         })
     }
+
+    fn set_many<'a>(&'a self, entries: &'a [(String, Vec<u8>)]) -> KvFuture<'a, ()> {
+        Box::pin(async move { self.inner.set_many(entries) })
+    }
 }
 
 fn request(method: &str, path: &str, token: &str) -> http::Request<Full<Bytes>> {

@@ -74,6 +74,7 @@ pub const RULES: &[Rule] = &[
     ("batch.get_many_in_request_order", get_many_in_request_order),
     ("batch.get_many_missing_as_none", get_many_missing_as_none),
     ("batch.get_many_duplicates", get_many_duplicates),
+    ("batch.set_many_writes_every_key", set_many_writes_every_key),
 ];
 
 /// The bucket under test.
@@ -173,6 +174,11 @@ impl Probe {
     /// `batch.get-many`, the answer as the host gave it.
     pub fn get_many(&self, keys: &[String]) -> Result<Answer, String> {
         batch::get_many(&self.0, keys).map_err(|e| format!("get-many: {}", store_err(e)))
+    }
+
+    /// `batch.set-many`.
+    pub fn set_many(&self, entries: &[(String, Vec<u8>)]) -> Result<(), String> {
+        batch::set_many(&self.0, entries).map_err(|e| format!("set-many: {}", store_err(e)))
     }
 }
 
@@ -595,4 +601,26 @@ fn get_many_duplicates(p: &Probe, k: &Keys) -> Outcome {
     } else {
         Err(format!("asked for [a, a, b], got {}", describe(&answer)))
     }
+}
+
+fn set_many_writes_every_key(p: &Probe, k: &Keys) -> Outcome {
+    // One key that exists (overwritten), two that do not, one of them with binary bytes.
+    let keys = seed(p, k, &["b"])?;
+    let binary: Vec<u8> = (0..=255u8).rev().collect();
+    let entries = vec![
+        (k.k("c"), b"new c".to_vec()),
+        (keys[0].clone(), b"new b".to_vec()),
+        (k.k("a"), binary),
+    ];
+    p.set_many(&entries)?;
+    for (key, want) in &entries {
+        let got = p.get(key)?;
+        let name = key.rsplit(':').next().unwrap_or(key);
+        expect_bytes(
+            &format!("get {name} after set-many"),
+            got.as_deref(),
+            Some(want),
+        )?;
+    }
+    Ok("c, b (overwritten) and a read back exactly".into())
 }

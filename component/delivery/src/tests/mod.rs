@@ -26,8 +26,10 @@ mod ticking;
 
 /// A store that runs `hook` once, just before the first compare-and-swap on a key with
 /// `prefix` (a way to put another instance's tick inside a publish), and records every
-/// key read (get, get_many, compare-and-swap), every key plainly written (set) and every
-/// key a compare-and-swap began on.
+/// key read (get, get_many, compare-and-swap), every key plainly written (set, set_many),
+/// every key a compare-and-swap began on, and each batch write: how many compare-and-swaps
+/// had begun before it, and its keys. With `fail_batches`, a batch write fails and writes
+/// nothing.
 pub(super) struct HookKv<'a> {
     inner: &'a MemoryKv,
     prefix: &'static str,
@@ -35,6 +37,8 @@ pub(super) struct HookKv<'a> {
     reads: RefCell<Vec<String>>,
     sets: RefCell<Vec<String>>,
     cas: RefCell<Vec<String>>,
+    batches: RefCell<Vec<(usize, Vec<String>)>>,
+    fail_batches: Cell<bool>,
 }
 
 impl<'a> HookKv<'a> {
@@ -46,6 +50,8 @@ impl<'a> HookKv<'a> {
             reads: RefCell::default(),
             sets: RefCell::default(),
             cas: RefCell::default(),
+            batches: RefCell::default(),
+            fail_batches: Cell::new(false),
         }
     }
 }
@@ -68,6 +74,17 @@ impl Kv for HookKv<'_> {
         let key = key.key_str();
         self.sets.borrow_mut().push(key.to_owned());
         self.inner.set(key, value)
+    }
+    fn set_many(&self, entries: Vec<(keys::Key, Vec<u8>)>) -> Result<(), KvError> {
+        let names: Vec<String> = entries.iter().map(|(k, _)| k.to_string()).collect();
+        self.batches
+            .borrow_mut()
+            .push((self.cas.borrow().len(), names.clone()));
+        if self.fail_batches.get() {
+            return Err(KvError("batch write refused".into()));
+        }
+        self.sets.borrow_mut().extend(names);
+        self.inner.set_many(entries)
     }
     fn delete(&self, key: &(impl edgehook_storage::keys::AsKey + ?Sized)) -> Result<(), KvError> {
         let key = key.key_str();

@@ -440,3 +440,45 @@ fn delivery_ids_are_stable_per_event_and_subscription() {
     // with Python's hashlib.
     assert_eq!(a, "dlv_f8aaea693ec0b48f06dae934");
 }
+
+#[test]
+fn a_batchs_outcomes_are_one_batch_write_and_a_failed_one_is_written_record_by_record() {
+    for fail in [false, true] {
+        let kv = MemoryKv::new();
+        let ops = HookKv::new(&kv, "", || {});
+        ops.fail_batches.set(fail);
+        let settings = Settings::default();
+        let entropy = SeededEntropy::new(17);
+        let now = 1_767_225_600_000;
+        let sub = active_subscription(&kv);
+        let ids = queued(&kv, &sub, &["evt_a", "evt_b", "evt_c"], now);
+        let sent = Counting(Cell::new(0));
+        let report = tick(&Env::new(now, &ops, &settings, &entropy), &sent);
+        assert_eq!((report.attempted, report.succeeded), (3, 3), "fail {fail}");
+        let records: Vec<String> = ids
+            .iter()
+            .map(|id| keys::delivery(id).to_string())
+            .collect();
+        let batches = ops.batches.borrow().clone();
+        assert_eq!(batches.len(), 1, "fail {fail}: {batches:?}");
+        let mut batch = batches[0].1.clone();
+        batch.sort();
+        let mut want = records.clone();
+        want.sort();
+        assert_eq!(batch, want, "fail {fail}: the three outcomes in one batch");
+        // Refused, each was written on its own; either way every outcome is in the store.
+        let sets = ops.sets.borrow().clone();
+        for r in &records {
+            assert_eq!(
+                sets.iter().filter(|k| *k == r).count(),
+                1,
+                "fail {fail}: {sets:?}"
+            );
+            assert_eq!(
+                stored_delivery(&kv, r).status,
+                Status::Succeeded,
+                "fail {fail}"
+            );
+        }
+    }
+}

@@ -82,6 +82,50 @@ fn a_keyless_publish_reads_no_delivery_or_event_record_and_writes_its_event_once
 }
 
 #[test]
+fn a_keyless_fan_out_writes_its_records_in_one_batch_after_their_history_entries() {
+    let kv = MemoryKv::new();
+    let ops = HookKv::new(&kv, "", || {});
+    let settings = Settings::default();
+    let entropy = SeededEntropy::new(8);
+    let env = Env::new(1_767_225_600_000, &ops, &settings, &entropy);
+    let subs: Vec<String> = (1..=3).map(|n| active_subscription_n(&kv, n)).collect();
+    let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let records: Vec<String> = subs
+        .iter()
+        .map(|s| keys::delivery(&delivery_id(&receipt.event_id, s)).to_string())
+        .collect();
+    let batches = ops.batches.borrow().clone();
+    assert_eq!(batches.len(), 1, "one batch write: {batches:?}");
+    let (cas_before, keys) = &batches[0];
+    assert_eq!(keys, &records, "the records, in the listeners' order");
+    // Every history entry (a compare-and-swap of its part) before the batch.
+    let cas = ops.cas.borrow().clone();
+    let history_at: Vec<usize> = (0..cas.len())
+        .filter(|i| cas[*i].starts_with("subdlv:"))
+        .collect();
+    assert_eq!(history_at.len(), 3, "{cas:?}");
+    assert!(history_at.iter().all(|i| i < cas_before), "{cas:?}");
+    let sets = ops.sets.borrow().clone();
+    for r in &records {
+        assert_eq!(sets.iter().filter(|k| *k == r).count(), 1, "{sets:?}");
+        assert_eq!(stored_delivery(&kv, r).status, Status::Pending);
+    }
+    // Keyed, each record is created only if absent: no batch.
+    let (ops2_kv, entropy2) = (MemoryKv::new(), SeededEntropy::new(9));
+    let ops2 = HookKv::new(&ops2_kv, "", || {});
+    for n in 1..=3 {
+        active_subscription_n(&ops2_kv, n);
+    }
+    let env2 = Env::new(1_767_225_600_000, &ops2, &settings, &entropy2);
+    publish(&env2, "load.created", br#"{"id":"L"}"#, Some("k-1")).expect("publish");
+    assert!(
+        ops2.batches.borrow().is_empty(),
+        "{:?}",
+        ops2.batches.borrow()
+    );
+}
+
+#[test]
 fn a_keyed_event_id_is_derived_from_its_key_alone() {
     // A retry with the same key, by this version or the next, must find the same event:
     // the id is the first 96 bits of SHA-256("ingest/<key>") (Python's hashlib).

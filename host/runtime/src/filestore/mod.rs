@@ -572,6 +572,45 @@ impl Inner {
         Ok(())
     }
 
+    /// Sets each key of `entries` to its value, whose records `recs` the caller made, with
+    /// one append of them all.
+    fn put_many(&mut self, entries: &[(String, Vec<u8>)], recs: &[Vec<u8>]) -> StoreResult<()> {
+        let olds = entries
+            .iter()
+            .map(|(k, _)| self.index.get(k))
+            .collect::<std::io::Result<Vec<Option<Slot>>>>()
+            .map_err(io_err)?;
+        if let Err(e) = self.append(&recs.concat()) {
+            for (key, _) in entries {
+                self.cache.forget(key);
+            }
+            return Err(e);
+        }
+        let mut at = self.log_bytes - recs.iter().map(|r| r.len() as u64).sum::<u64>();
+        let mut slots: Vec<Slot> = Vec::with_capacity(entries.len());
+        for (i, (((key, value), rec), old)) in entries.iter().zip(recs).zip(olds).enumerate() {
+            let slot = Slot {
+                at,
+                len: rec.len() as u64,
+            };
+            at += slot.len;
+            // A key written twice in the batch: its later record replaces its earlier one.
+            let old = match entries[..i].iter().rposition(|(k, _)| k == key) {
+                Some(j) => Some(slots[j]),
+                None => old,
+            };
+            slots.push(slot);
+            self.cache.put(key, value);
+            self.index.set(key, slot, old);
+            if let Some(old) = old {
+                self.live_bytes -= old.len;
+            }
+            self.live_bytes += slot.len;
+        }
+        self.maybe_compact();
+        Ok(())
+    }
+
     fn remove(&mut self, key: &str) -> StoreResult<()> {
         let Some(old) = self.index.get(key).map_err(io_err)? else {
             return Ok(());
@@ -677,6 +716,14 @@ impl KvBackend for FileStore {
     fn get_many(&self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         let mut inner = self.lock();
         keys.iter().map(|k| inner.read(k)).collect()
+    }
+
+    /// One append of all the records (made before the lock), one `write` and, under
+    /// `SyncPolicy::Always`, one `fsync`: all of them or, if the append fails, none (it is
+    /// taken back whole). Cut short by a crash, the records before the cut stand.
+    fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        let recs: Vec<Vec<u8>> = entries.iter().map(|(k, v)| encode(OP_SET, k, v)).collect();
+        self.write(|inner| inner.put_many(entries, &recs))
     }
 }
 
