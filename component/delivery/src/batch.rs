@@ -16,12 +16,7 @@ use edgehook_storage::kv::{Kv, KvError, Update, update};
 use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
 use std::rc::Rc;
 
-/// Most attempts one tick runs; more due work is reported as due now.
-pub const MAX_ATTEMPTS_PER_TICK: usize = 2000;
-
-/// A tick starts no batch once it has run this long (by its senders' clocks); what is left is
-/// reported as due now, so the host ticks again with a fresh view (and can stop in between).
-pub const TICK_TIME_BUDGET_MS: u64 = 20_000;
+pub use crate::claim::{MAX_ATTEMPTS_PER_TICK, TICK_TIME_BUDGET_MS};
 
 /// A tick's view of the time. `Env::now_ms` is read once, when the call starts, but a tick
 /// runs batch after batch, each up to the attempt timeout: leases, signature timestamps,
@@ -73,7 +68,7 @@ pub(crate) fn run_batch<K: Kv>(
     for (i, id) in ids.iter().enumerate() {
         let written = known.map(|(items, _)| &items[i].0);
         // Written by publish already leased to this run, for long enough: ours without a
-        // claim (`fanout::FirstBatchLease`).
+        // claim (`fanout::RunLease`).
         if let Some(w) = written.filter(|w| {
             w.delivery.lease_owner.as_deref() == Some(tick_id)
                 && w.delivery.lease_until >= Some(now + env.settings.attempt_timeout_ms)

@@ -1,6 +1,13 @@
-//! Claims: a tick takes a due delivery by compare-and-swap on its record (a lease), or finds why it must wait.
+//! Claims: a tick takes a due delivery by compare-and-swap on its record (a lease), or finds why it must wait; the bounds of a run, which leases are sized by.
 
 use edgehook_records::delivery::Delivery;
+
+/// Most attempts one tick runs; more due work is reported as due now.
+pub const MAX_ATTEMPTS_PER_TICK: usize = 2000;
+
+/// A tick starts no batch once it has run this long (by its senders' clocks); what is left is
+/// reported as due now, so the host ticks again with a fresh view (and can stop in between).
+pub const TICK_TIME_BUDGET_MS: u64 = 20_000;
 
 /// Extra lease time beyond the attempt timeout before another instance may take over.
 pub(crate) const LEASE_MARGIN_MS: u64 = 5_000;

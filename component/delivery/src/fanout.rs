@@ -1,6 +1,6 @@
 //! Publish and fan-out: an event stored once, one delivery per active listener, attempt 1 of each queued as due now.
 
-use crate::claim::LEASE_MARGIN_MS;
+use crate::claim::{LEASE_MARGIN_MS, MAX_ATTEMPTS_PER_TICK, TICK_TIME_BUDGET_MS};
 use crate::history::history_log;
 use crate::queue::{SeenDirectories, enqueue, second_of};
 use edgehook_model::env::Env;
@@ -108,11 +108,11 @@ fn publish_inner<K: Kv>(
         }
     }
     let replayed = existing.is_some();
-    // A key-less event run at once by this invocation: its first batch is written leased to
-    // the run that sends it, which so claims nothing ([`FirstBatchLease`]).
+    // A key-less event run at once by this invocation: the batches its run starts for
+    // certain are written leased to it, which so claims nothing ([`RunLease`]).
     let lease =
         (prepare && !active.is_empty() && origin_of(replayed, idempotency_key) == Origin::Fresh)
-            .then(|| FirstBatchLease::for_run_now(env));
+            .then(|| RunLease::for_run_now(env));
     let event = match (created, existing) {
         (Some(event), _) => {
             // The body after the keyed record: a publish that lost the race above must not
@@ -196,34 +196,57 @@ fn origin_of(replayed: bool, idempotency_key: Option<&str>) -> Origin {
     }
 }
 
-/// The lease a key-less publish writes into the records of its first batch (the first
-/// `max_concurrency` deliveries that are due at once), held by the [`run_now`] of the same
-/// invocation, which then sends them without a claim (two store operations a delivery:
-/// the claim's read and its compare-and-swap).
+/// The lease a key-less publish writes into the records of the batches its [`run_now`]
+/// (in the same invocation) starts for certain, which then sends them without a claim (two
+/// store operations a delivery: the claim's read and its compare-and-swap).
 ///
 /// Safe because nobody else can have touched them: their event id is fresh and random,
 /// known to no other call until their queue entries are read; a tick that reads them finds
 /// the lease held and waits, and cancelling (`health.rs`) passes leased deliveries by. If
 /// the invocation ends before it sends them, the lease runs out as a claimed one's would,
-/// and a tick sends them then, through their queue entries. Only the first batch: later
-/// ones start when earlier ones end, and a lease written at publish could run out first.
+/// and a tick sends them then, through their queue entries.
+///
+/// The run sends its deliveries `max_concurrency` at a time, a batch after the one before
+/// has ended, so batch `k` starts at most `k` attempt timeouts after the first (by the
+/// run's clock, which moves by the attempts' durations), and its lease is that much longer.
+/// Only the batches that start within the run's time budget ([`TICK_TIME_BUDGET_MS`]) are
+/// leased: the run starts no batch after that, and the ones left wait for the tick, which a
+/// lease would hold off. With the default 10 s timeout that is two batches (32 deliveries).
 ///
 /// [`run_now`]: crate::tick::run_now
-pub(crate) struct FirstBatchLease {
+pub(crate) struct RunLease {
     pub(crate) owner: String,
-    pub(crate) until: u64,
-    pub(crate) count: usize,
+    /// When the first batch's lease ends; batch `k`'s ends `k` steps later.
+    first_until: u64,
+    step_ms: u64,
+    batch: usize,
+    batches: usize,
 }
 
-impl FirstBatchLease {
-    /// The lease for the run that follows this publish: the id it runs under, as long as
-    /// a claim of its own would last.
+impl RunLease {
+    /// The lease for the run that follows this publish: the id it runs under; the first
+    /// batch's as long as a claim of its own would last.
     fn for_run_now<K: Kv>(env: &Env<'_, K>) -> Self {
-        FirstBatchLease {
+        let batch = env.settings.max_concurrency.max(1) as usize;
+        let step_ms = env.settings.attempt_timeout_ms.max(1);
+        // Batch k starts by k steps; it starts for certain if that is inside the budget.
+        let batches = usize::try_from(TICK_TIME_BUDGET_MS.div_ceil(step_ms))
+            .unwrap_or(1)
+            .clamp(1, (MAX_ATTEMPTS_PER_TICK / batch).max(1));
+        RunLease {
             owner: IdKind::Request.generate(env.entropy),
-            until: env.now_ms + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS,
-            count: env.settings.max_concurrency.max(1) as usize,
+            first_until: env.now_ms + step_ms + LEASE_MARGIN_MS,
+            step_ms,
+            batch,
+            batches,
         }
+    }
+
+    /// When the lease of the run's `n`th delivery (from 0, in the order it sends them)
+    /// ends; `None` past the leased batches.
+    fn until(&self, n: usize) -> Option<u64> {
+        let k = n / self.batch;
+        (k < self.batches).then(|| self.first_until + k as u64 * self.step_ms)
     }
 }
 
@@ -278,12 +301,12 @@ pub struct Written {
 
 /// What attempt 1 of a new event needs, handed from [`publish_prepared`] to [`run_now`](crate::tick::run_now) in
 /// the same invocation: the deliveries fan-out wrote, their subscriptions as publish read
-/// them, and the body. A key-less event's first batch was written leased to the run (its
-/// `lease_owner`), which sends it without a claim ([`FirstBatchLease`]); every other
+/// them, and the body. A key-less event's first batches were written leased to the run (its
+/// `lease_owner`), which sends them without a claim ([`RunLease`]); every other
 /// delivery is still claimed by compare-and-swap against the store before it is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prepared {
-    /// The id the run must run under: the owner of the first batch's lease, if publish
+    /// The id the run must run under: the owner of the batches' lease, if publish
     /// wrote one.
     pub(crate) lease_owner: Option<String>,
     pub(crate) body: Rc<Vec<u8>>,
@@ -370,7 +393,7 @@ fn fan_out<K: Kv>(
     origin: Origin,
     seen: Option<&SeenDirectories>,
     fifo: &[String],
-    lease: Option<&FirstBatchLease>,
+    lease: Option<&RunLease>,
 ) -> Result<Vec<Written>, KvError> {
     let held = |sub: &str| fifo.iter().any(|f| f == sub);
     // (subscription, delivery id, skipped): those it is delivered to, then the skipped.
@@ -428,8 +451,10 @@ fn fan_out<K: Kv>(
             (false, true) => (Status::Pending, None, None),
             (false, false) => (Status::Pending, Some(event.created_at), None),
         };
-        // Due now and among the first batch of a leased publish: written leased to its run.
-        let leased = lease.filter(|l| next_attempt_at.is_some() && written.len() < l.count);
+        // Due now and in a leased batch of its run: written leased to it.
+        let leased = lease
+            .filter(|_| next_attempt_at.is_some())
+            .and_then(|l| Some((l.until(written.len())?, l)));
         let record = Delivery {
             id: dlv.clone(),
             event_id: event.id.clone(),
@@ -440,8 +465,8 @@ fn fan_out<K: Kv>(
             attempts: Vec::new(),
             run: 0,
             next_attempt_at,
-            lease_until: leased.map(|l| l.until),
-            lease_owner: leased.map(|l| l.owner.clone()),
+            lease_until: leased.map(|(until, _)| until),
+            lease_owner: leased.map(|(_, l)| l.owner.clone()),
             finished_at,
         };
         let bytes = record.encode();

@@ -40,7 +40,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
         RunNow::Prepared(p) => Some(p.as_ref()),
         _ => None,
     };
-    // The run holds the lease publish wrote into the first batch, if it wrote one.
+    // The run holds the lease publish wrote into its first batches, if it wrote one.
     let tick_id = match prepared.and_then(|p| p.lease_owner.clone()) {
         Some(owner) => owner,
         None => IdKind::Request.generate(env.entropy),

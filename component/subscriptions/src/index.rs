@@ -108,7 +108,7 @@ pub(crate) fn disabled_log(client_id: Option<&str>) -> AppendLog {
 }
 
 /// The ids of subscriptions listening to one event type.
-pub(crate) fn fanout_index(event_type: &str) -> AppendLog {
+pub fn fanout_index(event_type: &str) -> AppendLog {
     AppendLog::with_directory(keys::fanout(event_type), INDEX_PAGE)
 }
 

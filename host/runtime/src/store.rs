@@ -349,6 +349,18 @@ impl KvBackend for MemoryStore {
         }
         Ok(keys.iter().map(|k| inner.map.get(k).cloned()).collect())
     }
+
+    /// One operation, as a host's batch call is (a fault fails the whole batch before it
+    /// writes anything; the component's own unit tests fail batches part-way).
+    fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        let mut inner = self.op(&keys)?;
+        for (key, value) in entries {
+            inner.bytes_written += value.len() as u64;
+            inner.map.insert(key.clone(), value.clone());
+        }
+        Ok(())
+    }
 }
 
 /// The keys of a sorted map after `cursor` (exclusive), at most `limit` of them.

@@ -168,7 +168,7 @@ pub(crate) fn active_subscription_n(kv: &MemoryKv, n: u64) -> String {
     };
     kv.set(&keys::subscription(&sub.id), &sub.encode())
         .expect("set");
-    edgehook_storage::applog::AppendLog::new(keys::fanout("load.created"))
+    edgehook_subscriptions::index::fanout_index("load.created")
         .append(kv, std::slice::from_ref(&sub.id))
         .expect("append");
     sub.id

@@ -264,11 +264,15 @@ fn a_prepared_delivery_changed_in_the_store_is_not_sent_from_memory() {
 }
 
 #[test]
-fn a_keyless_events_first_batch_is_written_leased_to_its_run_and_sent_without_a_claim() {
+fn a_keyless_events_batches_its_run_starts_for_certain_are_written_leased_to_it_and_sent_without_a_claim()
+ {
+    // One delivery a batch, 15 s an attempt at most: the run starts batch 1 by 15 s, inside
+    // its 20 s budget, and may not start batch 2 (30 s). Batches 0 and 1 are leased.
     let kv = MemoryKv::new();
     let ops = HookKv::new(&kv, "", || {});
     let settings = Settings {
-        max_concurrency: 2,
+        max_concurrency: 1,
+        attempt_timeout_ms: 15_000,
         ..Settings::default()
     };
     let entropy = SeededEntropy::new(7);
@@ -290,14 +294,15 @@ fn a_keyless_events_first_batch_is_written_leased_to_its_run_and_sent_without_a_
         .map(|(w, _)| w.delivery.id.clone())
         .collect();
     assert_eq!(ids.len(), 3);
-    // The first batch (max_concurrency of them) is leased to the run, for as long as a
-    // claim would hold it; the rest is written unleased.
+    // Batch 0 for as long as a claim would hold it, batch 1 an attempt timeout longer (it
+    // starts at most that much later); batch 2 unleased.
     let until = now + settings.attempt_timeout_ms + crate::claim::LEASE_MARGIN_MS;
     for (n, id) in ids.iter().enumerate() {
         let d = stored_delivery(&kv, &keys::delivery(id));
-        let (want_until, want_owner) = match n < 2 {
-            true => (Some(until), Some(owner.as_str())),
-            false => (None, None),
+        let (want_until, want_owner) = match n {
+            0 => (Some(until), Some(owner.as_str())),
+            1 => (Some(until + 15_000), Some(owner.as_str())),
+            _ => (None, None),
         };
         assert_eq!(
             (d.lease_until, d.lease_owner.as_deref()),
@@ -305,7 +310,7 @@ fn a_keyless_events_first_batch_is_written_leased_to_its_run_and_sent_without_a_
             "delivery {n}"
         );
     }
-    // A tick meanwhile finds the first batch held: it sends only the third.
+    // A tick meanwhile finds the leased batches held: it sends only the third.
     let tick_sent = Counting(Cell::new(0));
     tick(&Env::new(now + 1, &kv, &settings, &entropy), &tick_sent);
     assert_eq!(tick_sent.0.get(), 1, "only the unleased one");
@@ -323,6 +328,25 @@ fn a_keyless_events_first_batch_is_written_leased_to_its_run_and_sent_without_a_
         assert_eq!(d.status, Status::Succeeded);
         assert_eq!((d.lease_until, d.lease_owner), (None, None));
     }
+    // With the default 10 s, two batches of 16: a fan-out of 33 leaves one to claim.
+    let kv = MemoryKv::new();
+    let settings = Settings::default();
+    for n in 1..=33 {
+        active_subscription_n(&kv, n);
+    }
+    let env = Env::new(now, &kv, &settings, &entropy);
+    let (_, prepared) =
+        publish_prepared(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
+    let leased: Vec<Option<u64>> = prepared
+        .expect("prepared")
+        .items
+        .iter()
+        .map(|(w, _)| stored_delivery(&kv, &keys::delivery(&w.delivery.id)).lease_until)
+        .collect();
+    let until = now + 10_000 + crate::claim::LEASE_MARGIN_MS;
+    assert_eq!(leased[..16], [Some(until); 16]);
+    assert_eq!(leased[16..32], [Some(until + 10_000); 16]);
+    assert_eq!(leased[32..], [None]);
 }
 
 #[test]
