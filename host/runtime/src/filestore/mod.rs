@@ -562,14 +562,20 @@ impl Inner {
             self.cache.forget(key);
             return Err(e);
         }
+        self.placed(key, value, slot, old);
+        self.maybe_compact();
+        Ok(())
+    }
+
+    /// Takes note of `key`'s new record, at `slot` in the log (its old one at `old`): the
+    /// cache, the index, the live bytes.
+    fn placed(&mut self, key: &str, value: &[u8], slot: Slot, old: Option<Slot>) {
         self.cache.put(key, value);
         self.index.set(key, slot, old);
         if let Some(old) = old {
             self.live_bytes -= old.len;
         }
         self.live_bytes += slot.len;
-        self.maybe_compact();
-        Ok(())
     }
 
     /// Sets each key of `entries` to its value, whose records `recs` the caller made, with
@@ -600,12 +606,7 @@ impl Inner {
                 None => old,
             };
             slots.push(slot);
-            self.cache.put(key, value);
-            self.index.set(key, slot, old);
-            if let Some(old) = old {
-                self.live_bytes -= old.len;
-            }
-            self.live_bytes += slot.len;
+            self.placed(key, value, slot, old);
         }
         self.maybe_compact();
         Ok(())
