@@ -168,8 +168,8 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
     // Batch writes are plain writes too: each of delivery records, under the rules above
     // (their keys are built with `keys::delivery` in the same file).
     let batches = [
-        // A fresh (key-less) event's delivery records, in one batch after their history
-        // entries (a keyed one's are compare-and-swaps).
+        // A fresh (key-less) event's body, delivery records and record, in one batch
+        // after the history entries (a keyed one's records are compare-and-swaps).
         "component/delivery/src/fanout.rs",
         // A batch's outcomes written under their leases (as above), in one batch.
         "component/delivery/src/outcome.rs",

@@ -116,10 +116,13 @@ fn publish_inner<K: Kv>(
     let event = match (created, existing) {
         (Some(event), _) => {
             // The body after the keyed record: a publish that lost the race above must not
-            // have replaced the winner's body with its own.
-            env.kv
-                .set(&keys::event_body(&event_id), load)
-                .map_err(store)?;
+            // have replaced the winner's body with its own. A fresh event's body goes in
+            // the batch of its records (`fan_out`).
+            if idempotency_key.is_some() {
+                env.kv
+                    .set(&keys::event_body(&event_id), load)
+                    .map_err(store)?;
+            }
             event
         }
         (None, None) => return Err(store(KvError("no event record".into()))),
@@ -155,7 +158,17 @@ fn publish_inner<K: Kv>(
                     .flatten(),
             ),
         };
-        fan_out(env, &event, origin, seen.as_ref(), &fifo, lease.as_ref()).map_err(store)?
+        let body = (origin == Origin::Fresh).then_some(load);
+        fan_out(
+            env,
+            &event,
+            origin,
+            seen.as_ref(),
+            &fifo,
+            lease.as_ref(),
+            body,
+        )
+        .map_err(store)?
     };
     // Only a new event's listeners were loaded here; a resumed one is run from the store.
     // The deliveries were written in their listeners' order: each listener is looked for
@@ -271,8 +284,7 @@ pub(crate) fn publish_internal<K: Kv>(
         skipped: Vec::new(),
     };
     retention::retain(env.kv, event.created_at, &event.id, None)?;
-    env.kv.set(&keys::event_body(&event.id), body)?;
-    fan_out(env, &event, Origin::Fresh, None, &[], None)?;
+    fan_out(env, &event, Origin::Fresh, None, &[], None, Some(body))?;
     Ok(())
 }
 
@@ -387,6 +399,10 @@ fn fifo_ids<'a>(subs: impl Iterator<Item = &'a Subscription>) -> Vec<String> {
 /// entry and the record that makes it real. A delivery to a subscription in `fifo` is held
 /// (no due time, no queue entry, not run by the request) and its subscription listed for
 /// the ticks, which release it in its turn (`fifo.rs`).
+///
+/// A fresh event's `body` is written in the batch of its records, ahead of them, and its
+/// record (fanned out) after them in the same batch when no FIFO listing comes between: one
+/// batch write for the whole event, where a fan-out 1 event made three writes.
 fn fan_out<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
@@ -394,6 +410,7 @@ fn fan_out<K: Kv>(
     seen: Option<&SeenDirectories>,
     fifo: &[String],
     lease: Option<&RunLease>,
+    body: Option<&[u8]>,
 ) -> Result<Vec<Written>, KvError> {
     let held = |sub: &str| fifo.iter().any(|f| f == sub);
     // (subscription, delivery id, skipped): those it is delivered to, then the skipped.
@@ -442,6 +459,9 @@ fn fan_out<K: Kv>(
     // short, and the publish fails.
     let mut written = Vec::with_capacity(todo.len());
     let mut fresh: Vec<(Key, Vec<u8>)> = Vec::new();
+    if let Some(body) = body {
+        fresh.push((keys::event_body(&event.id), body.to_vec()));
+    }
     for (sub, dlv, skipped) in todo {
         history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
         // A skipped delivery is never queued: it waits, finished at its publish, for a
@@ -490,6 +510,13 @@ fn fan_out<K: Kv>(
             });
         }
     }
+    let mut done = event.clone();
+    done.fanned_out = true;
+    // Nothing comes between a fresh event's records and its own record but FIFO listings.
+    let record_in_batch = origin == Origin::Fresh && fifo.is_empty();
+    if record_in_batch {
+        fresh.push((keys::event(&event.id), done.encode()));
+    }
     if !fresh.is_empty() {
         env.kv.set_many(fresh)?;
     }
@@ -503,8 +530,8 @@ fn fan_out<K: Kv>(
     if origin == Origin::Resumed {
         retention::retain(env.kv, event.created_at, &event.id, None)?;
     }
-    let mut done = event.clone();
-    done.fanned_out = true;
-    env.kv.set(&keys::event(&event.id), &done.encode())?;
+    if !record_in_batch {
+        env.kv.set(&keys::event(&event.id), &done.encode())?;
+    }
     Ok(written)
 }

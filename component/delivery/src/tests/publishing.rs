@@ -82,7 +82,7 @@ fn a_keyless_publish_reads_no_delivery_or_event_record_and_writes_its_event_once
 }
 
 #[test]
-fn a_keyless_fan_out_writes_its_records_in_one_batch_after_their_history_entries() {
+fn a_keyless_fan_out_writes_its_body_records_and_event_in_one_batch_after_their_history_entries() {
     let kv = MemoryKv::new();
     let ops = HookKv::new(&kv, "", || {});
     let settings = Settings::default();
@@ -97,7 +97,14 @@ fn a_keyless_fan_out_writes_its_records_in_one_batch_after_their_history_entries
     let batches = ops.batches.borrow().clone();
     assert_eq!(batches.len(), 1, "one batch write: {batches:?}");
     let (cas_before, keys) = &batches[0];
-    assert_eq!(keys, &records, "the records, in the listeners' order");
+    let mut want = vec![keys::event_body(&receipt.event_id).to_string()];
+    want.extend(records.iter().cloned());
+    want.push(keys::event(&receipt.event_id).to_string());
+    assert_eq!(
+        keys, &want,
+        "the body, the records in the listeners' order, the event"
+    );
+    assert!(stored_event(&kv, &keys::event(&receipt.event_id)).fanned_out);
     // Every history entry (a compare-and-swap of its part) before the batch.
     let cas = ops.cas.borrow().clone();
     let history_at: Vec<usize> = (0..cas.len())
