@@ -578,27 +578,29 @@ impl Inner {
         self.live_bytes += slot.len;
     }
 
-    /// Sets each key of `entries` to its value, whose records `recs` the caller made, with
-    /// one append of them all.
-    fn put_many(&mut self, entries: &[(String, Vec<u8>)], recs: &[Vec<u8>]) -> StoreResult<()> {
+    /// Sets each key of `entries` to its value with one append of `recs`, their records one
+    /// after the other (made by the caller before the lock), of lengths `lens`.
+    fn put_many(
+        &mut self,
+        entries: &[(String, Vec<u8>)],
+        recs: &[u8],
+        lens: &[u64],
+    ) -> StoreResult<()> {
         let olds = entries
             .iter()
             .map(|(k, _)| self.index.get(k))
             .collect::<std::io::Result<Vec<Option<Slot>>>>()
             .map_err(io_err)?;
-        if let Err(e) = self.append(&recs.concat()) {
+        let mut at = self.log_bytes;
+        if let Err(e) = self.append(recs) {
             for (key, _) in entries {
                 self.cache.forget(key);
             }
             return Err(e);
         }
-        let mut at = self.log_bytes - recs.iter().map(|r| r.len() as u64).sum::<u64>();
         let mut slots: Vec<Slot> = Vec::with_capacity(entries.len());
-        for (i, (((key, value), rec), old)) in entries.iter().zip(recs).zip(olds).enumerate() {
-            let slot = Slot {
-                at,
-                len: rec.len() as u64,
-            };
+        for (i, (((key, value), len), old)) in entries.iter().zip(lens).zip(olds).enumerate() {
+            let slot = Slot { at, len: *len };
             at += slot.len;
             // A key written twice in the batch: its later record replaces its earlier one.
             let old = match entries[..i].iter().rposition(|(k, _)| k == key) {
@@ -724,7 +726,9 @@ impl KvBackend for FileStore {
     /// taken back whole). Cut short by a crash, the records before the cut stand.
     fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
         let recs: Vec<Vec<u8>> = entries.iter().map(|(k, v)| encode(OP_SET, k, v)).collect();
-        self.write(|inner| inner.put_many(entries, &recs))
+        let lens: Vec<u64> = recs.iter().map(|r| r.len() as u64).collect();
+        let recs = recs.concat();
+        self.write(|inner| inner.put_many(entries, &recs, &lens))
     }
 }
 
