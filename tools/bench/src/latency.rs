@@ -75,10 +75,14 @@ pub async fn steady_rate(quick: bool) -> Result<Vec<Row>> {
     // `EDGEHOOK_BENCH_LATENCY_FIRST=30` runs only the first (1,000 events/s x 100
     // subscriptions) for that many seconds: builds compared in alternating runs of minutes,
     // not of the whole section's twelve.
+    // The native forwarder's floor ([`crate::forwarder`]) is measured beside the judged
+    // run, and left out of those alternating runs unless `EDGEHOOK_BENCH_FORWARDER=1`.
+    let mut with_forwarder = true;
     if let Ok(s) = std::env::var("EDGEHOOK_BENCH_LATENCY_FIRST") {
         let s: u64 = s.parse().context("EDGEHOOK_BENCH_LATENCY_FIRST: seconds")?;
         plans.truncate(1);
         plans[0].1 = Duration::from_secs(s);
+        with_forwarder = std::env::var("EDGEHOOK_BENCH_FORWARDER").as_deref() == Ok("1");
     }
     let threads = LoadThreads::start()?;
     let mut rows = Vec::new();
@@ -100,8 +104,17 @@ pub async fn steady_rate(quick: bool) -> Result<Vec<Row>> {
         };
         let ours = run_serve(&threads, plan).await?;
         rows.extend(rows_for(plan, &ours, &floor));
+        if with_forwarder && judged(plan) {
+            let native = run_forwarder(&threads, plan).await?;
+            rows.extend(forwarder_rows(plan, &native, &ours));
+        }
     }
     Ok(rows)
+}
+
+/// Whether `plan` is the judged run: 1,000 events/s to 100 subscriptions.
+fn judged(plan: Plan) -> bool {
+    plan.rate == 1000.0 && plan.subscriptions == SUBSCRIPTIONS
 }
 
 /// The generator's and the receiver's runtimes, one thread each, stopped when dropped.
@@ -348,6 +361,41 @@ async fn run_direct(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     measure(threads, plan, port, &receipts, make, |_| 1).await
 }
 
+/// The same load to the native forwarder ([`crate::forwarder`]) in `serve`'s place.
+async fn run_forwarder(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
+    let (receiver_port, receipts) = receiver(threads, Instant::now()).await?;
+    let port = crate::forwarder::start(receiver_port, plan.subscriptions).await?;
+    let fanout = fanouts(plan);
+    measure(threads, plan, port, &receipts, event_request(), |i| {
+        fanout[i % fanout.len()]
+    })
+    .await
+}
+
+/// Deliveries an event of each type asks for: the subscriptions round-robin over the types.
+fn fanouts(plan: Plan) -> Vec<usize> {
+    (0..EVENT_TYPES.len())
+        .map(|t| {
+            (0..plan.subscriptions)
+                .filter(|j| j % EVENT_TYPES.len() == t)
+                .count()
+        })
+        .collect()
+}
+
+/// Event `i` as the generator sends it to `serve` (and to the forwarder).
+fn event_request() -> MakeEvent {
+    Arc::new(|i| {
+        http::Request::post("/internal/v1/events")
+            .header("host", "127.0.0.1")
+            .header("authorization", "Bearer bench")
+            .header("content-type", "application/json")
+            .header("x-service-event", event_type(i))
+            .body(Full::new(body(i)))
+            .expect("request")
+    })
+}
+
 /// The load to `edgehook serve` (the file store, flushed every 100 ms as `serve` runs it;
 /// the memory store where `EDGEHOOK_BENCH_LATENCY_STORE=memory`), `plan.subscriptions`
 /// subscriptions round-robin over the event types.
@@ -367,28 +415,13 @@ async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
         let url = format!("http://127.0.0.1:{receiver_port}/s{j}");
         create(rt, &e, &key, &url, event_type(j)).await?;
     }
-    let fanout: Vec<usize> = (0..EVENT_TYPES.len())
-        .map(|t| {
-            (0..plan.subscriptions)
-                .filter(|j| j % EVENT_TYPES.len() == t)
-                .count()
-        })
-        .collect();
+    let fanout = fanouts(plan);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let server = Server::new(e)?.with_shutdown_grace(Duration::from_secs(1));
     let running = tokio::spawn(server.run(listener, stop_rx));
-    let make: MakeEvent = Arc::new(|i| {
-        http::Request::post("/internal/v1/events")
-            .header("host", "127.0.0.1")
-            .header("authorization", "Bearer bench")
-            .header("content-type", "application/json")
-            .header("x-service-event", event_type(i))
-            .body(Full::new(body(i)))
-            .expect("request")
-    });
-    let figures = measure(threads, plan, port, &receipts, make, |i| {
+    let figures = measure(threads, plan, port, &receipts, event_request(), |i| {
         fanout[i % fanout.len()]
     })
     .await;
@@ -491,7 +524,7 @@ fn rows_for(plan: Plan, ours: &Figures, floor: &Figures) -> Vec<Row> {
         plan.subscriptions,
         plan.duration.as_secs()
     );
-    let judged = plan.rate == 1000.0 && plan.subscriptions == SUBSCRIPTIONS;
+    let judged = judged(plan);
     let row = Row::reported;
     let mut rows = Vec::new();
     for (k, label) in ["p50", "p99", "p99.9", "max"].iter().enumerate() {
@@ -560,6 +593,41 @@ fn rows_for(plan: Plan, ours: &Figures, floor: &Figures) -> Vec<Row> {
         ),
     ]);
     rows
+}
+
+/// The native forwarder's rows, `serve`'s figures as their baseline (so each ratio says how
+/// far `serve` is from the floor the stack sets).
+fn forwarder_rows(plan: Plan, native: &Figures, ours: &Figures) -> Vec<Row> {
+    let at = format!(
+        "{} ev/s, {} subs, {} s",
+        plan.rate,
+        plan.subscriptions,
+        plan.duration.as_secs()
+    );
+    let row = Row::reported;
+    vec![
+        row(
+            format!("native forwarder {at}: p99 (vs serve)"),
+            native.p[1],
+            "ms",
+            Some(ours.p[1]),
+        ),
+        row(
+            format!(
+                "native forwarder {at}: deliveries/s in the load (vs serve; {:.0} asked for)",
+                native.demanded_rate
+            ),
+            native.delivered_rate,
+            "d/s",
+            Some(ours.delivered_rate),
+        ),
+        row(
+            format!("native forwarder {at}: CPU per delivery (vs serve)"),
+            native.cpu,
+            "us",
+            Some(ours.cpu),
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 mod api;
 mod exact;
 mod footprint;
+mod forwarder;
 mod heap;
 mod latency;
 mod load;
