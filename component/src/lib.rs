@@ -33,6 +33,13 @@ pub use edgehook_records as records;
 pub use edgehook_storage as storage;
 pub use edgehook_subscriptions as subscriptions;
 
+#[cfg(any(target_arch = "wasm32", test))]
+#[allow(
+    unsafe_code,
+    reason = "a global allocator is unsafe to implement; the module says why each part holds"
+)]
+mod alloc;
+
 #[cfg(target_arch = "wasm32")]
 #[allow(
     unsafe_code,
