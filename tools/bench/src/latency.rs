@@ -83,6 +83,11 @@ pub async fn steady_rate(quick: bool) -> Result<Vec<Row>> {
         plans.truncate(1);
         plans[0].1 = Duration::from_secs(s);
         with_forwarder = std::env::var("EDGEHOOK_BENCH_FORWARDER").as_deref() == Ok("1");
+        // `EDGEHOOK_BENCH_LATENCY_RATE=500` sends that many events a second instead: where
+        // the latency stands at a rate the machine sustains.
+        if let Ok(r) = std::env::var("EDGEHOOK_BENCH_LATENCY_RATE") {
+            plans[0].0 = r.parse().context("EDGEHOOK_BENCH_LATENCY_RATE: events a second")?;
+        }
     }
     let threads = LoadThreads::start()?;
     let mut rows = Vec::new();
