@@ -76,17 +76,21 @@ pub async fn steady_rate(quick: bool) -> Result<Vec<Row>> {
     // subscriptions) for that many seconds: builds compared in alternating runs of minutes,
     // not of the whole section's twelve.
     // The native forwarder's floor ([`crate::forwarder`]) is measured beside the judged
-    // run, and left out of those alternating runs unless `EDGEHOOK_BENCH_FORWARDER=1`.
-    let mut with_forwarder = true;
+    // run, for 20 s (`quick`: 1 s; it settles at once), and left out of those alternating
+    // runs unless `EDGEHOOK_BENCH_FORWARDER=1` (then as long as they are).
+    let mut forwarder_for = Some(secs(20, 1));
     if let Ok(s) = std::env::var("EDGEHOOK_BENCH_LATENCY_FIRST") {
         let s: u64 = s.parse().context("EDGEHOOK_BENCH_LATENCY_FIRST: seconds")?;
         plans.truncate(1);
         plans[0].1 = Duration::from_secs(s);
-        with_forwarder = std::env::var("EDGEHOOK_BENCH_FORWARDER").as_deref() == Ok("1");
+        forwarder_for =
+            (std::env::var("EDGEHOOK_BENCH_FORWARDER").as_deref() == Ok("1")).then_some(plans[0].1);
         // `EDGEHOOK_BENCH_LATENCY_RATE=500` sends that many events a second instead: where
         // the latency stands at a rate the machine sustains.
         if let Ok(r) = std::env::var("EDGEHOOK_BENCH_LATENCY_RATE") {
-            plans[0].0 = r.parse().context("EDGEHOOK_BENCH_LATENCY_RATE: events a second")?;
+            plans[0].0 = r
+                .parse()
+                .context("EDGEHOOK_BENCH_LATENCY_RATE: events a second")?;
         }
     }
     let threads = LoadThreads::start()?;
@@ -109,9 +113,12 @@ pub async fn steady_rate(quick: bool) -> Result<Vec<Row>> {
         };
         let ours = run_serve(&threads, plan).await?;
         rows.extend(rows_for(plan, &ours, &floor));
-        if with_forwarder && judged(plan) {
-            let native = run_forwarder(&threads, plan).await?;
-            rows.extend(forwarder_rows(plan, &native, &ours));
+        if let Some(duration) = forwarder_for
+            && judged(plan)
+        {
+            let floor_plan = Plan { duration, ..plan };
+            let native = run_forwarder(&threads, floor_plan).await?;
+            rows.extend(forwarder_rows(floor_plan, &native, &ours));
         }
     }
     Ok(rows)
