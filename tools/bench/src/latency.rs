@@ -528,14 +528,21 @@ async fn measure(
     })
 }
 
+impl Plan {
+    /// The run as its rows name it: rate, subscriptions, duration.
+    fn label(&self) -> String {
+        format!(
+            "{} ev/s, {} subs, {} s",
+            self.rate,
+            self.subscriptions,
+            self.duration.as_secs()
+        )
+    }
+}
+
 /// The table's rows for one run beside its floor.
 fn rows_for(plan: Plan, ours: &Figures, floor: &Figures) -> Vec<Row> {
-    let at = format!(
-        "{} ev/s, {} subs, {} s",
-        plan.rate,
-        plan.subscriptions,
-        plan.duration.as_secs()
-    );
+    let at = plan.label();
     let judged = judged(plan);
     let row = Row::reported;
     let mut rows = Vec::new();
@@ -610,12 +617,7 @@ fn rows_for(plan: Plan, ours: &Figures, floor: &Figures) -> Vec<Row> {
 /// The native forwarder's rows, `serve`'s figures as their baseline (so each ratio says how
 /// far `serve` is from the floor the stack sets).
 fn forwarder_rows(plan: Plan, native: &Figures, ours: &Figures) -> Vec<Row> {
-    let at = format!(
-        "{} ev/s, {} subs, {} s",
-        plan.rate,
-        plan.subscriptions,
-        plan.duration.as_secs()
-    );
+    let at = plan.label();
     let row = Row::reported;
     vec![
         row(
