@@ -4,11 +4,13 @@
 //! A request or a delivery allocates and frees thousands of small blocks (keys, ids, header
 //! names and values, records being encoded), and dlmalloc's `malloc` and `free` took about
 //! 30 % of the guest's own time under `serve`'s delivery load (BENCHMARKS.md, session 28).
-//! Small blocks (up to [`LARGEST`] bytes, alignment up to [`ALIGN`]) are rounded up to a
-//! multiple of [`ALIGN`]; a freed one is kept on its class's list and handed out again by
-//! the next allocation of that class, a push and a pop instead of dlmalloc's bins. Each
-//! class keeps at most [`KEPT`] blocks (beyond that a freed block goes back to dlmalloc),
-//! so the cache holds at most 136 KiB of memory that dlmalloc could reuse for other sizes. Larger blocks, and blocks with a larger alignment, go to dlmalloc directly.
+//! Small blocks (up to [`LARGEST`] bytes, alignment up to [`ALIGN`], dlmalloc's own on
+//! `wasm32`, so a block is made by its plain `malloc`) are rounded up to a multiple of
+//! [`STEP`]; a freed one is kept on its class's list and handed out again by the next
+//! allocation of that class, a push and a pop instead of dlmalloc's bins. Each class keeps at
+//! most [`KEPT`] blocks (beyond that a freed block goes back to dlmalloc), so the cache holds
+//! at most 136 KiB of memory that dlmalloc could reuse for other sizes. Larger blocks, and
+//! blocks with a larger alignment, go to dlmalloc directly.
 //!
 //! The component is single-threaded (`wasm32-wasip2` has no threads): the lists need no
 //! lock, and the cell that holds them is only touched by one call at a time.
@@ -17,12 +19,15 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
 use std::ptr;
 
-/// The size classes' step, and the largest alignment a cached block serves.
-const ALIGN: usize = 16;
+/// The size classes' step.
+const STEP: usize = 16;
+/// The largest alignment a cached block serves: what dlmalloc's `malloc` gives on `wasm32`
+/// (a larger one takes its slower `memalign`).
+const ALIGN: usize = 8;
 /// The largest block the cache serves.
 const LARGEST: usize = 256;
-/// Size classes: `ALIGN`, `2 * ALIGN`, ... `LARGEST`.
-const CLASSES: usize = LARGEST / ALIGN;
+/// Size classes: `STEP`, `2 * STEP`, ... `LARGEST`.
+const CLASSES: usize = LARGEST / STEP;
 /// Freed blocks a class keeps at most.
 const KEPT: u32 = 64;
 
@@ -59,8 +64,8 @@ fn class(layout: Layout) -> Option<(usize, Layout)> {
     if layout.size() == 0 || layout.size() > LARGEST || layout.align() > ALIGN {
         return None;
     }
-    let class = (layout.size() - 1) / ALIGN;
-    let block = Layout::from_size_align((class + 1) * ALIGN, ALIGN).ok()?;
+    let class = (layout.size() - 1) / STEP;
+    let block = Layout::from_size_align((class + 1) * STEP, ALIGN).ok()?;
     Some((class, block))
 }
 
@@ -100,7 +105,8 @@ unsafe impl GlobalAlloc for Cached {
             // SAFETY: every block of this class was made with `block`.
             return unsafe { System.dealloc(ptr, block) };
         }
-        // SAFETY: the block is at least `ALIGN` bytes, aligned to it, and no longer in use.
+        // SAFETY: the block holds a pointer (at least `STEP` bytes, aligned to `ALIGN`) and is
+        // no longer in use.
         unsafe { ptr.cast::<*mut u8>().write(lists.head[class]) };
         lists.head[class] = ptr;
         lists.len[class] += 1;
@@ -155,6 +161,12 @@ mod tests {
         unsafe {
             let p = a.alloc(layout(20));
             assert_eq!(p as usize % ALIGN, 0);
+            // A larger alignment is not cached.
+            let wide = Layout::from_size_align(32, 2 * ALIGN).expect("layout");
+            let w = a.alloc(wide);
+            assert_eq!(w as usize % (2 * ALIGN), 0);
+            a.dealloc(w, wide);
+            assert_eq!((*a.0.get()).len.iter().sum::<u32>(), 0);
             a.dealloc(p, layout(20));
             // 17..=32 bytes are one class: the same block comes back.
             let q = a.alloc(layout(32));
