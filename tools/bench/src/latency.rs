@@ -10,7 +10,9 @@
 //!
 //! The baseline, measured in the same run at the same rate: the same generator sending the
 //! same bodies straight to the same kind of receiver (one hop, no component): the floor of
-//! the generator, hyper and loopback on this machine.
+//! the generator, hyper and loopback on this machine. Beside the judged run, a second one:
+//! the same load to a native forwarder in `serve`'s place ([`crate::forwarder`]), the least
+//! a sender on this stack costs here.
 //!
 //! The generator and the receiver each run on a runtime of their own (one thread each), so
 //! the server's queue of tasks does not delay a send or a receive instant; all three share
