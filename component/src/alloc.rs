@@ -114,23 +114,16 @@ unsafe impl GlobalAlloc for Cached {
 
     #[inline(never)]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if let Some((old, _)) = class(layout)
-            && let Ok(new) = Layout::from_size_align(new_size, layout.align())
-            && class(new).is_some_and(|(c, _)| c == old)
-        {
+        let Ok(new) = Layout::from_size_align(new_size, layout.align()) else {
+            return ptr::null_mut();
+        };
+        match (class(layout), class(new)) {
             // The block already holds the new size.
-            return ptr;
-        }
-        match (
-            class(layout),
-            Layout::from_size_align(new_size, layout.align()),
-        ) {
+            (Some((old, _)), Some((now, _))) if old == now => ptr,
             // Both large: dlmalloc can grow the block in place.
-            (None, Ok(new)) if class(new).is_none() => {
-                // SAFETY: allocated by `System` with `layout`.
-                unsafe { System.realloc(ptr, layout, new_size) }
-            }
-            (_, Ok(new)) => {
+            // SAFETY: allocated by `System` with `layout`.
+            (None, None) => unsafe { System.realloc(ptr, layout, new_size) },
+            _ => {
                 // SAFETY: a valid layout; the old block is copied up to the smaller size.
                 let moved = unsafe { self.alloc(new) };
                 if !moved.is_null() {
@@ -142,7 +135,6 @@ unsafe impl GlobalAlloc for Cached {
                 }
                 moved
             }
-            (_, Err(_)) => ptr::null_mut(),
         }
     }
 }

@@ -18,14 +18,22 @@ pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
 
 pub(super) fn encode(op: u8, key: &str, value: &[u8]) -> Vec<u8> {
     let mut rec = Vec::with_capacity(17 + key.len() + value.len());
-    rec.push(op);
-    rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    rec.extend_from_slice(key.as_bytes());
-    rec.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    rec.extend_from_slice(value);
-    let sum = fnv1a(&rec);
-    rec.extend_from_slice(&sum.to_le_bytes());
+    encode_into(&mut rec, op, key, value);
     rec
+}
+
+/// Appends the record [`encode`] makes to `out`; returns its length. A batch's records are
+/// encoded one after the other into one buffer, which is appended to the log as it is.
+pub(super) fn encode_into(out: &mut Vec<u8>, op: u8, key: &str, value: &[u8]) -> u64 {
+    let start = out.len();
+    out.push(op);
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value);
+    let sum = fnv1a(&out[start..]);
+    out.extend_from_slice(&sum.to_le_bytes());
+    (out.len() - start) as u64
 }
 
 /// One record of a log at `pos`: `(is_set, key, value, end)`, or `None` if the bytes there

@@ -54,7 +54,7 @@ pub use format::{LogStats, scan};
 use crate::store::{KvBackend, StoreError, StoreResult, parse_counter};
 use cache::ValueCache;
 use files::{lock_dir, private_dir, private_file, sync_dir};
-use format::{OP_DELETE, OP_SET, encode, replay, value_in};
+use format::{OP_DELETE, OP_SET, encode, encode_into, replay, value_in};
 use index::{Entry, KeyIndex, OPEN_CHUNK, RECENT_MAX};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -725,9 +725,12 @@ impl KvBackend for FileStore {
     /// `SyncPolicy::Always`, one `fsync`: all of them or, if the append fails, none (it is
     /// taken back whole). Cut short by a crash, the records before the cut stand.
     fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
-        let recs: Vec<Vec<u8>> = entries.iter().map(|(k, v)| encode(OP_SET, k, v)).collect();
-        let lens: Vec<u64> = recs.iter().map(|r| r.len() as u64).collect();
-        let recs = recs.concat();
+        let size: usize = entries.iter().map(|(k, v)| 17 + k.len() + v.len()).sum();
+        let mut recs = Vec::with_capacity(size);
+        let lens: Vec<u64> = entries
+            .iter()
+            .map(|(k, v)| encode_into(&mut recs, OP_SET, k, v))
+            .collect();
         self.write(|inner| inner.put_many(entries, &recs, &lens))
     }
 }
