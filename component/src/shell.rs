@@ -351,11 +351,19 @@ fn write_response(resp: Response, outparam: ResponseOutparam) {
     // All headers in one call; if the host refuses one (a value with CR, LF or NUL: never
     // sent, so no header can be injected), one at a time, so that only that header is
     // dropped, not X-Request-Id and the others with it.
-    let list: Vec<(String, Vec<u8>)> = resp
+    let mut list: Vec<(String, Vec<u8>)> = resp
         .headers
         .into_iter()
         .map(|(name, value)| (name, value.into_bytes()))
         .collect();
+    // The body's length, where a body may be sent: the host then frames it by length, not in
+    // chunks, and can send the head and the body together.
+    if !matches!(resp.status, 100..=199 | 204 | 304) {
+        list.push((
+            "content-length".into(),
+            resp.body.len().to_string().into_bytes(),
+        ));
+    }
     let headers = Fields::from_list(&list).unwrap_or_else(|_| {
         let headers = Fields::new();
         for (name, value) in &list {
@@ -370,13 +378,30 @@ fn write_response(resp: Response, outparam: ResponseOutparam) {
     };
     ResponseOutparam::set(outparam, Ok(response));
     if let Ok(stream) = body.write() {
-        for chunk in resp.body.chunks(4096) {
-            if stream.blocking_write_and_flush(chunk).is_err() {
-                break;
-            }
-        }
+        let _ = write_all(&stream, &resp.body);
     }
     let _ = OutgoingBody::finish(body, None);
+}
+
+/// Writes `bytes` to `stream` whole: one `blocking-write-and-flush` when they fit its 4096
+/// bytes, else as much as each `check-write` permits at a time (a host may permit the whole
+/// body at once: one write, where 4096-byte calls would each wait for the host to take the
+/// last), then one flush.
+fn write_all(stream: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamError> {
+    if bytes.len() <= 4096 {
+        return stream.blocking_write_and_flush(bytes);
+    }
+    while !bytes.is_empty() {
+        let permit = usize::try_from(stream.check_write()?).unwrap_or(usize::MAX);
+        if permit == 0 {
+            stream.subscribe().block();
+            continue;
+        }
+        let (now, rest) = bytes.split_at(permit.min(bytes.len()));
+        stream.write(now)?;
+        bytes = rest;
+    }
+    stream.blocking_flush()
 }
 
 /// `wasi:http/outgoing-handler` as the core's [`Sender`]: every request is started at once,
@@ -433,11 +458,8 @@ fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingRespon
     let future = outgoing_handler::handle(out, Some(options)).map_err(|e| error_text(&e))?;
     {
         let stream = body.write().map_err(|()| bad("body stream"))?;
-        for chunk in req.body.chunks(4096) {
-            stream
-                .blocking_write_and_flush(chunk)
-                .map_err(|_| "connection closed while writing the body".to_owned())?;
-        }
+        write_all(&stream, &req.body)
+            .map_err(|_| "connection closed while writing the body".to_owned())?;
     }
     OutgoingBody::finish(body, None).map_err(|e| error_text(&e))?;
     Ok(future)

@@ -1,5 +1,5 @@
 //! `serve`'s own tests: idle and slow connections, every instance taken, a host error's
-//! envelope, the timer, and shutdown while an attempt hangs.
+//! envelope, the timer, shutdown while an attempt hangs, and a long response (more than one write).
 
 use super::*;
 use edgehook_runtime::outbound::{Outbound, OutboundFuture};
@@ -210,4 +210,45 @@ async fn shutdown_does_not_wait_for_a_tick_beyond_the_grace_period() {
         matches!(stopped, Ok(Ok(Ok(())))),
         "shutdown waits for the grace period, not for the tick: {stopped:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_response_arrives_whole_and_framed_by_its_length() {
+    let env = hanging_subscription(Arc::new(Notify::new())).await;
+    let rt = Runtime::embedded().expect("runtime");
+    let key = rt
+        .handle(
+            &env,
+            req("POST", "/internal/v1/clients/lister/keys", "t", ""),
+        )
+        .await
+        .expect("key")
+        .data_text("apiKey")
+        .expect("apiKey");
+    for i in 0..30 {
+        let create =
+            format!(r#"{{"url":"http://127.0.0.1:9/l{i}","eventTypes":["load.created"]}}"#);
+        let created = rt
+            .handle(&env, req("POST", "/v1/webhooks", &key, &create))
+            .await;
+        assert_eq!(created.expect("create").status, 201);
+    }
+    let (addr, _stop) = serving(Server::new(env).expect("server")).await;
+    let list = format!(
+        "GET /v1/webhooks?limit=50 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let got = exchange(addr, list.as_bytes()).await;
+    let (head, body) = got.split_once("\r\n\r\n").expect("a head and a body");
+    let head = head.to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    // Longer than one 4096-byte write, and framed by its length, not in chunks.
+    assert!(body.len() > 4096, "{}", body.len());
+    assert!(
+        head.contains(&format!("content-length: {}\r\n", body.len())),
+        "{head}"
+    );
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    let json: serde_json::Value = serde_json::from_str(body).expect("the whole body is JSON");
+    assert_eq!(json["data"].as_array().map(Vec::len), Some(30));
 }
