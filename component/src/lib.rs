@@ -40,6 +40,9 @@ pub use edgehook_subscriptions as subscriptions;
 )]
 mod alloc;
 
+#[cfg(any(target_arch = "wasm32", test))]
+mod stream;
+
 #[cfg(target_arch = "wasm32")]
 #[allow(
     unsafe_code,

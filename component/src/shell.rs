@@ -11,6 +11,7 @@ mod bindings {
     });
 }
 
+use crate::stream::write_all;
 use bindings::exports::edgehook::webhooks::{events as wit_events, scheduler as wit_scheduler};
 use bindings::exports::wasi::http::incoming_handler;
 use bindings::wasi::clocks::monotonic_clock;
@@ -383,25 +384,29 @@ fn write_response(resp: Response, outparam: ResponseOutparam) {
     let _ = OutgoingBody::finish(body, None);
 }
 
-/// Writes `bytes` to `stream` whole: one `blocking-write-and-flush` when they fit its 4096
-/// bytes, else as much as each `check-write` permits at a time (a host may permit the whole
-/// body at once: one write, where 4096-byte calls would each wait for the host to take the
-/// last), then one flush.
-fn write_all(stream: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamError> {
-    if bytes.len() <= 4096 {
-        return stream.blocking_write_and_flush(bytes);
+/// The generated stream as [`crate::stream`]'s: its calls of the same names.
+impl crate::stream::Permits for OutputStream {
+    type Error = StreamError;
+
+    fn check_write(&self) -> Result<u64, StreamError> {
+        OutputStream::check_write(self)
     }
-    while !bytes.is_empty() {
-        let permit = usize::try_from(stream.check_write()?).unwrap_or(usize::MAX);
-        if permit == 0 {
-            stream.subscribe().block();
-            continue;
-        }
-        let (now, rest) = bytes.split_at(permit.min(bytes.len()));
-        stream.write(now)?;
-        bytes = rest;
+
+    fn write(&self, bytes: &[u8]) -> Result<(), StreamError> {
+        OutputStream::write(self, bytes)
     }
-    stream.blocking_flush()
+
+    fn wait(&self) {
+        self.subscribe().block();
+    }
+
+    fn blocking_write_and_flush(&self, bytes: &[u8]) -> Result<(), StreamError> {
+        OutputStream::blocking_write_and_flush(self, bytes)
+    }
+
+    fn blocking_flush(&self) -> Result<(), StreamError> {
+        OutputStream::blocking_flush(self)
+    }
 }
 
 /// `wasi:http/outgoing-handler` as the core's [`Sender`]: every request is started at once,
