@@ -38,6 +38,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// The key-value bucket every host provides (Spin's default store).
 const BUCKET: &str = "default";
 
+/// The bucket for the rate limits' counters ([`Env::counters`]), where a host has one (`edgehook
+/// serve` keeps it in memory beside its file store); elsewhere they go to [`BUCKET`].
+const COUNTERS: &str = "counters";
+
 struct Component;
 
 bindings::export!(Component with_types_in bindings);
@@ -88,8 +92,8 @@ impl WasiKv {
             .collect())
     }
 
-    fn open() -> Result<Self, KvError> {
-        store::open(BUCKET).map(WasiKv).map_err(kv_err)
+    fn open(name: &str) -> Result<Self, KvError> {
+        store::open(name).map(WasiKv).map_err(kv_err)
     }
 }
 
@@ -224,25 +228,33 @@ fn settings() -> Result<Settings, String> {
 /// fewer per call): a host's configuration does not change under a live instance (Spin
 /// makes an instance per request; `edgehook serve` keeps instances of one configuration).
 /// A failure is not kept: the next call tries again.
-fn open() -> Result<&'static (Settings, WasiKv), String> {
+fn open() -> Result<&'static Opened, String> {
     thread_local! {
-        static OPENED: std::cell::OnceCell<&'static (Settings, WasiKv)> =
+        static OPENED: std::cell::OnceCell<&'static Opened> =
             const { std::cell::OnceCell::new() };
     }
     if let Some(opened) = OPENED.with(|cell| cell.get().copied()) {
         return Ok(opened);
     }
     let settings = settings()?;
-    let kv = WasiKv::open().map_err(|e| e.to_string())?;
+    let kv = WasiKv::open(BUCKET).map_err(|e| e.to_string())?;
+    // A host without the bucket refuses it (Spin: `access-denied`, Node.js: `no-such-store`).
+    let counters = WasiKv::open(COUNTERS).ok();
     // One per instance, for the instance's life.
-    let opened: &'static (Settings, WasiKv) = Box::leak(Box::new((settings, kv)));
+    let opened: &'static Opened = Box::leak(Box::new((settings, kv, counters)));
     OPENED.with(|cell| cell.set(opened).ok());
     Ok(opened)
 }
 
+/// What [`open`] keeps: the settings, the bucket, and the counters' bucket if the host has one.
+type Opened = (Settings, WasiKv, Option<WasiKv>);
+
 /// An [`Env`] over what [`open`] returned, at `now_ms`.
-fn env_at<'a>(opened: &'a (Settings, WasiKv), now_ms: u64) -> Env<'a, WasiKv> {
-    Env::new(now_ms, &opened.1, &opened.0, &WasiEntropy).with_log(&StderrLog)
+fn env_at(opened: &Opened, now_ms: u64) -> Env<'_, WasiKv> {
+    let (settings, kv, counters) = opened;
+    Env::new(now_ms, kv, settings, &WasiEntropy)
+        .with_counters(counters.as_ref().unwrap_or(kv))
+        .with_log(&StderrLog)
 }
 
 /// The component's stderr as the core's [`Log`]: every host keeps it as the component's log

@@ -47,6 +47,10 @@ pub struct Env<'a, K: Kv> {
     pub now_ms: u64,
     /// The key-value bucket.
     pub kv: &'a K,
+    /// The bucket of the per-minute counters of the rate limits, which need no durability
+    /// (a count lost with a restart only restarts its minute): a host may keep it in memory.
+    /// [`Env::kv`] unless [`Env::with_counters`] says otherwise.
+    pub counters: &'a K,
     /// The parsed settings.
     pub settings: &'a Settings,
     /// Randomness for ids, secrets and jitter.
@@ -61,10 +65,16 @@ impl<'a, K: Kv> Env<'a, K> {
         Env {
             now_ms,
             kv,
+            counters: kv,
             settings,
             entropy,
             log: &NoLog,
         }
+    }
+
+    /// The same environment, keeping the rate limits' counters in `counters`.
+    pub fn with_counters(self, counters: &'a K) -> Env<'a, K> {
+        Env { counters, ..self }
     }
 
     /// The same environment, writing its log lines to `log`.

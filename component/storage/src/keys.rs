@@ -53,14 +53,15 @@
 //!   found, one per line (a step run again rewrites its own record; deleted once the job no
 //!   longer runs); `rpldir` — the ids of the running jobs, one per line, read by every tick.
 //! - `authfail:{address}:{minute}` — how many authentications failed (decimal) from a source
-//!   address in that minute (the one before is deleted when a minute's first is counted).
+//!   address in that minute (the one before is deleted when a minute's first is counted). In
+//!   the `counters` bucket, as `rate:` (`Env::counters`).
 //! - `retdir` — the days that have events or idempotency records, each with how far its log
 //!   has been purged (binary, as `duedir`);
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
 //! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
 //!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
-//!   clock minute (see `limits`).
+//!   clock minute (see `limits`), in the `counters` bucket: a host may keep it in memory.
 
 use std::borrow::Cow;
 

@@ -449,6 +449,13 @@ impl KvBackend for Metered<dyn KvBackend> {
     fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
         self.time(7, || self.inner.set_many(entries))
     }
+    fn counters(&self) -> Option<Arc<dyn KvBackend>> {
+        let counters = Metered {
+            inner: self.inner.counters()?,
+            metrics: self.metrics.clone(),
+        };
+        Some(Arc::new(counters))
+    }
 }
 
 impl Metered<dyn RemoteKv> {

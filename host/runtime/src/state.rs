@@ -21,6 +21,8 @@ pub struct State {
     http: WasiHttpCtx,
     pub(crate) table: ResourceTable,
     pub(crate) kv: KvStore,
+    /// The `counters` bucket's store ([`KvStore::counters`]).
+    pub(crate) counters: KvStore,
     pub(crate) config: Arc<BTreeMap<String, String>>,
     hooks: Hooks,
     /// The size of the instance's linear memory, in bytes (as the limiter last allowed it).
@@ -102,6 +104,7 @@ pub(crate) fn new_store(engine: &Engine, env: &HostEnv) -> Store<State> {
         http: WasiHttpCtx::new(),
         table: ResourceTable::new(),
         kv: env.kv.clone(),
+        counters: env.kv.counters(),
         config: env.config.clone(),
         hooks: Hooks::new(env.outbound.clone()),
         memory: 0,

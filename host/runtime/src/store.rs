@@ -55,6 +55,11 @@ pub trait KvBackend: Send + Sync + 'static {
     fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
         entries.iter().try_for_each(|(k, v)| self.set(k, v))
     }
+    /// The `counters` bucket's store (the component's rate-limit counts, which need no
+    /// durability), if it is not this one: the file store keeps them in memory, off its log.
+    fn counters(&self) -> Option<Arc<dyn KvBackend>> {
+        None
+    }
 }
 
 /// A store operation in flight at a [`RemoteKv`].
@@ -99,6 +104,15 @@ pub enum KvStore {
 }
 
 impl KvStore {
+    /// The store behind the `counters` bucket ([`KvBackend::counters`]; this one where the
+    /// backend has none of its own, as Redis and the in-memory store).
+    pub fn counters(&self) -> KvStore {
+        match self {
+            KvStore::Local(kv) => kv.counters().map_or_else(|| self.clone(), KvStore::Local),
+            KvStore::Remote(_) => self.clone(),
+        }
+    }
+
     /// Reads a key.
     pub async fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         match self {

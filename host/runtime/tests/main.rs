@@ -5,6 +5,7 @@
 //! One test binary with a module per area (`cargo test -p edgehook-runtime --test runtime
 //! <module>::`), so wasmtime is linked once rather than once per file.
 
+mod counters;
 mod kv_conformance;
 mod net;
 mod proxy;

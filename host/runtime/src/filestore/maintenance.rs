@@ -63,6 +63,7 @@ pub(super) fn run(job: Job, inner: &std::sync::Weak<Mutex<Inner>>, maintenance: 
                     inner,
                     maintenance: Arc::clone(maintenance),
                     jobs: None,
+                    counters: Arc::default(),
                 };
                 store.compact_or_log();
             }

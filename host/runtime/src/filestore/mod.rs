@@ -51,7 +51,7 @@ use maintenance::{Job, MaintenanceThread, maintenance_thread, run};
 pub use cache::DEFAULT_CACHE_BYTES;
 pub use format::{LogStats, scan};
 
-use crate::store::{KvBackend, StoreError, StoreResult, parse_counter};
+use crate::store::{KvBackend, MemoryStore, StoreError, StoreResult, parse_counter};
 use cache::ValueCache;
 use files::{lock_dir, private_dir, private_file, sync_dir};
 use format::{OP_DELETE, OP_SET, encode, encode_into, replay, value_in};
@@ -137,6 +137,9 @@ pub struct FileStore {
     /// Hands jobs to the store's maintenance thread ([`maintenance_thread`]); `None` if it
     /// could not be started (the jobs then run in the writer that made them due).
     jobs: Option<Arc<MaintenanceThread>>,
+    /// The `counters` bucket ([`KvBackend::counters`]): in memory, never in the log (the
+    /// rate limits' counts; a restart only restarts their minute).
+    counters: Arc<MemoryStore>,
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -192,6 +195,7 @@ impl FileStore {
         let mut store = FileStore {
             maintenance: Arc::new(Mutex::new(())),
             jobs: None,
+            counters: Arc::new(MemoryStore::new()),
             inner: Arc::new(Mutex::new(Inner {
                 index,
                 file,
@@ -654,6 +658,10 @@ impl Inner {
 }
 
 impl KvBackend for FileStore {
+    fn counters(&self) -> Option<Arc<dyn KvBackend>> {
+        Some(self.counters.clone())
+    }
+
     fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         self.lock().read(key)
     }
