@@ -2,7 +2,7 @@
 //!
 //! `blocking-write-and-flush` takes at most 4096 bytes a call, and each call waits until the
 //! host has taken the bytes before it returns. A longer body (a list of 50 subscriptions is
-//! 15 KB) goes out in writes of what each `check-write` permits instead: `wasmtime-wasi-http`
+//! 5-15 KB) goes out in writes of what each `check-write` permits instead: `wasmtime-wasi-http`
 //! permits 1 MiB (one write), Node.js's preview2-shim its stream's free buffer (16-64 KiB),
 //! and a host may permit nothing until its `subscribe` pollable is ready. The shell
 //! ([`crate`]'s `shell.rs`) implements [`Permits`] for the generated `OutputStream`; the loop
