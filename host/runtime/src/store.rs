@@ -26,7 +26,8 @@ impl std::error::Error for StoreError {}
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// A key-value backend: one flat keyspace (the `default` bucket).
+/// A key-value backend: one flat keyspace (the `default` bucket; the `counters` bucket is
+/// [`KvBackend::counters`]).
 ///
 /// All methods are atomic on their own; [`KvBackend::compare_and_swap`] is the primitive
 /// behind `wasi:keyvalue/atomics.swap`.
