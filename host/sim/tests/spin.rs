@@ -31,6 +31,7 @@
 //! [`spin_retries_through_the_tick_route`] runs a retry for real: with `retry_delays_ms` at
 //! one second and the opportunistic tick off, only the tick route sends attempt 2.
 
+mod counters;
 mod harness;
 mod options;
 mod portal;
