@@ -30,6 +30,17 @@ const PORTAL_FILE: &str = "edgehook_portal.wasm";
 /// component and [`manifest`] with `extra_outbound_hosts` (e.g. `http://127.0.0.1:*`), besides
 /// `options`' own files.
 pub fn start(name: &str, extra_outbound_hosts: &[&str], options: &SpinOptions) -> Result<SpinApp> {
+    start_edited(name, extra_outbound_hosts, options, |manifest| manifest)
+}
+
+/// [`start`] with the manifest copy passed through `edit` first (a test's operator change,
+/// e.g. another key-value label).
+pub fn start_edited(
+    name: &str,
+    extra_outbound_hosts: &[&str],
+    options: &SpinOptions,
+    edit: impl FnOnce(String) -> String,
+) -> Result<SpinApp> {
     let mut options = options.clone();
     options.files.extend([
         (
@@ -42,7 +53,7 @@ pub fn start(name: &str, extra_outbound_hosts: &[&str], options: &SpinOptions) -
         ),
         (
             MANIFEST_FILE.to_owned(),
-            manifest(Path::new(COMPONENT_FILE), extra_outbound_hosts)?.into_bytes(),
+            edit(manifest(Path::new(COMPONENT_FILE), extra_outbound_hosts)?).into_bytes(),
         ),
     ]);
     SpinApp::start(name, &options)

@@ -38,9 +38,8 @@ mod portal;
 mod portal_files;
 
 use edgehook_sim::spin;
-use edgehook_testkit::redis::{redis_installed, start_redis};
+use edgehook_testkit::rt;
 use edgehook_testkit::spin::binary_or_skip;
-use edgehook_testkit::{rt, skipped};
 use harness::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -62,13 +61,9 @@ fn spin_sqlite_walks_the_partner_and_operator_story() {
 
 #[test]
 fn spin_redis_walks_the_partner_and_operator_story() {
-    let Some(binary) = binary_or_skip() else {
+    let Some((binary, redis)) = spin_and_redis() else {
         return;
     };
-    if !redis_installed() {
-        return skipped("no redis-server on PATH");
-    }
-    let redis = start_redis();
     let rt = rt();
     let receiver = Receiver::start(&rt);
     let config = spin::redis_runtime_config(&redis.url()).expect("runtime config");
@@ -78,13 +73,9 @@ fn spin_redis_walks_the_partner_and_operator_story() {
 
 #[test]
 fn spin_with_the_production_runtime_config_refuses_private_targets() {
-    let Some(binary) = binary_or_skip() else {
+    let Some((binary, redis)) = spin_and_redis() else {
         return;
     };
-    if !redis_installed() {
-        return skipped("no redis-server on PATH");
-    }
-    let redis = start_redis();
     // deploy/runtime-config.redis.toml as shipped, `block_networks` included: only the URL is
     // this test's. The settings are the defaults.
     let example = "redis://redis.edgehook.svc.cluster.local:6379";

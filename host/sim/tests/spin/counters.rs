@@ -4,58 +4,42 @@
 //! manifest, which declares only `default`: there Spin refuses the label and the counts share
 //! the store.
 
-use super::harness::ADMIN;
+use super::harness::{ADMIN, spin_and_redis};
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::RemoteKv;
-use edgehook_sim::spin::{self, SpinApp, SpinOptions};
+use edgehook_sim::spin::{self, SpinOptions};
 use edgehook_testkit::http::{HttpClient, request};
-use edgehook_testkit::redis::{redis_installed, start_redis};
-use edgehook_testkit::spin::{MANIFEST_FILE, binary_or_skip};
-use edgehook_testkit::{rt, skipped};
+use edgehook_testkit::rt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[test]
 fn spin_keeps_the_rate_limits_counts_in_a_counters_store_when_the_operator_gives_one() {
-    let Some(binary) = binary_or_skip() else {
+    let Some((binary, redis)) = spin_and_redis() else {
         return;
     };
-    if !redis_installed() {
-        return skipped("no redis-server on PATH");
-    }
-    let redis = start_redis();
-    let shipped =
-        spin::manifest(std::path::Path::new("edgehook_component.wasm"), &[]).expect("manifest");
-    let declared = r#"key_value_stores = ["default"]"#;
-    assert_eq!(
-        shipped.matches(declared).count(),
-        1,
-        "spin.toml declares default only"
-    );
-    let manifest = shipped.replace(declared, r#"key_value_stores = ["default", "counters"]"#);
     let options = SpinOptions {
         binary,
         runtime_config: Some(format!(
             "[key_value_store.counters]\ntype = \"redis\"\nurl = \"{}\"\n",
             redis.url()
         )),
-        files: vec![
-            (
-                "edgehook_component.wasm".into(),
-                edgehook_runtime::COMPONENT_WASM.to_vec(),
-            ),
-            (
-                "edgehook_portal.wasm".into(),
-                edgehook_runtime::PORTAL_WASM.to_vec(),
-            ),
-            (MANIFEST_FILE.into(), manifest.into_bytes()),
-        ],
+        files: Vec::new(),
         variables: vec![
             ("admin_token".into(), ADMIN.into()),
             ("rate_limit_per_minute".into(), "2".into()),
         ],
         start_timeout: Duration::from_secs(120),
     };
-    let app = SpinApp::start("counters", &options).expect("spin up");
+    let declared = r#"key_value_stores = ["default"]"#;
+    let app = spin::start_edited("counters", &[], &options, |manifest| {
+        assert_eq!(
+            manifest.matches(declared).count(),
+            1,
+            "spin.toml declares default only"
+        );
+        manifest.replace(declared, r#"key_value_stores = ["default", "counters"]"#)
+    })
+    .expect("spin up");
     let rt = rt();
     let client = HttpClient::new();
     let call = |method: &str, path: &str, token: &str| {

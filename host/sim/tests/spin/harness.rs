@@ -5,6 +5,9 @@
 use bytes::Bytes;
 use edgehook_sim::spin::{self, SpinApp, SpinOptions};
 use edgehook_testkit::http::HttpClient;
+use edgehook_testkit::redis::{RedisServer, redis_installed, start_redis};
+use edgehook_testkit::skipped;
+use edgehook_testkit::spin::binary_or_skip;
 use http_body_util::{BodyExt as _, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -175,6 +178,17 @@ pub fn signed_by(secret: &str, r: &Received) -> bool {
 
 /// Starts the application with `runtime_config` (plus the receiver's `[[client_tls]]`) and
 /// `variables` besides the admin token.
+/// The Spin CLI and a `redis-server` of the test's own, or `None` (the test skipped: see the
+/// suite's doc) without either.
+pub fn spin_and_redis() -> Option<(PathBuf, RedisServer)> {
+    let binary = binary_or_skip()?;
+    if !redis_installed() {
+        skipped("no redis-server on PATH");
+        return None;
+    }
+    Some((binary, start_redis()))
+}
+
 pub fn start_spin(
     name: &str,
     binary: PathBuf,
