@@ -34,6 +34,7 @@ use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -210,6 +211,17 @@ async fn receiver(threads: &LoadThreads, origin: Instant) -> Result<(u16, Arc<Re
         }))
         .await??;
     Ok((port, receipts))
+}
+
+/// `EDGEHOOK_BENCH_LATENCY_DUMP=<file>`: every delivery of the run as a line `<scheduled send,
+/// us from the start> <latency, us> <event>`, after a line `# <the start, Unix us>` (a tail's
+/// shape in time: periodic stalls, and what in `serve`'s log lines up with them). The last
+/// run of the section writes it.
+fn dump_file(start_us: u64) -> Option<std::io::BufWriter<std::fs::File>> {
+    let path = std::env::var_os("EDGEHOOK_BENCH_LATENCY_DUMP")?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).ok()?);
+    writeln!(out, "# {start_us}").ok()?;
+    Some(out)
 }
 
 /// The load of event `i`.
@@ -479,6 +491,13 @@ async fn measure(
     let mut per_event = vec![0usize; n];
     let mut latencies = Vec::with_capacity(expected);
     let (mut in_load, mut last) = (0usize, 0u64);
+    // Origin's nanoseconds → the run's start in Unix microseconds (to line up with serve's log).
+    let start_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros() as u64
+        - (receipts.origin.elapsed().as_nanos() as u64 - base) / 1000;
+    let mut dump = dump_file(start_us);
     for &(event, _, at) in &log {
         let i = event as usize;
         let Some(count) = per_event.get_mut(i) else {
@@ -487,6 +506,14 @@ async fn measure(
         *count += 1;
         let due = base + scheduled(i, rate).as_nanos() as u64;
         latencies.push(Duration::from_nanos(at.saturating_sub(due)));
+        if let Some(d) = dump.as_mut() {
+            let _ = writeln!(
+                d,
+                "{} {} {i}",
+                (due - base) / 1000,
+                (at - due.min(at)) / 1000
+            );
+        }
         in_load += usize::from(at <= stop_ns);
         last = last.max(at);
     }

@@ -133,10 +133,10 @@ pub(super) fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &M
     };
     let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
     guard.merge_pending = false;
-    match merged {
+    let replaced = match merged {
         Ok((base, _)) => {
-            guard.index.install(base);
             guard.merge_retry_at = 0;
+            Some(guard.index.install(base))
         }
         Err(e) => {
             guard.index.thaw();
@@ -146,6 +146,10 @@ pub(super) fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &M
                 "store index merge failed; its changes stay in memory",
                 &[("error", e.to_string())],
             );
+            None
         }
-    }
+    };
+    // The old base and the frozen changes are freed with the lock let go.
+    drop(guard);
+    drop(replaced);
 }

@@ -393,7 +393,7 @@ fn rebuild(dir: &Path, path: &Path) -> std::io::Result<(KeyIndex, u64, u64)> {
         };
         match index::merge(dir, &base, &changes) {
             Ok((base, totals)) => {
-                index.install(base);
+                drop(index.install(base));
                 Ok(totals)
             }
             Err(e) => {
