@@ -437,8 +437,9 @@ pub(super) fn merge(
     };
     // The changes in the keys' order, laid over the base's entries as they are read: each
     // block read into one buffer and its keys pushed from there, so a merge allocates
-    // nothing per key (a merge rewrites every key of the base, 600,000 at half a million
-    // deliveries, and a string per key made it slower than its own work).
+    // nothing per key. A merge rewrites every key of the base (590,000 after 30 s at 500
+    // events/s); with a string allocated and freed for each, the latency's tail under load
+    // stalled at every merge (BENCHMARKS.md, "Session 30").
     let mut newer: Vec<(&String, &Entry)> = frozen.iter().collect();
     newer.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut newer = newer.into_iter().peekable();
