@@ -302,8 +302,9 @@ impl batch::Host for State {
         bucket: Resource<BucketHandle>,
         keys: Vec<String>,
     ) -> wasmtime::Result<Result<(), store::Error>> {
+        let kv = self.bucket(&bucket)?;
         for k in &keys {
-            if let Err(e) = self.bucket(&bucket)?.delete(k).await {
+            if let Err(e) = kv.delete(k).await {
                 return Ok(Err(kv_error(e)));
             }
         }

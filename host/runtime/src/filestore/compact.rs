@@ -25,7 +25,7 @@
 use super::files::{private_file, sync_dir};
 use super::filter::Filter;
 use super::format::record_at;
-use super::index::{Base, BaseWriter, Changes, Entry, overlay};
+use super::index::{Base, BaseWriter, Changes, Entry, laid_over};
 use super::{Inner, LOG_FILE, Slot};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -175,8 +175,7 @@ impl Snapshot {
         let mut index = BaseWriter::new(dir, Filter::for_keys(keys), true)?;
         let mut written = 0u64;
         let mut rec = Vec::new();
-        for entry in overlay(&self.frozen, self.base.iter_from(None), None) {
-            let (key, slot) = entry?;
+        laid_over(&self.base, &self.frozen, |key, slot| {
             rec.resize(slot.len as usize, 0);
             self.file.read_exact_at(&mut rec, slot.at)?;
             match record_at(&rec, 0) {
@@ -190,14 +189,15 @@ impl Snapshot {
             }
             writer.write_all(&rec)?;
             index.push(
-                &key,
+                key,
                 Slot {
                     at: written,
                     len: slot.len,
                 },
             )?;
             written += slot.len;
-        }
+            Ok(())
+        })?;
         let out = writer.into_inner().map_err(|e| e.into_error())?;
         // The bulk reaches the disk here, without the lock: the fsync in step 3 then has
         // only the tail to write.
