@@ -3,7 +3,7 @@
 //! records that copy took 2.45 s, every store call waiting behind it).
 //!
 //! 1. [`Inner::begin_compaction`], under the lock: the key index's recent changes are frozen
-//!    (as for a merge of the index, [`super::index`]), so the frozen map laid over the base
+//!    (as for a merge of the index, [`super::index`]), so the frozen map laid over the runs
 //!    lists every live key as of now, with its place; the log's length then (`end`), and a
 //!    second handle of the log. One compaction or merge at a time.
 //! 2. [`Snapshot::copy`], without the lock: each of those records, in the keys' order, read
@@ -14,7 +14,7 @@
 //! 3. [`Inner::finish_compaction`], under the lock again: the log's bytes written since
 //!    `end` (whole records: a failed write is cut back before the lock is released) are
 //!    appended to the new log as they are, which is fsynced and renamed over the log; the new
-//!    index becomes the base, and the recent changes (every one made since `end`) move by
+//!    index becomes the only run, and the recent changes (every one made since `end`) move by
 //!    the same distance as the tail. A key deleted meanwhile has its delete record in the
 //!    tail, after its copied set record, so a replay ends the same.
 //!
@@ -23,21 +23,19 @@
 //! writes until a restart (its log cannot be trusted).
 
 use super::files::{private_file, sync_dir};
-use super::filter::Filter;
 use super::format::record_at;
-use super::index::{Base, BaseWriter, Changes, Entry, laid_over};
+use super::index::{Entry, Frozen, Walk};
+use super::run::{Run, RunWriter};
 use super::{Inner, LOG_FILE, Slot};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// What a compaction copies (step 1).
 pub(super) struct Snapshot {
-    /// The index as of `end`: its base and the changes frozen over it.
-    base: Arc<Base>,
-    frozen: Arc<Changes>,
+    /// The index as of `end`: its runs and the changes frozen over them.
+    frozen: Frozen,
     /// The log's length when they were taken.
     end: u64,
     /// A handle of the log to read them from without the lock.
@@ -48,7 +46,7 @@ pub(super) struct Snapshot {
 pub(super) struct Copied {
     out: File,
     written: u64,
-    index: Base,
+    index: Run,
 }
 
 fn invalid(what: String) -> std::io::Error {
@@ -67,12 +65,11 @@ impl Inner {
             return Ok(None);
         }
         let file = self.file.try_clone()?;
-        let Some((base, frozen)) = self.index.freeze() else {
+        let Some(frozen) = self.index.freeze() else {
             return Ok(None);
         };
         self.compacting = true;
         Ok(Some(Snapshot {
-            base,
             frozen,
             end: self.log_bytes,
             file,
@@ -146,9 +143,9 @@ impl Inner {
                 slot.at = slot.at - end + written;
             }
         }
-        // A compaction is rare (the log at four times its live data): what the new base
+        // A compaction is rare (the log at four times its live data): what the new run
         // replaced is freed here, under the lock, as the rest of the compaction's end.
-        drop(self.index.install(index));
+        drop(self.index.install_only(index));
         self.log_bytes = written + (self.log_bytes - end);
         self.dirty = false;
         if let Err(e) = sync_dir(&self.dir) {
@@ -170,12 +167,19 @@ impl Snapshot {
             .write(true)
             .open(tmp_path(dir))?;
         let mut writer = BufWriter::with_capacity(1 << 20, out);
-        // A compaction builds the filter afresh: the keys deleted since the last are gone from it.
-        let keys = self.base.keys() + self.frozen.len() as u64;
-        let mut index = BaseWriter::new(dir, Filter::for_keys(keys), true)?;
+        let mut index = RunWriter::new(dir, self.frozen.entries())?;
         let mut written = 0u64;
         let mut rec = Vec::new();
-        laid_over(&self.base, &self.frozen, |key, slot| {
+        let mut walk = Walk::new(
+            &[self.frozen.changes.as_ref()],
+            &self.frozen.runs,
+            None,
+            false,
+        )?;
+        while let Some((key, entry)) = walk.next()? {
+            let Entry::Live(slot) = entry else {
+                continue;
+            };
             rec.resize(slot.len as usize, 0);
             self.file.read_exact_at(&mut rec, slot.at)?;
             match record_at(&rec, 0) {
@@ -190,14 +194,13 @@ impl Snapshot {
             writer.write_all(&rec)?;
             index.push(
                 key,
-                Slot {
+                Entry::Live(Slot {
                     at: written,
                     len: slot.len,
-                },
+                }),
             )?;
             written += slot.len;
-            Ok(())
-        })?;
+        }
         let out = writer.into_inner().map_err(|e| e.into_error())?;
         // The bulk reaches the disk here, without the lock: the fsync in step 3 then has
         // only the tail to write.

@@ -1,16 +1,14 @@
-//! A Bloom filter of the base's keys: a lookup of a key the base does not hold (every new
-//! key a write makes) is answered from memory, without reading a block of the base file.
+//! A Bloom filter of a sorted run's keys ([`super::run`]): a lookup of a key the run does
+//! not hold (every new key a write makes) is answered from memory, without reading a block
+//! of the run's file.
 //!
 //! Blocked: each key sets [`PROBES`] bits of one 512-bit block (a cache line), so a lookup
 //! touches one line. [`BITS_PER_KEY`] bits a key give about 1-2 % false positives (each one
-//! costs what every lookup cost before: a block read). Never written to disk.
-//!
-//! A merge does not hash every key again: each insert is a cache miss in a filter of
-//! megabytes, and rebuilt at every merge (every 32,768 changes) the filter cost 12 % of
-//! `serve`'s CPU where the keys changed fastest. A new base's filter is the old one with the
-//! merged changes' keys added ([`Filter::extended`]); keys deleted since stay in it (a false
-//! positive each, never a wrong answer) until it has taken as many keys as it was sized for,
-//! and is then built afresh, sized with room to grow ([`Filter::for_keys`]).
+//! costs what every lookup cost before: a block read). Never written to disk. A run's filter
+//! is built as the run is written, sized for its entries: a key is hashed again at each merge
+//! it passes through, a few times over its life (the runs' sizes grow geometrically,
+//! [`super::index`]). With one file of every key, rebuilt at every merge, the filter cost
+//! 12 % of `serve`'s CPU where the keys changed fastest (BENCHMARKS.md, "Session 25").
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 
@@ -22,18 +20,14 @@ const PROBES: u32 = 6;
 const PROBE_BITS: u32 = 9;
 
 /// The filter: blocks of 8 words.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub(super) struct Filter {
     blocks: Vec<[u64; 8]>,
-    /// Keys it is sized for.
-    capacity: u64,
-    /// Keys inserted (deleted ones included).
-    inserted: u64,
 }
 
 /// The key's hash (SipHash with fixed keys: the same in every process, not that it matters,
-/// the filter is never stored).
-fn hash(key: &str) -> u64 {
+/// the filter is never stored); taken once for a lookup that asks several runs' filters.
+pub(super) fn hash(key: &str) -> u64 {
     BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
 }
 
@@ -43,20 +37,7 @@ impl Filter {
         let blocks = (keys.max(1) * BITS_PER_KEY).div_ceil(512);
         Filter {
             blocks: vec![[0; 8]; usize::try_from(blocks).unwrap_or(usize::MAX)],
-            capacity: keys.max(1),
-            inserted: 0,
         }
-    }
-
-    /// An empty filter for a base of about `keys` keys, with room for half as many again
-    /// and a merge's worth of changes before it is built afresh.
-    pub(super) fn for_keys(keys: u64) -> Self {
-        Filter::with_capacity(keys + keys / 2 + super::index::RECENT_MAX as u64)
-    }
-
-    /// This filter, to be extended with `more` keys, if it has room for them.
-    pub(super) fn extended(&self, more: u64) -> Option<Filter> {
-        (!self.blocks.is_empty() && self.inserted + more <= self.capacity).then(|| self.clone())
     }
 
     /// The block of hash `h`, and the bits it sets there (each a bit number 0..512).
@@ -73,7 +54,6 @@ impl Filter {
         if self.blocks.is_empty() {
             return;
         }
-        self.inserted += 1;
         let (block, bits) = self.probes(hash(key));
         let words = &mut self.blocks[block];
         for bit in bits {
@@ -82,11 +62,17 @@ impl Filter {
     }
 
     /// Whether `key` may have been added: `false` means it was not.
+    #[cfg(test)]
     pub(super) fn may_contain(&self, key: &str) -> bool {
+        self.may_contain_hash(hash(key))
+    }
+
+    /// Whether a key whose [`hash`] is `h` may have been added: `false` means it was not.
+    pub(super) fn may_contain_hash(&self, h: u64) -> bool {
         if self.blocks.is_empty() {
             return true;
         }
-        let (block, mut bits) = self.probes(hash(key));
+        let (block, mut bits) = self.probes(h);
         let words = &self.blocks[block];
         bits.all(|bit| words[bit / 64] & (1 << (bit % 64)) != 0)
     }
@@ -128,20 +114,5 @@ mod tests {
         }
         assert!((0..10_000).all(|i| f.may_contain(&format!("k{i}"))));
         assert!(Filter::default().may_contain("anything"));
-    }
-
-    /// A filter is extended while it has room, and not once it has taken as many keys as
-    /// it was sized for (deleted ones count: they stay in it).
-    #[test]
-    fn a_filter_is_extended_only_while_it_has_room() {
-        let mut f = Filter::with_capacity(100);
-        for i in 0..60 {
-            f.insert(&format!("k{i}"));
-        }
-        let mut more = f.extended(40).expect("room for 40 more");
-        more.insert("new");
-        assert!(more.may_contain("new") && more.may_contain("k59"));
-        assert!(f.extended(41).is_none());
-        assert!(Filter::default().extended(0).is_none());
     }
 }

@@ -36,7 +36,7 @@ impl Drop for MaintenanceThread {
 
 /// A job of the store's maintenance thread.
 pub(super) enum Job {
-    /// Merge the key index's recent changes into its base ([`merge_index`]).
+    /// Merge the key index's recent changes into a sorted run ([`merge_index`]).
     Merge,
     /// Rewrite the log ([`FileStore::compact`]).
     Compact,
@@ -107,8 +107,9 @@ pub(super) fn maintenance_thread(store: &FileStore) -> Option<Arc<MaintenanceThr
 }
 
 /// A merge of the index ([`index`]): the recent changes frozen under the lock, merged with
-/// the base without it, the new base put in place under it. A failure is logged; the frozen
-/// changes go back, and the next merge is tried after as many changes again.
+/// the runs [`index::runs_to_fold`] picks without it, the new run put in place under it. A
+/// failure is logged; the frozen changes go back, and the next merge is tried after as many
+/// changes again.
 pub(super) fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &Mutex<()>) {
     let _one = maintenance.lock().unwrap_or_else(|p| p.into_inner());
     let Some(store) = inner.upgrade() else {
@@ -123,20 +124,20 @@ pub(super) fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &M
         frozen
     };
     drop(store);
-    let Some(((base, changes), dir)) = frozen else {
+    let Some((frozen, dir)) = frozen else {
         return;
     };
-    let merged = index::merge(&dir, &base, &changes);
-    drop((base, changes));
+    let merged = index::merge(&dir, &frozen, false);
+    drop(frozen);
     let Some(store) = inner.upgrade() else {
         return;
     };
     let mut guard = store.lock().unwrap_or_else(|p| p.into_inner());
     guard.merge_pending = false;
     let replaced = match merged {
-        Ok((base, _)) => {
+        Ok(merged) => {
             guard.merge_retry_at = 0;
-            Some(guard.index.install(base))
+            Some(guard.index.install(merged))
         }
         Err(e) => {
             guard.index.thaw();
@@ -149,7 +150,7 @@ pub(super) fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &M
             None
         }
     };
-    // The old base and the frozen changes are freed with the lock let go.
+    // The runs merged and the frozen changes are freed with the lock let go.
     drop(guard);
     drop(replaced);
 }

@@ -1,6 +1,6 @@
 //! The embedded durable store of `edgehook serve`: every change appended to a log file before
 //! the operation returns; an index of where each live key's record is in the log, mostly on
-//! disk ([`index`]: a sorted base file and a bounded map of the changes since); values read
+//! disk ([`index`]: sorted runs in files and a bounded map of the changes since); values read
 //! from the log file (`pread`), each read checking the record's key and checksum (a record
 //! damaged since it was written is an error, not wrong bytes), and the values written or
 //! read last kept in a cache bounded in bytes ([`cache`], 32 MiB by default). So memory does
@@ -45,6 +45,7 @@ mod filter;
 mod format;
 mod index;
 mod maintenance;
+mod run;
 
 use maintenance::{Job, MaintenanceThread, maintenance_thread, run};
 
@@ -157,11 +158,13 @@ pub struct StoreStats {
     pub log_bytes: u64,
     /// The live keys' bytes (in the index: on disk, but for the recent changes).
     pub key_bytes: u64,
-    /// Bytes of the index's base file.
+    /// Bytes of the index's sorted runs' files.
     pub index_bytes: u64,
-    /// Bytes of memory of the Bloom filter of the base's keys.
+    /// The index's sorted runs (about log2 of the keys / 32,768).
+    pub index_runs: u64,
+    /// Bytes of memory of the Bloom filters of the runs' keys.
     pub filter_bytes: u64,
-    /// Blocks of the base file read since its last merge (lookups and scans).
+    /// Blocks of the runs' files read since each was written (lookups and scans).
     pub index_reads: u64,
     /// Keys changed since the index's last merge, held in memory.
     pub recent_keys: u64,
@@ -179,7 +182,7 @@ impl FileStore {
         private_dir(dir)?;
         let lock = lock_dir(dir)?;
         let path = dir.join(LOG_FILE);
-        index::remove_stale(dir)?;
+        run::remove_stale(dir)?;
         let (index, live_bytes, valid) = rebuild(dir, &path)?;
         let file = private_file()
             .create(true)
@@ -252,9 +255,10 @@ impl FileStore {
             live_bytes: inner.live_bytes,
             log_bytes: inner.log_bytes,
             key_bytes: inner.index.key_bytes(),
-            index_bytes: inner.index.base.bytes(),
-            filter_bytes: inner.index.base.filter_bytes() as u64,
-            index_reads: inner.index.base.reads(),
+            index_bytes: inner.index.bytes(),
+            index_runs: inner.index.runs.len() as u64,
+            filter_bytes: inner.index.filter_bytes(),
+            index_reads: inner.index.reads(),
             recent_keys: inner.index.recent.len() as u64,
             cache_bytes: inner.cache.bytes() as u64,
         }
@@ -381,19 +385,21 @@ impl FileStore {
     }
 }
 
-/// The index of the log at `path`, built by replaying it (merged into the base every
-/// [`OPEN_CHUNK`] keys and once at the end, so the open does not hold every key in memory,
-/// and the last merge counts the keys); the live data's bytes, and the log's valid length.
+/// The index of the log at `path`, built by replaying it (merged into a run every
+/// [`OPEN_CHUNK`] keys, so the open does not hold every key in memory, and the runs merged
+/// into one at the end, which counts the keys); the live data's bytes, and the log's valid
+/// length.
 fn rebuild(dir: &Path, path: &Path) -> std::io::Result<(KeyIndex, u64, u64)> {
-    fn merge_all(dir: &Path, index: &mut KeyIndex) -> std::io::Result<index::Totals> {
-        let Some((base, changes)) = index.freeze() else {
+    fn merge(dir: &Path, index: &mut KeyIndex, all: bool) -> std::io::Result<index::Totals> {
+        let Some(frozen) = index.freeze() else {
             return Err(std::io::Error::other(
                 "the index is frozen while the store opens",
             ));
         };
-        match index::merge(dir, &base, &changes) {
-            Ok((base, totals)) => {
-                drop(index.install(base));
+        match index::merge(dir, &frozen, all) {
+            Ok(merged) => {
+                let totals = merged.totals;
+                drop(index.install(merged));
                 Ok(totals)
             }
             Err(e) => {
@@ -406,11 +412,11 @@ fn rebuild(dir: &Path, path: &Path) -> std::io::Result<(KeyIndex, u64, u64)> {
     let valid = replay(path, |set, key, slot| {
         index.replayed(key, if set { Entry::Live(slot) } else { Entry::Gone });
         if index.recent.len() >= OPEN_CHUNK {
-            merge_all(dir, &mut index)?;
+            merge(dir, &mut index, false)?;
         }
         Ok(())
     })?;
-    let totals = merge_all(dir, &mut index)?;
+    let totals = merge(dir, &mut index, true)?;
     index.counted(totals);
     Ok((index, totals.live_bytes, valid))
 }
@@ -678,14 +684,7 @@ impl KvBackend for FileStore {
     }
 
     fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
-        let inner = self.lock();
-        inner
-            .index
-            .iter_from(cursor)
-            .filter(|e| !matches!((e, cursor), (Ok((k, _)), Some(c)) if k == c))
-            .take(limit)
-            .map(|e| e.map(|(k, _)| k).map_err(io_err))
-            .collect()
+        self.lock().index.keys_after(cursor, limit).map_err(io_err)
     }
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {

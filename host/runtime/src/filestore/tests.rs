@@ -609,7 +609,7 @@ fn the_key_index_answers_what_a_map_answers_through_merges_compactions_and_reope
     }
     check(&s, &model, 6_000);
     let stats = s.stats();
-    assert!(stats.index_bytes > 0, "the keys are in the base file");
+    assert!(stats.index_bytes > 0, "the keys are in the runs' files");
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -642,18 +642,21 @@ fn the_index_keeps_in_memory_only_the_changes_since_its_last_merge() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A key the base does not hold is answered by the base's filter, without reading a block of
-/// its file: the new keys of writes, and reads of absent keys. A key it holds is read.
+/// A key no run of the index holds is answered by the runs' filters, without reading a block
+/// of their files: the new keys of writes, and reads of absent keys. A key a run holds is
+/// read.
 #[test]
-fn a_lookup_of_a_key_the_index_base_lacks_reads_no_block() {
+fn a_lookup_of_a_key_the_index_runs_lack_reads_no_block() {
     let dir = temp_dir("index-filter");
     let s = with_keys(&dir, 5_000);
     s.set_cache_bytes(0);
     s.merge_now();
     let stats = s.stats();
-    // The open's base (no keys) has a filter with room for a merge's worth (32,768 keys, 10
-    // bits each): the merge added the 5,000 to it.
-    assert_eq!((stats.index_reads, stats.filter_bytes), (0, 40_960));
+    // One run, its filter sized for its 5,000 keys (10 bits each, in 64-byte blocks).
+    assert_eq!(
+        (stats.index_runs, stats.index_reads, stats.filter_bytes),
+        (1, 0, 6_272)
+    );
     for i in 0..1_000 {
         s.set(&format!("key-{i:05}-new"), b"w")
             .expect("set a new key");
@@ -664,11 +667,13 @@ fn a_lookup_of_a_key_the_index_base_lacks_reads_no_block() {
     assert!(reads < 100, "{reads} blocks read");
     assert_eq!(s.get("key-00042"), Ok(Some(b"v".to_vec())));
     assert_eq!(s.stats().index_reads, reads + 1);
-    // The next merge extends the filter with the keys set since (the same size): each of
-    // them is found in the new base, and absent keys are still answered without a read.
+    // The next merge writes the 1,001 changes as a run of their own, newer than the 5,000
+    // (which it leaves as they are), with its own filter: each new key is found in it, and
+    // absent keys are still answered without a read.
     s.delete("key-00043").expect("delete");
     s.merge_now();
-    assert_eq!(s.stats().filter_bytes, 40_960);
+    let stats = s.stats();
+    assert_eq!((stats.index_runs, stats.filter_bytes), (2, 6_272 + 1_280));
     for i in 0..1_000 {
         assert_eq!(s.get(&format!("key-{i:05}-new")), Ok(Some(b"w".to_vec())));
         assert_eq!(s.get(&format!("key-{i:05}-gone")), Ok(None));
