@@ -202,10 +202,60 @@ pub(super) struct Merged {
     pub(super) totals: Totals,
 }
 
+/// How a merge on the maintenance thread shares the machine: after each [`Pace::CHUNK`]
+/// entries it rests [`Pace::REST`] times as long as they took, so it works at most a quarter
+/// of the time, however large. At 500 events/s x 33, with the serving threads busy 83 % of
+/// two cores, a merge of the oldest run (800,000 to 1.2 million keys, 180-260 ms of a core)
+/// held the deliveries back for a second (p50 86-190 ms); paced, such merges took 2.3-2.8 s
+/// and the deliveries did not notice (BENCHMARKS.md, "Session 31"). Most merges are smaller
+/// than a chunk and never rest; the open's merges are not paced.
+pub(super) struct Pace {
+    entries: u64,
+    chunk_began: std::time::Instant,
+}
+
+impl Pace {
+    /// Entries a merge writes between rests.
+    pub(super) const CHUNK: u64 = 16_384;
+    /// How many times as long as a chunk took a merge rests after it.
+    pub(super) const REST: u32 = 3;
+
+    /// A pace whose first chunk begins `now`.
+    pub(super) fn new(now: std::time::Instant) -> Self {
+        Pace {
+            entries: 0,
+            chunk_began: now,
+        }
+    }
+
+    /// Counts an entry written; at the end of a chunk, how long to rest (`now` is read only
+    /// then). The next chunk begins at [`Pace::rested`].
+    pub(super) fn entry(
+        &mut self,
+        now: impl FnOnce() -> std::time::Instant,
+    ) -> Option<std::time::Duration> {
+        self.entries += 1;
+        self.entries
+            .is_multiple_of(Self::CHUNK)
+            .then(|| now().saturating_duration_since(self.chunk_began) * Self::REST)
+    }
+
+    /// The rest is over: the next chunk begins `now`.
+    pub(super) fn rested(&mut self, now: std::time::Instant) {
+        self.chunk_began = now;
+    }
+}
+
 /// The merge itself (off the lock): the frozen changes laid over the runs [`runs_to_fold`]
-/// picks (every run, where `all`), written as one run. Deleted keys are kept as such unless
-/// the oldest run is among those rewritten (no older run can list them then).
-pub(super) fn merge(dir: &Path, frozen: &Frozen, all: bool) -> std::io::Result<Merged> {
+/// picks (every run, where `all`), written as one run, at `pace` where one is given (the
+/// maintenance thread's merges; `rest` sleeps). Deleted keys are kept as such unless the
+/// oldest run is among those rewritten (no older run can list them then).
+pub(super) fn merge(
+    dir: &Path,
+    frozen: &Frozen,
+    all: bool,
+    mut pace: Option<(&mut Pace, &mut dyn FnMut(std::time::Duration))>,
+) -> std::io::Result<Merged> {
     let folded = if all {
         frozen.runs.len()
     } else {
@@ -228,6 +278,12 @@ pub(super) fn merge(dir: &Path, frozen: &Frozen, all: bool) -> std::io::Result<M
             totals.live_bytes += slot.len;
         }
         out.push(key, entry)?;
+        if let Some((pace, rest)) = pace.as_mut()
+            && let Some(time) = pace.entry(std::time::Instant::now)
+        {
+            rest(time);
+            pace.rested(std::time::Instant::now());
+        }
     }
     let run = out.finish()?;
     Ok(Merged {
@@ -329,7 +385,10 @@ impl KeyIndex {
         if self.frozen.is_some() {
             return None;
         }
-        let changes = Arc::new(std::mem::take(&mut self.recent));
+        // The next map is made at its full size: grown from nothing, it was rehashed a dozen
+        // times over (the last time 28,000 keys at once), each time under the store's lock.
+        let next = Changes::with_capacity(RECENT_MAX);
+        let changes = Arc::new(std::mem::replace(&mut self.recent, next));
         self.frozen = Some(Arc::clone(&changes));
         Some(Frozen {
             runs: self.runs.clone(),

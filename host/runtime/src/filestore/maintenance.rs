@@ -127,7 +127,13 @@ pub(super) fn merge_index(inner: &std::sync::Weak<Mutex<Inner>>, maintenance: &M
     let Some((frozen, dir)) = frozen else {
         return;
     };
-    let merged = index::merge(&dir, &frozen, false);
+    let mut pace = index::Pace::new(std::time::Instant::now());
+    let merged = index::merge(
+        &dir,
+        &frozen,
+        false,
+        Some((&mut pace, &mut std::thread::sleep)),
+    );
     drop(frozen);
     let Some(store) = inner.upgrade() else {
         return;

@@ -396,7 +396,7 @@ fn rebuild(dir: &Path, path: &Path) -> std::io::Result<(KeyIndex, u64, u64)> {
                 "the index is frozen while the store opens",
             ));
         };
-        match index::merge(dir, &frozen, all) {
+        match index::merge(dir, &frozen, all, None) {
             Ok(merged) => {
                 let totals = merged.totals;
                 drop(index.install(merged));

@@ -26,7 +26,7 @@ impl Rng {
 /// Merges the index's recent changes as the store does (`all`: into every run).
 fn merge_now(dir: &Path, index: &mut KeyIndex, all: bool) -> u64 {
     let frozen = index.freeze().expect("not frozen");
-    let merged = merge(dir, &frozen, all).expect("merge");
+    let merged = merge(dir, &frozen, all, None).expect("merge");
     let written = merged.run.as_ref().map_or(0, |r| r.entries());
     drop(index.install(merged));
     written
@@ -154,4 +154,59 @@ fn a_merge_rewrites_a_few_runs_not_the_whole_index() {
     assert_eq!(index.get("k000-000").expect("get"), Some(slot(0)));
     assert_eq!(index.get("k255-099").expect("get"), Some(slot(25_599)));
     assert_eq!(index.len(), each * merges);
+}
+
+/// A paced merge rests after each chunk three times as long as the chunk took, timed from
+/// the end of the rest before; a merge smaller than a chunk never rests.
+#[test]
+fn a_paced_merge_rests_three_times_as_long_as_each_chunk_took() {
+    let t0 = std::time::Instant::now();
+    let ms = std::time::Duration::from_millis;
+    let mut pace = Pace::new(t0);
+    for _ in 1..Pace::CHUNK {
+        assert_eq!(
+            pace.entry(|| unreachable!("read only at a chunk's end")),
+            None
+        );
+    }
+    assert_eq!(pace.entry(|| t0 + ms(10)), Some(ms(30)));
+    pace.rested(t0 + ms(40));
+    for _ in 1..Pace::CHUNK {
+        assert_eq!(pace.entry(|| t0), None);
+    }
+    assert_eq!(pace.entry(|| t0 + ms(45)), Some(ms(15)));
+
+    // Through a merge: 40,000 entries rest twice; the same merge unpaced, or 100 entries
+    // paced, not at all.
+    let dir = edgehook_testkit::temp_dir("filestore-runs-pace");
+    let mut index = KeyIndex::new();
+    for i in 0..40_000 {
+        index.set(&format!("k{i:05}"), slot(i), None);
+    }
+    let frozen = index.freeze().expect("not frozen");
+    let mut rests = Vec::new();
+    let mut pace = Pace::new(std::time::Instant::now());
+    let merged = merge(
+        &dir,
+        &frozen,
+        false,
+        Some((&mut pace, &mut |d| rests.push(d))),
+    )
+    .expect("merge");
+    assert_eq!(rests.len(), 2);
+    assert_eq!(merged.run.as_ref().map(|r| r.entries()), Some(40_000));
+    drop(index.install(merged));
+    for i in 0..100 {
+        index.set(&format!("n{i:03}"), slot(i), None);
+    }
+    let frozen = index.freeze().expect("not frozen");
+    let mut pace = Pace::new(std::time::Instant::now());
+    merge(
+        &dir,
+        &frozen,
+        false,
+        Some((&mut pace, &mut |d| rests.push(d))),
+    )
+    .expect("merge");
+    assert_eq!(rests.len(), 2);
 }
