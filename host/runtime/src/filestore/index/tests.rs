@@ -96,6 +96,7 @@ fn the_index_reads_what_a_model_holds_through_merges_of_some_runs_or_all() {
         );
         check(&index, &model, keys);
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A key deleted while an older run lists it is kept in the new run as deleted (it hides the
@@ -124,6 +125,7 @@ fn a_deleted_key_is_kept_as_such_until_a_merge_reaches_the_oldest_run() {
     assert_eq!(index.runs.len(), 1);
     assert_eq!(index.get("k0007").expect("get"), None);
     assert_eq!(index.len(), 1_000);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The runs' sizes grow geometrically: after 256 merges of 100 new keys each there are at
@@ -154,6 +156,7 @@ fn a_merge_rewrites_a_few_runs_not_the_whole_index() {
     assert_eq!(index.get("k000-000").expect("get"), Some(slot(0)));
     assert_eq!(index.get("k255-099").expect("get"), Some(slot(25_599)));
     assert_eq!(index.len(), each * merges);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A paced merge rests after each chunk three times as long as the chunk took, timed from
@@ -176,37 +179,24 @@ fn a_paced_merge_rests_three_times_as_long_as_each_chunk_took() {
     }
     assert_eq!(pace.entry(|| t0 + ms(45)), Some(ms(15)));
 
-    // Through a merge: 40,000 entries rest twice; the same merge unpaced, or 100 entries
-    // paced, not at all.
+    // Through a merge: 40,000 entries rest twice; 100 entries paced, not at all.
     let dir = edgehook_testkit::temp_dir("filestore-runs-pace");
     let mut index = KeyIndex::new();
-    for i in 0..40_000 {
-        index.set(&format!("k{i:05}"), slot(i), None);
+    assert_eq!(paced_merge(&dir, &mut index, "k", 40_000), 2);
+    assert_eq!(index.runs[0].entries(), 40_000);
+    assert_eq!(paced_merge(&dir, &mut index, "n", 100), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sets `keys` keys named `prefix` and a number, merges them at a pace; how often it rested.
+fn paced_merge(dir: &Path, index: &mut KeyIndex, prefix: &str, keys: u64) -> usize {
+    for i in 0..keys {
+        index.set(&format!("{prefix}{i:05}"), slot(i), None);
     }
     let frozen = index.freeze().expect("not frozen");
-    let mut rests = Vec::new();
+    let mut rests = 0;
     let mut pace = Pace::new(std::time::Instant::now());
-    let merged = merge(
-        &dir,
-        &frozen,
-        false,
-        Some((&mut pace, &mut |d| rests.push(d))),
-    )
-    .expect("merge");
-    assert_eq!(rests.len(), 2);
-    assert_eq!(merged.run.as_ref().map(|r| r.entries()), Some(40_000));
+    let merged = merge(dir, &frozen, false, Some((&mut pace, &mut |_| rests += 1))).expect("merge");
     drop(index.install(merged));
-    for i in 0..100 {
-        index.set(&format!("n{i:03}"), slot(i), None);
-    }
-    let frozen = index.freeze().expect("not frozen");
-    let mut pace = Pace::new(std::time::Instant::now());
-    merge(
-        &dir,
-        &frozen,
-        false,
-        Some((&mut pace, &mut |d| rests.push(d))),
-    )
-    .expect("merge");
-    assert_eq!(rests.len(), 2);
+    rests
 }
