@@ -16,7 +16,10 @@
 //!    appended to the new log as they are, which is fsynced and renamed over the log; the new
 //!    index becomes the only run, and the recent changes (every one made since `end`) move by
 //!    the same distance as the tail. A key deleted meanwhile has its delete record in the
-//!    tail, after its copied set record, so a replay ends the same.
+//!    tail, after its copied set record, so a replay ends the same. The old log and index are
+//!    handed back ([`Retired`]) to be freed after the lock: the old log's last close frees its
+//!    blocks (261 ms at 1.25 million records, every store call waiting, when it was closed
+//!    under the lock).
 //!
 //! A failure up to the rename leaves the store as it was (the frozen changes go back under
 //! the recent ones, the temporary file is removed); after it, as before, the store refuses
@@ -24,7 +27,7 @@
 
 use super::files::{private_file, sync_dir};
 use super::format::record_at;
-use super::index::{Entry, Frozen, Walk};
+use super::index::{Entry, Frozen, Replaced, Walk};
 use super::run::{Run, RunWriter};
 use super::{Inner, LOG_FILE, Slot};
 use std::fs::{File, OpenOptions};
@@ -40,6 +43,23 @@ pub(super) struct Snapshot {
     end: u64,
     /// A handle of the log to read them from without the lock.
     file: File,
+}
+
+/// What a finished compaction replaced, freed when this is dropped, after the store's lock
+/// is let go: the old log's handles (the last one closed frees the old log's blocks, which
+/// the rename unlinked: 753 MiB at 1.25 million records) and the old index.
+pub(super) struct Retired {
+    _log: File,
+    _snapshot: File,
+    _index: Replaced,
+}
+
+impl Retired {
+    /// The old log's handle (tests).
+    #[cfg(test)]
+    pub(super) fn old_log(&self) -> &File {
+        &self._log
+    }
 }
 
 /// What step 2 wrote: the temporary log, its length, and the index of its records.
@@ -77,13 +97,14 @@ impl Inner {
     }
 
     /// Step 3 (under the lock): appends the log's tail since the snapshot, puts the new log
-    /// and its index in place and moves the recent changes with the tail. Ends the
-    /// compaction either way (a failure puts the frozen changes back).
+    /// and its index in place and moves the recent changes with the tail; gives back what
+    /// they replaced ([`Retired`]) for the caller to drop once it has let go of the lock.
+    /// Ends the compaction either way (a failure puts the frozen changes back).
     pub(super) fn finish_compaction(
         &mut self,
         snapshot: Snapshot,
         copied: Copied,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Retired> {
         let done = self.finish_inner(snapshot, copied);
         self.compacting = false;
         self.index.thaw();
@@ -96,7 +117,7 @@ impl Inner {
         self.index.thaw();
     }
 
-    fn finish_inner(&mut self, snapshot: Snapshot, copied: Copied) -> std::io::Result<()> {
+    fn finish_inner(&mut self, snapshot: Snapshot, copied: Copied) -> std::io::Result<Retired> {
         // The log stopped being trusted while the copy ran (a write could not be taken back,
         // an fsync failed): it is not rewritten from.
         if let Some(why) = &self.failed {
@@ -131,28 +152,31 @@ impl Inner {
         let path = self.dir.join(LOG_FILE);
         std::fs::rename(tmp_path(&self.dir), &path)?;
         // From here the old log is gone: appending to its handle would write to nothing.
-        match OpenOptions::new().read(true).append(true).open(&path) {
-            Ok(file) => self.file = file,
+        let old_log = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(file) => std::mem::replace(&mut self.file, file),
             Err(e) => {
                 self.failed = Some(format!("the compacted log could not be reopened ({e})"));
                 return Err(e);
             }
-        }
+        };
         for entry in self.index.recent.values_mut() {
             if let Entry::Live(slot) = entry {
                 slot.at = slot.at - end + written;
             }
         }
-        // A compaction is rare (the log at four times its live data): what the new run
-        // replaced is freed here, under the lock, as the rest of the compaction's end.
-        drop(self.index.install_only(index));
+        let index = self.index.install_only(index);
         self.log_bytes = written + (self.log_bytes - end);
         self.dirty = false;
+        let retired = Retired {
+            _log: old_log,
+            _snapshot: snapshot.file,
+            _index: index,
+        };
         if let Err(e) = sync_dir(&self.dir) {
             self.failed = Some(format!("fsync of the store directory failed ({e})"));
             return Err(e);
         }
-        Ok(())
+        Ok(retired)
     }
 }
 

@@ -293,7 +293,9 @@ impl FileStore {
                 Err(e)
             }
         };
-        if let Err(e) = done {
+        // The old log and index are freed with the lock let go.
+        drop(inner);
+        if let Err(e) = done.map(drop) {
             let _ = std::fs::remove_file(compact::tmp_path(&dir));
             return Err(io_err(e));
         }
