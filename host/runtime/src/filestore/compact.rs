@@ -191,7 +191,7 @@ impl Snapshot {
             .write(true)
             .open(tmp_path(dir))?;
         let mut writer = BufWriter::with_capacity(1 << 20, out);
-        let mut index = RunWriter::new(dir, self.frozen.entries())?;
+        let mut index = RunWriter::new(dir, self.frozen.entries(self.frozen.runs.len()))?;
         let mut written = 0u64;
         let mut rec = Vec::new();
         let mut walk = Walk::new(

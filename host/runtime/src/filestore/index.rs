@@ -73,9 +73,11 @@ pub(super) struct Frozen {
 }
 
 impl Frozen {
-    /// Entries the frozen changes and the runs hold (a key may be counted in several).
-    pub(super) fn entries(&self) -> u64 {
-        self.changes.len() as u64 + self.runs.iter().map(|r| r.entries()).sum::<u64>()
+    /// Entries the frozen changes and the newest `runs` runs hold (a key may be counted in
+    /// several): the most a run merged from them can hold.
+    pub(super) fn entries(&self, runs: usize) -> u64 {
+        let runs = &self.runs[..runs.min(self.runs.len())];
+        self.changes.len() as u64 + runs.iter().map(|r| r.entries()).sum::<u64>()
     }
 }
 
@@ -262,8 +264,7 @@ pub(super) fn merge(
         runs_to_fold(&frozen.runs, frozen.changes.len() as u64)
     };
     let runs = &frozen.runs[..folded];
-    let entries = frozen.changes.len() as u64 + runs.iter().map(|r| r.entries()).sum::<u64>();
-    let mut out = RunWriter::new(dir, entries)?;
+    let mut out = RunWriter::new(dir, frozen.entries(folded))?;
     let mut totals = Totals::default();
     let mut walk = Walk::new(
         &[frozen.changes.as_ref()],
@@ -402,24 +403,22 @@ impl KeyIndex {
     /// frozen map's 32,768 keys, the old file's pages), every store call waiting.
     #[must_use = "dropped here, the old runs and the frozen changes are freed under the lock"]
     pub(super) fn install(&mut self, merged: Merged) -> Replaced {
-        let folded = merged.folded.min(self.runs.len());
-        Replaced {
-            _runs: self
-                .runs
-                .splice(..folded, merged.run.map(Arc::new))
-                .collect(),
-            _frozen: self.frozen.take(),
-        }
+        self.replace(merged.folded, merged.run)
     }
 
     /// Ends a compaction: `run` (the new log's index) is the only run.
     #[must_use = "dropped here, the old runs and the frozen changes are freed under the lock"]
     pub(super) fn install_only(&mut self, run: Run) -> Replaced {
-        self.install(Merged {
-            folded: self.runs.len(),
-            run: Some(run),
-            totals: Totals::default(),
-        })
+        self.replace(self.runs.len(), Some(run))
+    }
+
+    /// `run` in place of the newest `folded` runs, the frozen changes taken out.
+    fn replace(&mut self, folded: usize, run: Option<Run>) -> Replaced {
+        let folded = folded.min(self.runs.len());
+        Replaced {
+            _runs: self.runs.splice(..folded, run.map(Arc::new)).collect(),
+            _frozen: self.frozen.take(),
+        }
     }
 
     /// Ends a merge that failed: the frozen changes go back under the recent ones.
