@@ -428,11 +428,14 @@ fn event_request() -> MakeEvent {
 async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     let (receiver_port, receipts) = receiver(threads, Instant::now()).await?;
     let dir = edgehook_testkit::try_temp_dir(&format!("bench-latency-{}", plan.rate))?;
+    let mut file = None;
     let kv = if std::env::var("EDGEHOOK_BENCH_LATENCY_STORE").as_deref() == Ok("memory") {
         KvStore::Local(Arc::new(MemoryStore::new()))
     } else {
         let every = SyncPolicy::Every(Duration::from_millis(100));
-        KvStore::Local(Arc::new(FileStore::open(&dir, every)?))
+        let store = Arc::new(FileStore::open(&dir, every)?);
+        file = Some(store.clone());
+        KvStore::Local(store)
     };
     let e = served(kv)?;
     let rt = Runtime::embedded()?;
@@ -447,14 +450,46 @@ async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let server = Server::new(e)?.with_shutdown_grace(Duration::from_secs(1));
     let running = tokio::spawn(server.run(listener, stop_rx));
+    let compaction = file.and_then(compact_during);
     let figures = measure(threads, plan, port, &receipts, event_request(), |i| {
         fanout[i % fanout.len()]
     })
     .await;
     let _ = stop.send(true);
     let _ = running.await;
+    if let Some(compaction) = compaction {
+        let _ = compaction.join();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     figures
+}
+
+/// `EDGEHOOK_BENCH_LATENCY_COMPACT=<s>`: a compaction of the file store forced that many
+/// seconds into the load (the store runs one by itself when its log holds four times its
+/// live data, which a run of a minute does not reach), what it did on stderr (its wall time,
+/// the lock held at its end, the log before and after): what a compaction under a sustained load does to the tail
+/// (read with `EDGEHOOK_BENCH_LATENCY_DUMP`).
+/// It runs at the store's own pace ([`FileStore::compact_paced`]); `<s>,full` runs it at
+/// full speed ([`FileStore::compact`]).
+fn compact_during(store: Arc<FileStore>) -> Option<std::thread::JoinHandle<()>> {
+    let knob = std::env::var("EDGEHOOK_BENCH_LATENCY_COMPACT").ok()?;
+    let (after, full) = match knob.split_once(',') {
+        Some((after, how)) => (after, how == "full"),
+        None => (knob.as_str(), false),
+    };
+    let after: f64 = after.parse().ok()?;
+    Some(std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs_f64(after));
+        let done = if full {
+            store.compact()
+        } else {
+            store.compact_paced()
+        };
+        eprintln!(
+            "latency: compaction forced at {after} s (full speed: {full}): {:?}",
+            done.map_err(|e| e.0)
+        );
+    }))
 }
 
 /// Runs the generator at `plan` against `port`, waits for the deliveries (`fanout(i)` for

@@ -11,9 +11,14 @@
 //!    `kv.log.tmp`, which is fsynced; and the new index, the same keys at their new places.
 //!    A key's record never moves while it is live, and every write after the snapshot lands
 //!    at or after `end`, so the records read are exactly the snapshot's.
-//! 3. [`Inner::finish_compaction`], under the lock again: the log's bytes written since
-//!    `end` (whole records: a failed write is cut back before the lock is released) are
-//!    appended to the new log as they are, which is fsynced and renamed over the log; the new
+//! 3. [`Copied::catch_up`], without the lock: the log's bytes written since `end` up to its
+//!    length read under the lock a moment before (whole records: a failed write is cut back
+//!    before the lock is released, and bytes below that length never change) are appended to
+//!    the new log as they are, in rounds until what is left is small, and fsynced. Under a
+//!    sustained load the copy of a large log lasts seconds and the log grows by megabytes
+//!    meanwhile; copied and fsynced under the lock, every store call waited for them.
+//! 4. [`Inner::finish_compaction`], under the lock again: the rest of the tail (what came
+//!    since the last round) is appended the same way, the new log fsynced and renamed over the log; the new
 //!    index becomes the only run, and the recent changes (every one made since `end`) move by
 //!    the same distance as the tail. A key deleted meanwhile has its delete record in the
 //!    tail, after its copied set record, so a replay ends the same. The old log and index are
@@ -27,13 +32,46 @@
 
 use super::files::{private_file, sync_dir};
 use super::format::record_at;
-use super::index::{Entry, Frozen, Replaced, Walk};
+use super::index::{Entry, Frozen, Pace, Paced, Replaced, Walk, step};
 use super::run::{Run, RunWriter};
-use super::{Inner, LOG_FILE, Slot};
+use super::{COMPACT_MIN_BYTES, FileStore, Inner, LOG_FILE, Slot, io_err};
+use crate::store::StoreResult;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a compaction did ([`FileStore::compact`]); the store logs it (`store compacted`)
+/// each time it compacts by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    /// The log's length when the compaction began, in bytes.
+    pub log_before: u64,
+    /// The new log's length when it was put in place (the live data, and what was written
+    /// while it was copied).
+    pub log_after: u64,
+    /// The whole compaction's wall time.
+    pub took: Duration,
+    /// How long its last step held the store's lock (every store call waits for it).
+    pub held_at_end: Duration,
+}
+
+impl Compacted {
+    fn log(&self) {
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        crate::log::log_line(
+            "info",
+            "store compacted",
+            &[
+                ("log_bytes_before", self.log_before.to_string()),
+                ("log_bytes_after", self.log_after.to_string()),
+                ("ms", ms(self.took)),
+                ("lock_held_ms", ms(self.held_at_end)),
+            ],
+        );
+    }
+}
 
 /// What a compaction copies (step 1).
 pub(super) struct Snapshot {
@@ -62,11 +100,32 @@ impl Retired {
     }
 }
 
-/// What step 2 wrote: the temporary log, its length, and the index of its records.
+/// What steps 2 and 3 wrote: the temporary log, the snapshot's part of it, the index of
+/// that part's records, and how much of the tail followed it.
 pub(super) struct Copied {
     out: File,
     written: u64,
     index: Run,
+    tail: u64,
+}
+
+/// A round of [`Copied::catch_up`] leaves at most this much of the tail to the next one (or
+/// to the copy under the lock): about a millisecond's copy.
+const TAIL_LEFT: u64 = 1 << 20;
+/// At most this many rounds: a log growing faster than it copies still ends.
+const TAIL_ROUNDS: usize = 4;
+
+/// Appends `from..to` of `log` to `out` (the log's bytes as they are: whole records).
+fn append_range(log: &File, from: u64, to: u64, out: &mut File) -> std::io::Result<()> {
+    let mut buf = vec![0u8; ((to - from) as usize).min(1 << 20)];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(buf.len());
+        log.read_exact_at(&mut buf[..n], at)?;
+        out.write_all(&buf[..n])?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 fn invalid(what: String) -> std::io::Error {
@@ -124,9 +183,10 @@ impl Inner {
             return Err(std::io::Error::other(why.clone()));
         }
         let Copied {
-            out,
+            mut out,
             written,
             index,
+            tail,
         } = copied;
         let end = snapshot.end;
         // Every change since the snapshot is a record in the tail.
@@ -138,17 +198,9 @@ impl Inner {
         {
             return Err(invalid(format!("{key} changed before the snapshot's end")));
         }
-        // The tail: whole records written since the snapshot, copied as they are.
-        let mut out = BufWriter::new(out);
-        let mut at = end;
-        let mut buf = vec![0u8; 1 << 20];
-        while at < self.log_bytes {
-            let n = ((self.log_bytes - at) as usize).min(buf.len());
-            self.file.read_exact_at(&mut buf[..n], at)?;
-            out.write_all(&buf[..n])?;
-            at += n as u64;
-        }
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        // The rest of the tail: what came since step 3's last round.
+        append_range(&self.file, end + tail, self.log_bytes, &mut out)?;
+        out.sync_all()?;
         let path = self.dir.join(LOG_FILE);
         std::fs::rename(tmp_path(&self.dir), &path)?;
         // From here the old log is gone: appending to its handle would write to nothing.
@@ -182,8 +234,8 @@ impl Inner {
 
 impl Snapshot {
     /// Step 2 (without the lock): the snapshot's records, checked, into `kv.log.tmp` in
-    /// `dir`, and their index.
-    pub(super) fn copy(&self, dir: &Path) -> std::io::Result<Copied> {
+    /// `dir`, and their index; at `pace` where one is given (a record an entry).
+    pub(super) fn copy(&self, dir: &Path, mut pace: Paced<'_>) -> std::io::Result<Copied> {
         let out = private_file()
             .create(true)
             .truncate(true)
@@ -224,6 +276,7 @@ impl Snapshot {
                 }),
             )?;
             written += slot.len;
+            step(&mut pace);
         }
         let out = writer.into_inner().map_err(|e| e.into_error())?;
         // The bulk reaches the disk here, without the lock: the fsync in step 3 then has
@@ -233,6 +286,133 @@ impl Snapshot {
             out,
             written,
             index: index.finish()?,
+            tail: 0,
         })
     }
 }
+
+impl Copied {
+    /// Step 3 (without the lock): appends the snapshot's log from where the last round
+    /// stopped to `length()` (the log's length, read under the lock at each call), in rounds
+    /// until at most [`TAIL_LEFT`] bytes were left behind (or [`TAIL_ROUNDS`] of them), then
+    /// fsyncs what it appended: step 4 under the lock has only the rest to copy and sync.
+    pub(super) fn catch_up(
+        &mut self,
+        snapshot: &Snapshot,
+        mut length: impl FnMut() -> u64,
+    ) -> std::io::Result<()> {
+        let mut appended = false;
+        for _ in 0..TAIL_ROUNDS {
+            let from = snapshot.end + self.tail;
+            let to = length();
+            if to <= from + TAIL_LEFT {
+                break;
+            }
+            append_range(&snapshot.file, from, to, &mut self.out)?;
+            self.tail = to - snapshot.end;
+            appended = true;
+        }
+        if appended {
+            self.out.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+impl FileStore {
+    /// Rewrites the log with only the live data now, at full speed (the benchmarks measure
+    /// the compacted size); what it did, or `None` if a compaction is under way. The store
+    /// compacts by itself, at a pace ([`FileStore::compact_paced`]), when the log holds
+    /// [`COMPACT_RATIO`] times the live data. A failure is handled as the store's own
+    /// compaction's: a failed rename or reopen leaves the store refusing writes (see the
+    /// module docs).
+    pub fn compact(&self) -> StoreResult<Option<Compacted>> {
+        self.compact_at(None)
+    }
+
+    /// The same as [`FileStore::compact`], at the pace the store compacts by itself: the
+    /// copy rests three times as long as each 16,384 records took, so it takes at most a
+    /// quarter of a core from the store's callers ([`index::Pace`]).
+    pub fn compact_paced(&self) -> StoreResult<Option<Compacted>> {
+        let mut pace = Pace::new(std::time::Instant::now());
+        self.compact_at(Some((&mut pace, &mut std::thread::sleep)))
+    }
+
+    /// A compaction at `pace` (`None`: at full speed); `None` if one is under way.
+    fn compact_at(&self, pace: Paced<'_>) -> StoreResult<Option<Compacted>> {
+        let _one = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
+        let started = std::time::Instant::now();
+        let (snapshot, dir, log_before) = {
+            let mut inner = self.lock();
+            inner.refuse()?;
+            match inner.begin_compaction().map_err(io_err)? {
+                Some(snapshot) => (snapshot, inner.dir.clone(), inner.log_bytes),
+                None => return Ok(None), // one is under way
+            }
+        };
+        // The long part, without the lock (see `compact`): the snapshot's records, then the
+        // tail written meanwhile.
+        let copied = snapshot.copy(&dir, pace).and_then(|mut copied| {
+            copied.catch_up(&snapshot, || self.lock().log_bytes)?;
+            Ok(copied)
+        });
+        let mut inner = self.lock();
+        let held = std::time::Instant::now();
+        let done = match copied {
+            Ok(copied) => inner.finish_compaction(snapshot, copied),
+            Err(e) => {
+                inner.abandon_compaction();
+                Err(e)
+            }
+        };
+        let report = Compacted {
+            log_before,
+            log_after: inner.log_bytes,
+            took: started.elapsed(),
+            held_at_end: held.elapsed(),
+        };
+        // The old log and index are freed with the lock let go.
+        drop(inner);
+        if let Err(e) = done.map(drop) {
+            let _ = std::fs::remove_file(tmp_path(&dir));
+            return Err(io_err(e));
+        }
+        Ok(Some(report))
+    }
+
+    /// The log's compaction as the store runs it by itself: a failure is logged and tried
+    /// again once the log has grown by another 16 MiB.
+    ///
+    /// Writes made while the copy ran may have made the log due again (they could not ask
+    /// for a compaction while one was under way): it compacts again then, rather than wait
+    /// for the next write, which may never come.
+    pub(super) fn compact_or_log(&self) {
+        let (done, mut inner) = loop {
+            let done = self.compact_paced();
+            if let Ok(Some(done)) = &done {
+                done.log();
+            }
+            let mut inner = self.lock();
+            inner.compact_pending = false;
+            if done.is_err() || !inner.compaction_due() {
+                break (done, inner);
+            }
+            inner.compact_pending = true;
+        };
+        if let Err(e) = done {
+            inner.compact_from = inner.log_bytes + COMPACT_MIN_BYTES;
+            crate::log::log_line(
+                "error",
+                "store compaction failed; writes go on to the log as it is",
+                &[
+                    ("error", e.0),
+                    ("log_bytes", inner.log_bytes.to_string()),
+                    ("retry_at_bytes", inner.compact_from.to_string()),
+                ],
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

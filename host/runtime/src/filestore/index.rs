@@ -204,7 +204,7 @@ pub(super) struct Merged {
     pub(super) totals: Totals,
 }
 
-/// How a merge on the maintenance thread shares the machine: after each [`Pace::CHUNK`]
+/// How a merge or a compaction on the maintenance thread shares the machine: after each [`Pace::CHUNK`]
 /// entries it rests [`Pace::REST`] times as long as they took, so it works at most a quarter
 /// of the time, however large. At 500 events/s x 33, with the serving threads busy 83 % of
 /// two cores, a merge of the oldest run (800,000 to 1.2 million keys, 180-260 ms of a core)
@@ -248,6 +248,20 @@ impl Pace {
     }
 }
 
+/// A job's pace and how it rests (`std::thread::sleep` on the maintenance thread), or
+/// `None` for a job at full speed.
+pub(super) type Paced<'a> = Option<(&'a mut Pace, &'a mut dyn FnMut(std::time::Duration))>;
+
+/// Counts an entry of a paced job; rests at a chunk's end.
+pub(super) fn step(paced: &mut Paced<'_>) {
+    if let Some((pace, rest)) = paced.as_mut()
+        && let Some(time) = pace.entry(std::time::Instant::now)
+    {
+        rest(time);
+        pace.rested(std::time::Instant::now());
+    }
+}
+
 /// The merge itself (off the lock): the frozen changes laid over the runs [`runs_to_fold`]
 /// picks (every run, where `all`), written as one run, at `pace` where one is given (the
 /// maintenance thread's merges; `rest` sleeps). Deleted keys are kept as such unless the
@@ -256,7 +270,7 @@ pub(super) fn merge(
     dir: &Path,
     frozen: &Frozen,
     all: bool,
-    mut pace: Option<(&mut Pace, &mut dyn FnMut(std::time::Duration))>,
+    mut pace: Paced<'_>,
 ) -> std::io::Result<Merged> {
     let folded = if all {
         frozen.runs.len()
@@ -279,12 +293,7 @@ pub(super) fn merge(
             totals.live_bytes += slot.len;
         }
         out.push(key, entry)?;
-        if let Some((pace, rest)) = pace.as_mut()
-            && let Some(time) = pace.entry(std::time::Instant::now)
-        {
-            rest(time);
-            pace.rested(std::time::Instant::now());
-        }
+        step(&mut pace);
     }
     let run = out.finish()?;
     Ok(Merged {

@@ -50,6 +50,7 @@ mod run;
 use maintenance::{Job, MaintenanceThread, maintenance_thread, run};
 
 pub use cache::DEFAULT_CACHE_BYTES;
+pub use compact::Compacted;
 pub use format::{LogStats, scan};
 
 use crate::store::{KvBackend, MemoryStore, StoreError, StoreResult, parse_counter};
@@ -269,39 +270,6 @@ impl FileStore {
         self.lock().cache = ValueCache::new(bytes);
     }
 
-    /// Rewrites the log with only the live data now, as the store does by itself when the
-    /// log is [`COMPACT_RATIO`] times the live data (the benchmarks measure the compacted
-    /// size). A failure is handled as the store's own compaction's: a failed rename or
-    /// reopen leaves the store refusing writes (see the module docs).
-    pub fn compact(&self) -> StoreResult<()> {
-        let _one = self.maintenance.lock().unwrap_or_else(|p| p.into_inner());
-        let (snapshot, dir) = {
-            let mut inner = self.lock();
-            inner.refuse()?;
-            match inner.begin_compaction().map_err(io_err)? {
-                Some(snapshot) => (snapshot, inner.dir.clone()),
-                None => return Ok(()), // one is under way
-            }
-        };
-        // The long part, without the lock (see `compact`).
-        let copied = snapshot.copy(&dir);
-        let mut inner = self.lock();
-        let done = match copied {
-            Ok(copied) => inner.finish_compaction(snapshot, copied),
-            Err(e) => {
-                inner.abandon_compaction();
-                Err(e)
-            }
-        };
-        // The old log and index are freed with the lock let go.
-        drop(inner);
-        if let Err(e) = done.map(drop) {
-            let _ = std::fs::remove_file(compact::tmp_path(&dir));
-            return Err(io_err(e));
-        }
-        Ok(())
-    }
-
     /// A write through `f`; then, if it made the index due for a merge or the log due for
     /// compaction, that job handed to the maintenance thread, with the lock free (the
     /// writer does not wait for it). The write stands either way.
@@ -319,36 +287,6 @@ impl FileStore {
             self.start(Job::Compact);
         }
         out
-    }
-
-    /// The log's compaction as the store runs it by itself: a failure is logged and tried
-    /// again once the log has grown by another 16 MiB.
-    ///
-    /// Writes made while the copy ran may have made the log due again (they could not ask
-    /// for a compaction while one was under way): it compacts again then, rather than wait
-    /// for the next write, which may never come.
-    fn compact_or_log(&self) {
-        let (done, mut inner) = loop {
-            let done = self.compact();
-            let mut inner = self.lock();
-            inner.compact_pending = false;
-            if done.is_err() || !inner.compaction_due() {
-                break (done, inner);
-            }
-            inner.compact_pending = true;
-        };
-        if let Err(e) = done {
-            inner.compact_from = inner.log_bytes + COMPACT_MIN_BYTES;
-            crate::log::log_line(
-                "error",
-                "store compaction failed; writes go on to the log as it is",
-                &[
-                    ("error", e.0),
-                    ("log_bytes", inner.log_bytes.to_string()),
-                    ("retry_at_bytes", inner.compact_from.to_string()),
-                ],
-            );
-        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

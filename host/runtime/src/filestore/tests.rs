@@ -2,9 +2,9 @@
 
 use super::*;
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(super) fn temp_dir(name: &str) -> PathBuf {
     edgehook_testkit::temp_dir(&format!("filestore-{name}"))
 }
 
@@ -55,27 +55,6 @@ fn scan_counts_what_the_store_holds() {
         stats.log_bytes,
         std::fs::metadata(dir.join(LOG_FILE)).expect("log").len()
     );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn compaction_keeps_the_live_data() {
-    let dir = temp_dir("compact");
-    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
-    let value = vec![7u8; 1 << 16];
-    for i in 0..1200 {
-        s.set(&format!("k{}", i % 10), &value).expect("set");
-    }
-    s.idle(); // the maintenance thread has done the compactions the writes made due
-    let log = std::fs::metadata(dir.join(LOG_FILE)).expect("log").len();
-    assert!(
-        log < COMPACT_MIN_BYTES + (2 << 20),
-        "log was compacted: {log}"
-    );
-    drop(s);
-    let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
-    assert_eq!(s.len(), 10);
-    assert_eq!(s.get("k3"), Ok(Some(value)));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -205,32 +184,6 @@ fn a_failed_write_that_cannot_be_taken_back_refuses_writes_until_a_restart() {
     let s = FileStore::open(&dir, SyncPolicy::Always).expect("a restart recovers");
     s.set("d", b"4").expect("writes again");
     assert_eq!(s.get("a"), Ok(Some(b"1".to_vec())));
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn a_failed_compaction_does_not_fail_the_write_that_set_it_off() {
-    let dir = temp_dir("compact-fails");
-    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
-    // The temporary file cannot be created.
-    std::fs::create_dir_all(dir.join(format!("{LOG_FILE}.tmp"))).expect("block it");
-    let value = vec![7u8; 1 << 16];
-    for i in 0..400 {
-        s.set(&format!("k{}", i % 10), &value)
-            .unwrap_or_else(|e| panic!("write {i} failed: {e:?}"));
-    }
-    s.set("k3", b"new").expect("set");
-    assert_eq!(s.get("k3"), Ok(Some(b"new".to_vec())));
-    s.idle();
-    let retry_at = s.lock().compact_from;
-    assert!(
-        retry_at > COMPACT_MIN_BYTES,
-        "not tried again on every write: {retry_at}"
-    );
-    drop(s);
-    let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
-    assert_eq!(s.get("k3"), Ok(Some(b"new".to_vec())));
-    assert_eq!(s.len(), 10);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -379,69 +332,6 @@ fn a_record_damaged_after_it_was_written_is_an_error_not_wrong_bytes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// #28: a compaction holds the store's lock only at its start and its end. What is written
-/// while it copies (a new key, an overwrite, a delete, a counter) is in the compacted log:
-/// read back at once, and after a restart; reads go on meanwhile; one compaction at a time.
-#[test]
-fn writes_made_while_a_compaction_copies_are_kept() {
-    let dir = temp_dir("compact-meanwhile");
-    let s = FileStore::open(&dir, SyncPolicy::Always).expect("open");
-    s.set_cache_bytes(0); // reads follow the index to the new log
-    for i in 0..100 {
-        s.set(&format!("k{i:03}"), b"old").expect("set");
-    }
-    for i in 0..50 {
-        s.set(&format!("k{i:03}"), b"x").expect("overwrite");
-    }
-    let snapshot = s
-        .lock()
-        .begin_compaction()
-        .expect("begin")
-        .expect("a snapshot");
-    assert!(
-        s.lock().begin_compaction().expect("begin").is_none(),
-        "one compaction at a time"
-    );
-    let copied = snapshot.copy(&dir).expect("copy");
-    s.set("new", b"during").expect("set while it copies");
-    s.set("k060", b"changed")
-        .expect("overwrite while it copies");
-    s.delete("k070").expect("delete while it copies");
-    assert_eq!(s.increment("n", 5), Ok(5));
-    assert_eq!(s.get("k080"), Ok(Some(b"old".to_vec())), "reads go on");
-    let before = std::fs::metadata(dir.join(LOG_FILE)).expect("log").len();
-    let retired = s
-        .lock()
-        .finish_compaction(snapshot, copied)
-        .expect("finish");
-    let after = std::fs::metadata(dir.join(LOG_FILE)).expect("log").len();
-    assert!(after < before, "compacted: {before} -> {after}");
-    // The old log, unlinked by the rename, is handed back still open, to be closed (its
-    // blocks freed) after the lock: closed under it, at 1.25 million records, a read beside
-    // the compaction waited 261 ms.
-    let old = retired.old_log().metadata().expect("old log");
-    assert_eq!((old.nlink(), old.len()), (0, before));
-    drop(retired);
-    let check = |s: &FileStore| {
-        assert_eq!(s.get("new"), Ok(Some(b"during".to_vec())));
-        assert_eq!(s.get("k060"), Ok(Some(b"changed".to_vec())));
-        assert_eq!(s.get("k070"), Ok(None));
-        assert_eq!(s.get("k010"), Ok(Some(b"x".to_vec())));
-        assert_eq!(s.get("k099"), Ok(Some(b"old".to_vec())));
-        assert_eq!(s.increment("n", 0), Ok(5));
-    };
-    check(&s);
-    assert_eq!(s.len(), 101);
-    s.set("later", b"1").expect("a write after it");
-    drop(s);
-    let s = FileStore::open(&dir, SyncPolicy::Always).expect("reopen");
-    check(&s);
-    assert_eq!(s.get("later"), Ok(Some(b"1".to_vec())));
-    assert_eq!(s.len(), 102);
-    assert!(s.lock().begin_compaction().expect("begin").is_some());
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
 /// A seeded random number below `n`, each call the next (xorshift64).
 fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
     move |n| {
@@ -485,7 +375,9 @@ fn the_value_cache_answers_what_the_log_answers() {
             .collect::<Vec<_>>();
         assert_eq!(answers[0], answers[1], "step {step}, {key}");
         if step % 5_000 == 4_999 {
-            stores.iter().for_each(|s| s.compact().expect("compact"));
+            stores
+                .iter()
+                .for_each(|s| assert!(s.compact().expect("compact").is_some()));
         }
     }
     assert!(stores[1].stats().cache_bytes <= 16 * 1024);
@@ -602,7 +494,7 @@ fn the_key_index_answers_what_a_map_answers_through_merges_compactions_and_reope
         }
         match step % 1_000 {
             333 => s.merge_now(),
-            666 => s.compact().expect("compact"),
+            666 => assert!(s.compact().expect("compact").is_some()),
             999 => {
                 check(&s, &model, step);
                 drop(s);
@@ -747,36 +639,5 @@ fn a_failed_merge_of_the_index_keeps_its_changes() {
         s.list_keys(Some("a299"), 2),
         Ok(vec!["b000".into(), "b001".into()])
     );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A write that makes the log due for compaction does not wait for it: the maintenance
-/// thread runs it (held busy here by the test), and writes go on meanwhile (a compaction at
-/// a million keys takes 2 s, which a writer, a runtime worker, used to wait for).
-#[test]
-fn writes_do_not_wait_for_the_compaction_they_make_due() {
-    let dir = temp_dir("compact-background");
-    let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
-    let busy = s.maintenance.lock().expect("maintenance");
-    let (done, finished) = std::sync::mpsc::channel();
-    let writer = s.clone();
-    std::thread::spawn(move || {
-        let value = vec![7u8; 1 << 16];
-        for i in 0..400 {
-            writer.set(&format!("k{}", i % 10), &value).expect("set");
-        }
-        let _ = done.send(());
-    });
-    finished
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the writes finished while the compaction waited");
-    assert!(s.lock().compact_pending, "a compaction is due");
-    let log = || std::fs::metadata(dir.join(LOG_FILE)).expect("log").len();
-    let before = log();
-    assert!(before > COMPACT_MIN_BYTES, "{before}");
-    drop(busy);
-    s.idle();
-    assert!(log() < before / 4, "compacted: {before} -> {}", log());
-    assert_eq!(s.get("k3"), Ok(Some(vec![7u8; 1 << 16])));
     let _ = std::fs::remove_dir_all(&dir);
 }
