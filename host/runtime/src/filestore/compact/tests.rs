@@ -6,6 +6,14 @@ use super::*;
 use crate::store::KvBackend;
 use std::os::unix::fs::MetadataExt;
 
+/// Step 1 of a compaction of `s` (none may be under way).
+fn begin(s: &FileStore) -> Snapshot {
+    s.lock()
+        .begin_compaction()
+        .expect("begin")
+        .expect("a snapshot")
+}
+
 #[test]
 fn compaction_keeps_the_live_data() {
     let dir = temp_dir("compact");
@@ -67,11 +75,7 @@ fn writes_made_while_a_compaction_copies_are_kept() {
     for i in 0..50 {
         s.set(&format!("k{i:03}"), b"x").expect("overwrite");
     }
-    let snapshot = s
-        .lock()
-        .begin_compaction()
-        .expect("begin")
-        .expect("a snapshot");
+    let snapshot = begin(&s);
     assert!(
         s.lock().begin_compaction().expect("begin").is_none(),
         "one compaction at a time"
@@ -158,11 +162,7 @@ fn the_tail_written_during_the_copy_follows_it_without_the_lock_in_bounded_round
     for i in 0..100 {
         s.set(&format!("k{i:03}"), b"old").expect("set");
     }
-    let snapshot = s
-        .lock()
-        .begin_compaction()
-        .expect("begin")
-        .expect("a snapshot");
+    let snapshot = begin(&s);
     let mut copied = snapshot.copy(&dir, None).expect("copy");
     let tmp = || {
         std::fs::metadata(tmp_path(&dir))
@@ -227,11 +227,7 @@ fn a_paced_copy_rests_after_each_chunk_of_records() {
     let s = FileStore::open(&dir, SyncPolicy::Every(Duration::from_secs(3600))).expect("open");
     let rests = |s: &FileStore| {
         s.idle(); // a merge the writes made due is done (one job at a time)
-        let snapshot = s
-            .lock()
-            .begin_compaction()
-            .expect("begin")
-            .expect("a snapshot");
+        let snapshot = begin(s);
         let mut rests = 0;
         let mut pace = Pace::new(std::time::Instant::now());
         let copied = snapshot
