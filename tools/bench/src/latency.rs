@@ -426,6 +426,7 @@ fn event_request() -> MakeEvent {
 /// the memory store where `EDGEHOOK_BENCH_LATENCY_STORE=memory`), `plan.subscriptions`
 /// subscriptions round-robin over the event types.
 async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
+    let forced = compaction_knob()?;
     let (receiver_port, receipts) = receiver(threads, Instant::now()).await?;
     let dir = edgehook_testkit::try_temp_dir(&format!("bench-latency-{}", plan.rate))?;
     let mut file = None;
@@ -450,7 +451,9 @@ async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let server = Server::new(e)?.with_shutdown_grace(Duration::from_secs(1));
     let running = tokio::spawn(server.run(listener, stop_rx));
-    let compaction = file.and_then(compact_during);
+    let compaction = file
+        .zip(forced)
+        .map(|(store, (after, full))| compact_during(store, after, full));
     let figures = measure(threads, plan, port, &receipts, event_request(), |i| {
         fanout[i % fanout.len()]
     })
@@ -465,20 +468,29 @@ async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
 }
 
 /// `EDGEHOOK_BENCH_LATENCY_COMPACT=<s>`: a compaction of the file store forced that many
-/// seconds into the load (the store runs one by itself when its log holds four times its
-/// live data, which a run of a minute does not reach), what it did on stderr (its wall time,
-/// the lock held at its end, the log before and after): what a compaction under a sustained load does to the tail
-/// (read with `EDGEHOOK_BENCH_LATENCY_DUMP`).
-/// It runs at the store's own pace ([`FileStore::compact_paced`]); `<s>,full` runs it at
-/// full speed ([`FileStore::compact`]).
-fn compact_during(store: Arc<FileStore>) -> Option<std::thread::JoinHandle<()>> {
-    let knob = std::env::var("EDGEHOOK_BENCH_LATENCY_COMPACT").ok()?;
+/// seconds into the load, at the store's own pace ([`FileStore::compact_paced`]; `<s>,full`:
+/// at full speed, [`FileStore::compact`]). The store compacts by itself when its log holds
+/// four times its live data, which a run of a minute does not reach. What it did goes to
+/// stderr (its wall time, the lock held at its end, the log before and after); what it did
+/// to the tail, to `EDGEHOOK_BENCH_LATENCY_DUMP`.
+fn compaction_knob() -> Result<Option<(f64, bool)>> {
+    let Ok(knob) = std::env::var("EDGEHOOK_BENCH_LATENCY_COMPACT") else {
+        return Ok(None);
+    };
     let (after, full) = match knob.split_once(',') {
-        Some((after, how)) => (after, how == "full"),
+        Some((after, "full")) => (after, true),
+        Some(_) => anyhow::bail!("EDGEHOOK_BENCH_LATENCY_COMPACT: <seconds> or <seconds>,full"),
         None => (knob.as_str(), false),
     };
-    let after: f64 = after.parse().ok()?;
-    Some(std::thread::spawn(move || {
+    let after = after
+        .parse()
+        .context("EDGEHOOK_BENCH_LATENCY_COMPACT: seconds")?;
+    Ok(Some((after, full)))
+}
+
+/// Runs the compaction [`compaction_knob`] asked for, `after` seconds from now.
+fn compact_during(store: Arc<FileStore>, after: f64, full: bool) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs_f64(after));
         let done = if full {
             store.compact()
@@ -489,7 +501,7 @@ fn compact_during(store: Arc<FileStore>) -> Option<std::thread::JoinHandle<()>> 
             "latency: compaction forced at {after} s (full speed: {full}): {:?}",
             done.map_err(|e| e.0)
         );
-    }))
+    })
 }
 
 /// Runs the generator at `plan` against `port`, waits for the deliveries (`fanout(i)` for

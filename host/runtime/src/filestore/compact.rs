@@ -18,13 +18,17 @@
 //!    sustained load the copy of a large log lasts seconds and the log grows by megabytes
 //!    meanwhile; copied and fsynced under the lock, every store call waited for them.
 //! 4. [`Inner::finish_compaction`], under the lock again: the rest of the tail (what came
-//!    since the last round) is appended the same way, the new log fsynced and renamed over the log; the new
-//!    index becomes the only run, and the recent changes (every one made since `end`) move by
-//!    the same distance as the tail. A key deleted meanwhile has its delete record in the
-//!    tail, after its copied set record, so a replay ends the same. The old log and index are
-//!    handed back ([`Retired`]) to be freed after the lock: the old log's last close frees its
-//!    blocks (261 ms at 1.25 million records, every store call waiting, when it was closed
-//!    under the lock).
+//!    since the last round) is appended the same way, the new log fsynced and renamed over
+//!    the log; the new index becomes the only run, and the recent changes (every one made
+//!    since `end`) move by the same distance as the tail. A key deleted meanwhile has its
+//!    delete record in the tail, after its copied set record, so a replay ends the same. The
+//!    old log and index are handed back ([`Retired`]) to be freed after the lock: the old
+//!    log's last close frees its blocks (261 ms at 1.25 million records, every store call
+//!    waiting, when it was closed under the lock).
+//!
+//! The store's own compactions are paced as its merges are ([`Pace`], a record an entry):
+//! at full speed one takes a core for a second or more, which a store under a sustained
+//! load cannot spare (BENCHMARKS.md, "Session 32").
 //!
 //! A failure up to the rename leaves the store as it was (the frozen changes go back under
 //! the recent ones, the temporary file is removed); after it, as before, the store refuses
@@ -279,8 +283,8 @@ impl Snapshot {
             step(&mut pace);
         }
         let out = writer.into_inner().map_err(|e| e.into_error())?;
-        // The bulk reaches the disk here, without the lock: the fsync in step 3 then has
-        // only the tail to write.
+        // The bulk reaches the disk here, without the lock: the fsyncs of steps 3 and 4
+        // then have only the tail to write.
         out.sync_data()?;
         Ok(Copied {
             out,
@@ -323,7 +327,7 @@ impl FileStore {
     /// Rewrites the log with only the live data now, at full speed (the benchmarks measure
     /// the compacted size); what it did, or `None` if a compaction is under way. The store
     /// compacts by itself, at a pace ([`FileStore::compact_paced`]), when the log holds
-    /// [`COMPACT_RATIO`] times the live data. A failure is handled as the store's own
+    /// four times the live data (`COMPACT_RATIO`). A failure is handled as the store's own
     /// compaction's: a failed rename or reopen leaves the store refusing writes (see the
     /// module docs).
     pub fn compact(&self) -> StoreResult<Option<Compacted>> {
@@ -332,7 +336,7 @@ impl FileStore {
 
     /// The same as [`FileStore::compact`], at the pace the store compacts by itself: the
     /// copy rests three times as long as each 16,384 records took, so it takes at most a
-    /// quarter of a core from the store's callers ([`index::Pace`]).
+    /// quarter of a core from the store's callers.
     pub fn compact_paced(&self) -> StoreResult<Option<Compacted>> {
         let mut pace = Pace::new(std::time::Instant::now());
         self.compact_at(Some((&mut pace, &mut std::thread::sleep)))
@@ -350,8 +354,8 @@ impl FileStore {
                 None => return Ok(None), // one is under way
             }
         };
-        // The long part, without the lock (see `compact`): the snapshot's records, then the
-        // tail written meanwhile.
+        // The long part, without the lock (the module docs): the snapshot's records, then
+        // the tail written meanwhile.
         let copied = snapshot.copy(&dir, pace).and_then(|mut copied| {
             copied.catch_up(&snapshot, || self.lock().log_bytes)?;
             Ok(copied)

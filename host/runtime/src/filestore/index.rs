@@ -204,9 +204,9 @@ pub(super) struct Merged {
     pub(super) totals: Totals,
 }
 
-/// How a merge or a compaction on the maintenance thread shares the machine: after each [`Pace::CHUNK`]
-/// entries it rests [`Pace::REST`] times as long as they took, so it works at most a quarter
-/// of the time, however large. At 500 events/s x 33, with the serving threads busy 83 % of
+/// How a merge or a compaction on the maintenance thread shares the machine: after each
+/// [`Pace::CHUNK`] entries it rests [`Pace::REST`] times as long as they took, so it works
+/// at most a quarter of the time, however large. At 500 events/s x 33, with the serving threads busy 83 % of
 /// two cores, a merge of the oldest run (800,000 to 1.2 million keys, 180-260 ms of a core)
 /// held the deliveries back for a second (p50 86-190 ms); paced, such merges took 2.3-2.8 s
 /// and the deliveries did not notice (BENCHMARKS.md, "Session 31"). Most merges are smaller
