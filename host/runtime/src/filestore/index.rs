@@ -206,20 +206,21 @@ pub(super) struct Merged {
 
 /// How a merge or a compaction on the maintenance thread shares the machine: after each
 /// [`Pace::CHUNK`] entries it rests [`Pace::REST`] times as long as they took, so it works
-/// at most a quarter of the time, however large. At 500 events/s x 33, with the serving threads busy 83 % of
-/// two cores, a merge of the oldest run (800,000 to 1.2 million keys, 180-260 ms of a core)
-/// held the deliveries back for a second (p50 86-190 ms); paced, such merges took 2.3-2.8 s
-/// and the deliveries did not notice (BENCHMARKS.md, "Session 31"). Most merges are smaller
-/// than a chunk and never rest; the open's merges are not paced.
+/// at most a quarter of the time, however large. At 500 events/s x 33, with the serving
+/// threads busy 83 % of two cores, a merge of the oldest run (800,000 to 1.2 million keys,
+/// 180-260 ms of a core) held the deliveries back for a second (p50 86-190 ms); paced, such
+/// merges took 2.3-2.8 s and the deliveries did not notice (BENCHMARKS.md, "Session 31").
+/// Most merges are smaller than a chunk and never rest; the open's merges are not paced. A
+/// compaction is paced the same way, a record an entry ("Session 32").
 pub(super) struct Pace {
     entries: u64,
     chunk_began: std::time::Instant,
 }
 
 impl Pace {
-    /// Entries a merge writes between rests.
+    /// Entries a paced job writes between rests (a merge's keys, a compaction's records).
     pub(super) const CHUNK: u64 = 16_384;
-    /// How many times as long as a chunk took a merge rests after it.
+    /// How many times as long as a chunk took a paced job rests after it.
     pub(super) const REST: u32 = 3;
 
     /// A pace whose first chunk begins `now`.
