@@ -66,7 +66,7 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
 /// on it) and its admin token file into `to`, a new data directory that `serve --data-dir`
 /// starts from. Returns what to tell the operator.
 pub fn backup(data_dir: &Path, to: &Path) -> Result<String> {
-    let copied = edgehook_runtime::backup::backup(&data_dir.join("store"), &to.join("store"))
+    let copied = edgehook_runtime::embedded::backup(&data_dir.join("store"), &to.join("store"))
         .with_context(|| format!("backing up {} to {}", data_dir.display(), to.display()))?;
     let token = data_dir.join(ADMIN_TOKEN_FILE);
     if token.exists() {
@@ -74,7 +74,7 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<String> {
             .with_context(|| format!("copying {}", token.display()))?;
     }
     Ok(format!(
-        "backed up {} keys ({} bytes of log) to {}; start from it with: edgehook serve --data-dir {}",
+        "backed up {} keys ({} bytes) to {}; start from it with: edgehook serve --data-dir {}",
         copied.keys,
         copied.bytes,
         to.display(),

@@ -6,7 +6,7 @@ use edgehook::cli::{self, Remote, absolute, keys_path, runtime};
 use edgehook::listen;
 use edgehook::serve::{Server, bind};
 use edgehook_runtime::Runtime;
-use edgehook_runtime::filestore::{FileStore, SyncPolicy};
+use edgehook_runtime::embedded::{self, Durability};
 use edgehook_runtime::log::log_line;
 use edgehook_runtime::net::{self, NetOptions};
 use edgehook_runtime::proxy::EgressProxy;
@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// mimalloc rather than the system allocator: the host allocates for every request,
 /// store operation and delivery, and glibc's malloc was an eighth of `serve`'s time under
@@ -709,15 +708,21 @@ fn serve(args: ServeArgs) -> Result<()> {
                 (KvStore::Remote(Arc::new(store)), None, name)
             }
             None => {
-                let sync = if args.fsync_always {
-                    SyncPolicy::Always
+                let durability = if args.fsync_always {
+                    Durability::Always
                 } else {
-                    SyncPolicy::Every(Duration::from_millis(100))
+                    Durability::DEFAULT
                 };
-                let store = FileStore::open(&args.data_dir.join("store"), sync)
+                let dir = args.data_dir.join("store");
+                let store = embedded::open(embedded::DEFAULT_ENGINE, &dir, durability)
                     .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-                let name = absolute(&args.data_dir.join("store")).display().to_string();
-                (KvStore::Local(Arc::new(store.clone())), Some(store), name)
+                let name = format!(
+                    "{} ({})",
+                    absolute(&dir).display(),
+                    embedded::DEFAULT_ENGINE.name()
+                );
+                let kv: Arc<dyn edgehook_runtime::store::KvBackend> = store.clone();
+                (KvStore::Local(kv), Some(store), name)
             }
         };
         let env = edgehook::metrics::served_env(kv, config, &net)?;

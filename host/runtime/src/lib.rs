@@ -44,6 +44,7 @@
 
 pub mod backup;
 mod bindings;
+pub mod embedded;
 pub mod env;
 pub mod filestore;
 pub mod gate;

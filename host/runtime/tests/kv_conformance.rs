@@ -14,6 +14,7 @@
 //! answers for the others), then two contention rules run many requests at once. Loopback
 //! only; every wait is a condition with a deadline; Spin and Redis are killed on drop.
 
+use edgehook_runtime::embedded::{self, Durability, Engine};
 use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::{KvStore, MemoryStore};
@@ -334,6 +335,30 @@ fn the_file_store_keeps_every_rule() {
         &[],
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The embedded store on `engine`, in a fresh directory, runs the probe.
+fn embedded_keeps_every_rule(engine: Engine) {
+    let dir = temp_dir(&format!("kv-conformance-{}", engine.name()));
+    let store = embedded::open(engine, &dir, Durability::DEFAULT).expect("open the store");
+    let kv: Arc<dyn edgehook_runtime::store::KvBackend> = store;
+    check(
+        &rt(),
+        &format!("{} (our host)", engine.name()),
+        Target::local(KvStore::Local(kv)),
+        &[],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_sqlite_store_keeps_every_rule() {
+    embedded_keeps_every_rule(Engine::Sqlite);
+}
+
+#[test]
+fn the_fjall_store_keeps_every_rule() {
+    embedded_keeps_every_rule(Engine::Fjall);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! <module>::`), so wasmtime is linked once rather than once per file.
 
 mod counters;
+mod embedded;
 mod kv_conformance;
 mod net;
 mod proxy;

@@ -18,19 +18,18 @@
 //! the server's queue of tasks does not delay a send or a receive instant; all three share
 //! the machine's two cores, as they share them in the other sections.
 //!
-//! `serve` runs on the embedded file store, flushed (fsync) every 100 ms, as `edgehook
-//! serve` runs by default; `EDGEHOOK_BENCH_LATENCY_STORE=memory` runs it on the in-memory
+//! `serve` runs on the embedded store, synced to disk every 100 ms, as `edgehook serve` runs
+//! by default; `EDGEHOOK_BENCH_LATENCY_STORE=memory` runs it on the in-memory
 //! store instead (no file, no fsync), to see what the store's disk work costs.
 
 use crate::measure::{cpu_per, process_cpu};
-use crate::setup::{create, issue_key, served};
+use crate::setup::{create, durable_store, issue_key, served};
 use crate::table::Row;
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use edgehook::serve::Server;
 use edgehook_component::model::events::EVENT_TYPES;
 use edgehook_runtime::Runtime;
-use edgehook_runtime::filestore::{FileStore, SyncPolicy};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -422,21 +421,15 @@ fn event_request() -> MakeEvent {
     })
 }
 
-/// The load to `edgehook serve` (the file store, flushed every 100 ms as `serve` runs it;
-/// the memory store where `EDGEHOOK_BENCH_LATENCY_STORE=memory`), `plan.subscriptions`
-/// subscriptions round-robin over the event types.
+/// The load to `edgehook serve` on the durable store `--store` chose (synced every 100 ms
+/// as `serve` runs it; the memory store where `EDGEHOOK_BENCH_LATENCY_STORE=memory`),
+/// `plan.subscriptions` subscriptions round-robin over the event types.
 async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
-    let forced = compaction_knob()?;
     let (receiver_port, receipts) = receiver(threads, Instant::now()).await?;
-    let dir = edgehook_testkit::try_temp_dir(&format!("bench-latency-{}", plan.rate))?;
-    let mut file = None;
     let kv = if std::env::var("EDGEHOOK_BENCH_LATENCY_STORE").as_deref() == Ok("memory") {
         KvStore::Local(Arc::new(MemoryStore::new()))
     } else {
-        let every = SyncPolicy::Every(Duration::from_millis(100));
-        let store = Arc::new(FileStore::open(&dir, every)?);
-        file = Some(store.clone());
-        KvStore::Local(store)
+        durable_store(&format!("latency-{}", plan.rate))?
     };
     let e = served(kv)?;
     let rt = Runtime::embedded()?;
@@ -451,57 +444,33 @@ async fn run_serve(threads: &LoadThreads, plan: Plan) -> Result<Figures> {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let server = Server::new(e)?.with_shutdown_grace(Duration::from_secs(1));
     let running = tokio::spawn(server.run(listener, stop_rx));
-    let compaction = file
-        .zip(forced)
-        .map(|(store, (after, full))| compact_during(store, after, full));
     let figures = measure(threads, plan, port, &receipts, event_request(), |i| {
         fanout[i % fanout.len()]
     })
     .await;
     let _ = stop.send(true);
     let _ = running.await;
-    if let Some(compaction) = compaction {
-        let _ = compaction.join();
-    }
-    let _ = std::fs::remove_dir_all(&dir);
     figures
 }
 
-/// `EDGEHOOK_BENCH_LATENCY_COMPACT=<s>`: a compaction of the file store forced that many
-/// seconds into the load, at the store's own pace ([`FileStore::compact_paced`]; `<s>,full`:
-/// at full speed, [`FileStore::compact`]). The store compacts by itself when its log holds
-/// four times its live data, which a run of a minute does not reach. What it did goes to
-/// stderr (its wall time, the lock held at its end, the log before and after); what it did
-/// to the tail, to `EDGEHOOK_BENCH_LATENCY_DUMP`.
-fn compaction_knob() -> Result<Option<(f64, bool)>> {
-    let Ok(knob) = std::env::var("EDGEHOOK_BENCH_LATENCY_COMPACT") else {
-        return Ok(None);
+/// One run at `rate` events/s to the issue's 100 subscriptions for `duration`, beside the
+/// same rate sent straight to the receiver: the rows of [`steady_rate`] for it.
+pub async fn at_rate(rate: f64, duration: Duration) -> Result<Vec<Row>> {
+    let threads = LoadThreads::start()?;
+    let plan = Plan {
+        rate,
+        duration,
+        subscriptions: SUBSCRIPTIONS,
+        drain_cap: Duration::from_secs(30),
     };
-    let (after, full) = match knob.split_once(',') {
-        Some((after, "full")) => (after, true),
-        Some(_) => anyhow::bail!("EDGEHOOK_BENCH_LATENCY_COMPACT: <seconds> or <seconds>,full"),
-        None => (knob.as_str(), false),
-    };
-    let after = after
-        .parse()
-        .context("EDGEHOOK_BENCH_LATENCY_COMPACT: seconds")?;
-    Ok(Some((after, full)))
-}
-
-/// Runs the compaction [`compaction_knob`] asked for, `after` seconds from now.
-fn compact_during(store: Arc<FileStore>, after: f64, full: bool) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs_f64(after));
-        let done = if full {
-            store.compact()
-        } else {
-            store.compact_paced()
-        };
-        eprintln!(
-            "latency: compaction forced at {after} s (full speed: {full}): {:?}",
-            done.map_err(|e| e.0)
-        );
-    })
+    let floor = run_direct(&threads, plan).await?;
+    let ours = run_serve(&threads, plan).await?;
+    let mut rows = rows_for(plan, &ours, &floor);
+    if let Some(p99) = rows.iter_mut().find(|r| r.name.contains(": p99 (")) {
+        p99.target = format!("<= {P99_TARGET_MS} ms");
+        p99.met = Some(p99.value <= P99_TARGET_MS);
+    }
+    Ok(rows)
 }
 
 /// Runs the generator at `plan` against `port`, waits for the deliveries (`fanout(i)` for

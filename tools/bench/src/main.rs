@@ -22,6 +22,7 @@
 //! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 mod api;
+mod engines;
 mod exact;
 mod footprint;
 mod forwarder;
@@ -69,6 +70,10 @@ struct Args {
     /// (tools/bench/exact-baseline.json) instead of judging them against it.
     #[arg(long)]
     write_baseline: bool,
+    /// The durable store the sections run `serve` on: `file` (the hand-built log), `sqlite`
+    /// or `fjall` (default: the embedded store's default engine).
+    #[arg(long, value_parser = ["file", "sqlite", "fjall"])]
+    store: Option<String>,
     /// Sections to run (default: all but `footprint`, which runs only when named). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
     /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
     /// ../shared/tools/spin).
@@ -99,13 +104,16 @@ enum Section {
     Redis,
     /// The same component under `spin up` against `serve`.
     Spin,
+    /// The durable store `--store` names, for the engines' side-by-side (opt-in: run it
+    /// once per engine, `tools/bench/engines.sh`).
+    Engines,
     /// The file store's bytes per subscription and per delivery record, and serve's RSS
     /// (opt-in: 3-6 minutes and 1.2 GB of disk, not in the default run).
     Footprint,
 }
 
 /// Every section, in the order they run, with what the progress line says.
-const ALL: [(Section, &str); 11] = [
+const ALL: [(Section, &str); 12] = [
     (Section::Size, "sizes"),
     (Section::Api, "api latency and instantiate"),
     (Section::Fuel, "guest fuel"),
@@ -117,13 +125,20 @@ const ALL: [(Section, &str); 11] = [
     (Section::Redis, "redis latency"),
     (Section::Spin, "spin against serve"),
     (Section::Footprint, "footprint"),
+    (Section::Engines, "the store's engine side by side"),
 ];
 
 /// Sections that run only when named (they take minutes and fill the disk).
-const OPT_IN: [Section; 1] = [Section::Footprint];
+const OPT_IN: [Section; 2] = [Section::Footprint, Section::Engines];
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(store) = &args.store {
+        setup::choose_store(match edgehook_runtime::embedded::Engine::parse(store) {
+            Some(engine) => setup::StoreKind::Engine(engine),
+            None => setup::StoreKind::File,
+        });
+    }
     let chosen: Vec<(Section, &str)> = ALL
         .into_iter()
         .filter(|(s, _)| {
@@ -178,6 +193,7 @@ fn main() -> Result<()> {
                 }
             },
             Section::Footprint => rows.extend(rt.block_on(footprint::footprint(args.quick))?),
+            Section::Engines => rows.extend(rt.block_on(engines::engines(args.quick))?),
             Section::Spin => match edgehook_sim::spin::find_binary() {
                 Some(binary) => rows.extend(rt.block_on(spin::spin_vs_serve(
                     &binary,

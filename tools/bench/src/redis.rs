@@ -4,7 +4,7 @@
 use crate::load::load;
 use crate::measure::{percentile_us, timed};
 use crate::setup::{
-    create, create_many, env, event_request, file_store, issue_key, req, timed_request,
+    create, create_many, durable_store, env, event_request, issue_key, req, timed_request,
 };
 use crate::table::Row;
 use anyhow::{Context as _, Result, ensure};
@@ -164,7 +164,7 @@ pub async fn redis_latency(
     }
     publish.sort_unstable();
     // Throughput, each server with a keyspace of its own.
-    let on_file = serve_rps(file_store("redis-file")?, connections, duration).await?;
+    let on_file = serve_rps(durable_store("redis-file")?, connections, duration).await?;
     let direct = redis_store(url, &format!("{prefix}direct:")).await?;
     let on_redis = serve_rps(KvStore::Remote(direct), connections, duration).await?;
     let target = match redis::Client::open(url)?.get_connection_info().addr() {

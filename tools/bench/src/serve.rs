@@ -5,7 +5,7 @@ use crate::load::{
     MakeRequest, empty_component_server, load, plain_server, serve_webhooks, spawn_serve,
 };
 use crate::measure::{CPU_PER_REQUEST_TARGET, cpu_per, process_cpu};
-use crate::setup::{create, create_many, env, file_store, issue_key, req, served};
+use crate::setup::{create, create_many, durable_store, env, issue_key, req, served};
 use crate::table::Row;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// `edgehook serve` (the real server, durable store) over loopback: `GET /v1/webhooks` under
 /// concurrent load, against a plain hyper server answering the same bytes.
 pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<Vec<Row>> {
-    let env = env(file_store("serve")?);
+    let env = env(durable_store("serve")?);
     let (port, list) = serve_webhooks(&env).await?;
     let sample = Runtime::embedded()?.handle(&env, list()).await?.body;
     let base_port = plain_server(sample, Arc::default()).await?;
@@ -33,7 +33,7 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
     // The same server with its Prometheus metrics on (as `edgehook serve` runs): every store
     // operation timed, every request counted, the component's events read off its stderr.
     let metrics = Arc::new(Metrics::new());
-    let mut metered = crate::setup::env(file_store("serve-metrics")?.metered(metrics.clone()));
+    let mut metered = crate::setup::env(durable_store("serve-metrics")?.metered(metrics.clone()));
     metered.metrics = Some(metrics);
     let (metered_port, metered_list) = serve_webhooks(&metered).await?;
     let with = load(
@@ -122,51 +122,8 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
         Err(_) => vec![1, 100, 1000],
     };
     for fanout in fanouts {
-        let store = MemoryStore::new();
-        let e = served(KvStore::Local(Arc::new(store)))?;
-        let rt = Runtime::embedded()?;
-        for c in 0..fanout.div_ceil(100) {
-            let key = issue_key(rt, &e, &format!("c{c}")).await?;
-            for i in 0..100.min(fanout - c * 100) {
-                create(
-                    rt,
-                    &e,
-                    &key,
-                    &format!("http://127.0.0.1:{receiver}/s{c}-{i}"),
-                    "load.updated",
-                )
-                .await?;
-            }
-        }
-        let server = Server::new(e.clone())?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let port = listener.local_addr()?.port();
-        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(server.run(listener, stop_rx));
-        let events = total.div_ceil(fanout).max(1);
-        let expected = events * fanout;
-        let before = hits.load(Ordering::Relaxed);
-        let cpu0 = process_cpu();
-        let started = Instant::now();
-        let b = body.clone();
-        let publish: MakeRequest = Arc::new(move || {
-            http::Request::post("/internal/v1/events")
-                .header("host", "127.0.0.1")
-                .header("authorization", "Bearer bench")
-                .header("content-type", "application/json")
-                .header("x-service-event", "load.updated")
-                .body(Full::new(b.clone()))
-                .expect("request")
-        });
-        load(port, 32, Duration::from_secs(600), events, publish).await?;
-        while hits.load(Ordering::Relaxed) - before < expected {
-            ensure!(
-                started.elapsed() < Duration::from_secs(600),
-                "deliveries did not complete"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let rate = expected as f64 / started.elapsed().as_secs_f64();
+        let kv = KvStore::Local(Arc::new(MemoryStore::new()));
+        let (rate, cpu, _) = sustained(kv, fanout, total, receiver, &hits).await?;
         // #28 point 3: 10,000 at fan-out 1 and 20,000 at fan-out 100; fan-out 1,000 is
         // reported.
         let target = match fanout {
@@ -174,7 +131,6 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
             100 => Some(20_000.0),
             _ => None,
         };
-        let cpu = cpu_per(cpu0, expected);
         rows.push(Row {
             name: format!("deliveries/s, fan-out {fanout} (vs receiver capacity)"),
             value: rate,
@@ -205,7 +161,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
 /// share of `duration`). Creates go to a client of their own with a fresh URL each; the
 /// deletes then delete what the creates made, each once.
 pub async fn api_against_healthz(duration: Duration, connections: usize) -> Result<Vec<Row>> {
-    let env = served(file_store("api-floor")?)?;
+    let env = served(durable_store("api-floor")?)?;
     let rt = Runtime::embedded()?;
     let lister = issue_key(rt, &env, "lister").await?;
     create_many(rt, &env, &lister, "l", 50, "load.created").await?;
@@ -299,4 +255,67 @@ async fn all_ids(rt: &Runtime, env: &edgehook_runtime::HostEnv, key: &str) -> Re
             _ => return Ok(ids),
         }
     }
+}
+
+/// Signed deliveries/s from `serve` on `kv` at fan-out `fanout` (subscriptions to the
+/// `receiver` port, counted in `hits`), `total` deliveries published as fast as 32
+/// connections go, the process's CPU per delivery (µs), and its RSS once the last delivery
+/// has arrived (bytes; `serve` and the store still open).
+pub async fn sustained(
+    kv: KvStore,
+    fanout: usize,
+    total: usize,
+    receiver: u16,
+    hits: &AtomicUsize,
+) -> Result<(f64, f64, u64)> {
+    let body =
+        Bytes::from_static(br#"{"id":"L-1","status":"ASSIGNED","eligibleForTracking":true}"#);
+    let e = served(kv)?;
+    let rt = Runtime::embedded()?;
+    for c in 0..fanout.div_ceil(100) {
+        let key = issue_key(rt, &e, &format!("c{c}")).await?;
+        for i in 0..100.min(fanout - c * 100) {
+            create(
+                rt,
+                &e,
+                &key,
+                &format!("http://127.0.0.1:{receiver}/s{c}-{i}"),
+                "load.updated",
+            )
+            .await?;
+        }
+    }
+    let server = Server::new(e.clone())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(server.run(listener, stop_rx));
+    let events = total.div_ceil(fanout).max(1);
+    let expected = events * fanout;
+    let before = hits.load(Ordering::Relaxed);
+    let cpu0 = process_cpu();
+    let started = Instant::now();
+    let publish: MakeRequest = Arc::new(move || {
+        http::Request::post("/internal/v1/events")
+            .header("host", "127.0.0.1")
+            .header("authorization", "Bearer bench")
+            .header("content-type", "application/json")
+            .header("x-service-event", "load.updated")
+            .body(Full::new(body.clone()))
+            .expect("request")
+    });
+    load(port, 32, Duration::from_secs(600), events, publish).await?;
+    while hits.load(Ordering::Relaxed) - before < expected {
+        ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "deliveries did not complete"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let rate = expected as f64 / started.elapsed().as_secs_f64();
+    let cpu = cpu_per(cpu0, expected);
+    let rss = crate::procmem::rss()?;
+    let _ = stop.send(true);
+    let _ = running.await;
+    Ok((rate, cpu, rss))
 }

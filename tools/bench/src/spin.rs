@@ -20,7 +20,7 @@
 
 use crate::load::{LoadResult, MakeRequest, load, spawn_serve};
 use crate::measure::percentile_us;
-use crate::setup::{env, file_store};
+use crate::setup::{durable_store, env};
 use crate::table::Row;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
@@ -116,7 +116,7 @@ async fn set_up(port: u16, receiver: u16) -> Result<Target> {
 /// `edgehook serve` on a free loopback port: the bench's settings, the file store, the real
 /// outbound sender (private targets allowed, for the receiver).
 async fn start_serve() -> Result<u16> {
-    let mut e = env(file_store("spin-serve")?);
+    let mut e = env(durable_store("spin-serve")?);
     e.outbound = Arc::new(NetOutbound::new(&NetOptions::open())?);
     spawn_serve(e).await
 }

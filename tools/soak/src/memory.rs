@@ -1,8 +1,8 @@
 //! The server's memory over a soak run and the "memory flat" verdict.
 //!
-//! `edgehook serve`'s embedded store keeps every key in memory, with where its value is in
-//! the log (see `host/runtime/src/filestore/`), and every published event is retained (30 days by
-//! default), so the server's RSS must grow with the data it holds. A leak is growth beyond that. So the
+//! `edgehook serve`'s embedded store caches what it reads and writes (its engine's page
+//! cache, bounded), and every published event is retained (30 days by default), so the
+//! server's RSS may grow with the data it holds. A leak is growth beyond that. So the
 //! verdict compares the load's middle third with its last third (the first third is warm-up)
 //! after taking out what the store's growth explains:
 //!
@@ -12,8 +12,8 @@
 //! flat        = unexplained <= max(ratio * mean(RSS, middle third), floor)
 //! ```
 //!
-//! `live_store_bytes` is read from the store's log on disk
-//! ([`edgehook_runtime::filestore::scan`]); `factor` (RSS per live byte) is measured in the
+//! `live_store_bytes` is the store's bytes on disk
+//! ([`edgehook_runtime::embedded::disk_bytes`]); `factor` (RSS per live byte) is measured in the
 //! same run by starting a second server on the final store and comparing its RSS with an
 //! empty server's.
 
@@ -30,7 +30,7 @@ pub struct Sample {
     pub threads: u64,
     /// Open file descriptors.
     pub fds: u64,
-    /// The store's live data, if it was read at this sample.
+    /// The store's bytes on disk, if they were read at this sample.
     pub store_live_bytes: Option<u64>,
 }
 

@@ -25,7 +25,7 @@ use crate::shared::lock;
 use crate::traffic::Ctx;
 use crate::{ledger, traffic};
 use anyhow::{Context as _, Result, bail};
-use edgehook_runtime::filestore;
+use edgehook_runtime::embedded;
 use edgehook_testkit::progress::Progress;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
@@ -260,7 +260,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
         };
         s.t_s = started.elapsed().as_secs_f64();
         if k.is_multiple_of(opts.store_every.max(1)) {
-            s.store_live_bytes = filestore::scan(&store_dir).ok().map(|st| st.live_bytes);
+            s.store_live_bytes = embedded::disk_bytes(&store_dir).ok();
         }
         k += 1;
         let stats = ctx.api.stats();
@@ -310,7 +310,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     let stop = server.terminate(Duration::from_secs(30));
     let logs = server.logs();
     let clean_stop = matches!(&stop, Ok(s) if s.success()) && logs.stopped;
-    let final_store = filestore::scan(&store_dir).unwrap_or_default();
+    let final_store = embedded::disk_bytes(&store_dir).unwrap_or_default();
     let reopened =
         match ServerProc::start(&opts.server_bin, &data_dir, &token, &settings, &log_file) {
             Ok(mut again) => {
@@ -325,7 +325,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
             }
         };
     let factor =
-        reopened.and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store.live_bytes));
+        reopened.and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store));
     let verdict = memory::verdict(&samples, load_secs, factor.unwrap_or(0.0), Bound::default());
 
     // The report.
@@ -381,13 +381,11 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
     println!("== memory (RSS of the server process; thirds of the {load_secs:.0} s load)");
     println!(
         "  empty server {:.1} MiB; after the load {:.1} MiB (peak {:.1} MiB); final store \
-         {:.1} MiB live in {} keys ({:.1} MiB log); a server reopening it {:.1} MiB",
+         {:.1} MiB on disk; a server reopening it {:.1} MiB",
         mib(empty.rss_kib),
         after_load.map_or(0.0, |s| mib(s.rss_kib)),
         after_load.map_or(0.0, |s| mib(s.hwm_kib)),
-        final_store.live_bytes as f64 / 1048576.0,
-        final_store.keys,
-        final_store.log_bytes as f64 / 1048576.0,
+        final_store as f64 / 1048576.0,
         reopened.map_or(0.0, |s| mib(s.rss_kib)),
     );
     for (name, t) in [
