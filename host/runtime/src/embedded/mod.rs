@@ -34,7 +34,9 @@ pub enum Durability {
 
 impl Durability {
     /// `serve`'s default: stable storage within 100 ms.
-    pub const DEFAULT: Durability = Durability::Every(Duration::from_millis(100));
+    pub const DEFAULT: Durability = Durability::Every(Durability::DEFAULT_PERIOD);
+    /// The default's window.
+    pub const DEFAULT_PERIOD: Duration = Duration::from_millis(100);
 }
 
 /// The engines the embedded store runs on.
@@ -220,7 +222,8 @@ fn sync_thread<S: Send + Sync + 'static>(
         .map(drop)
 }
 
-/// Sums the sizes of the files under `dir` (the store's bytes on disk).
+/// Sums the blocks the files under `dir` take on disk (the store's bytes on disk, as `du`
+/// counts them: a file's preallocated space included, a hole not).
 pub fn disk_bytes(dir: &Path) -> std::io::Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir(dir)? {
@@ -229,7 +232,7 @@ pub fn disk_bytes(dir: &Path) -> std::io::Result<u64> {
         total += if meta.is_dir() {
             disk_bytes(&entry.path())?
         } else {
-            meta.len()
+            std::os::unix::fs::MetadataExt::blocks(&meta) * 512
         };
     }
     Ok(total)

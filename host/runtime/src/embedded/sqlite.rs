@@ -64,6 +64,8 @@ fn connect(path: &Path, flags: OpenFlags, synchronous: &str) -> rusqlite::Result
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "synchronous", synchronous)?;
+    conn.pragma_update(None, "mmap_size", 256i64 << 20)?;
+    conn.pragma_update(None, "cache_size", -16384i64)?;
     conn.set_prepared_statement_cache_capacity(16);
     Ok(conn)
 }
@@ -107,18 +109,17 @@ impl SqliteStore {
             counters: Arc::new(MemoryStore::new()),
             _lock: lock,
         });
-        if let Durability::Every(period) = durability {
-            sync_thread(
-                "edgehook-sqlite-sync",
-                Arc::downgrade(&shared),
-                period,
-                |s| {
-                    if let Err(e) = s.checkpoint() {
-                        crate::log::log_line("error", "store sync failed", &[("error", e.0)]);
-                    }
-                },
-            )?;
-        }
+        // Under `Always` every commit is synced already; the checkpoints still keep the WAL
+        // short.
+        let period = match durability {
+            Durability::Every(period) => period,
+            Durability::Always => Durability::DEFAULT_PERIOD,
+        };
+        sync_thread("edgehook-sqlite-sync", Arc::downgrade(&shared), period, |s| {
+            if let Err(e) = s.checkpoint() {
+                crate::log::log_line("error", "store sync failed", &[("error", e.0)]);
+            }
+        })?;
         Ok(SqliteStore { shared })
     }
 
