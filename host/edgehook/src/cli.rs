@@ -66,8 +66,21 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
 /// on it) and its admin token file into `to`, a new data directory that `serve --data-dir`
 /// starts from. Returns what to tell the operator.
 pub fn backup(data_dir: &Path, to: &Path) -> Result<String> {
-    let copied = edgehook_runtime::embedded::backup(&data_dir.join("store"), &to.join("store"))
-        .with_context(|| format!("backing up {} to {}", data_dir.display(), to.display()))?;
+    let context = || format!("backing up {} to {}", data_dir.display(), to.display());
+    let to_store = to.join("store");
+    let copied = match edgehook_runtime::embedded::backup(&data_dir.join("store"), &to_store) {
+        Ok(copied) => copied,
+        // A running `serve` has the store open: it makes the copy.
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            let to_store = std::path::absolute(&to_store)?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(crate::control::request_backup(data_dir, &to_store))
+                .with_context(context)?
+        }
+        Err(e) => return Err(e).with_context(context),
+    };
     let token = data_dir.join(ADMIN_TOKEN_FILE);
     if token.exists() {
         std::fs::copy(&token, to.join(ADMIN_TOKEN_FILE))

@@ -10,6 +10,8 @@
 //! `edgehook-runtime`'s.
 
 pub mod cli;
+pub mod control;
+pub mod inspect;
 pub mod listen;
 pub mod metrics;
 pub mod portal;

@@ -70,6 +70,10 @@ enum Command {
         #[arg(long, default_value = "edgehook-data", env = "EDGEHOOK_DATA_DIR")]
         data_dir: PathBuf,
     },
+    /// Read a copy of the embedded store (one `edgehook backup` made, or a stopped server's)
+    /// for inspection: stats, keys, values.
+    #[command(subcommand)]
+    Store(edgehook::inspect::StoreCommand),
     /// Replay deliveries by range (what failed or was skipped since a time, by default) and
     /// follow the job with a progress bar (talks to a running server).
     Replay(ReplayArgs),
@@ -403,6 +407,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Subscribe(args) => subscribe(args),
         Command::Replay(args) => replay(args),
+        Command::Store(command) => edgehook::inspect::run(command),
         Command::Backup { to, data_dir } => {
             println!("{}", cli::backup(&data_dir, &to)?);
             Ok(())
@@ -714,14 +719,10 @@ fn serve(args: ServeArgs) -> Result<()> {
                     Durability::DEFAULT
                 };
                 let dir = args.data_dir.join("store");
-                let store = embedded::open(embedded::DEFAULT_ENGINE, &dir, durability)
+                let store = embedded::open(&dir, durability)
                     .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-                let name = format!(
-                    "{} ({})",
-                    absolute(&dir).display(),
-                    embedded::DEFAULT_ENGINE.name()
-                );
-                let kv: Arc<dyn edgehook_runtime::store::KvBackend> = store.clone();
+                let name = absolute(&dir).display().to_string();
+                let kv: Arc<dyn edgehook_runtime::store::KvBackend> = Arc::new(store.clone());
                 (KvStore::Local(kv), Some(store), name)
             }
         };
@@ -777,9 +778,16 @@ fn serve(args: ServeArgs) -> Result<()> {
             log_line("info", "shutting down", &[]);
             let _ = stop_tx.send(true);
         });
+        // `edgehook backup` asks this process for a copy of the store it has open.
+        let control = file_store
+            .as_ref()
+            .and_then(|store| edgehook::control::Control::start(&args.data_dir, store.clone()));
         server.run(listener, stop_rx).await?;
+        if let Some(control) = control {
+            control.stop();
+        }
         if let Some(store) = file_store {
-            store.flush()?;
+            store.flush().map_err(|e| anyhow::anyhow!(e.0))?;
         }
         log_line("info", "stopped", &[]);
         Ok(())

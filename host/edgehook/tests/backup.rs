@@ -1,6 +1,9 @@
-//! #26 point 4: `edgehook backup --to DIR` copies the embedded store while `serve` runs under
-//! publish load, and `serve --data-dir DIR` on the copy comes up with every subscription and
-//! every delivery of the events accepted before the backup began.
+//! `edgehook backup --to DIR` copies the embedded store while `serve` runs under publish load
+//! (the running `serve` makes the copy, asked over its control socket), and `serve
+//! --data-dir DIR` on the copy comes up with every subscription and every delivery of the
+//! events accepted before the backup began. `edgehook store` reads the copy, and refuses the
+//! store a running `serve` has open. A data directory of an earlier build's format stops
+//! `serve` with one line.
 
 use crate::common::*;
 use edgehook::cli::Remote;
@@ -124,5 +127,73 @@ fn a_backup_taken_under_load_starts_a_server_with_everything_before_it() {
         );
     }
     drop(restored);
+
+    // The copy read for inspection, and the live store refused.
+    let store = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .arg("store")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("edgehook store");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), text, err)
+    };
+    let (ok, stats, err) = store(&["stats", "--data-dir", "copy"]);
+    assert!(ok, "{err}");
+    assert!(
+        stats.contains(" keys, ") && stats.contains(" bytes on disk"),
+        "{stats}"
+    );
+    let (ok, keys, err) = store(&[
+        "keys",
+        "--data-dir",
+        "copy",
+        "--prefix",
+        "sub:",
+        "--limit",
+        "2",
+    ]);
+    assert!(ok, "{err}");
+    let keys: Vec<&str> = keys.lines().collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("sub:")), "{keys:?}");
+    let (ok, value, err) = store(&["get", "--data-dir", "copy", keys[0]]);
+    assert!(ok && !value.trim().is_empty(), "{err}");
+    let (ok, _, err) = store(&["get", "--data-dir", "copy", "no:such:key"]);
+    assert!(!ok && err.contains("no such key"), "{err}");
+    let (ok, _, err) = store(&["stats"]);
+    assert!(
+        !ok && err.contains("in use by another edgehook process"),
+        "{err}"
+    );
     drop(server);
+}
+
+#[test]
+fn serve_on_a_data_directory_of_an_earlier_format_stops_with_one_clear_line() {
+    let dir = temp_dir("old-format");
+    let store = dir.join("edgehook-data/store");
+    std::fs::create_dir_all(&store).expect("dir");
+    std::fs::write(store.join("kv.log"), b"\x01\x01\x00\x00\x00k").expect("old log");
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(&dir)
+        .output()
+        .expect("serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "serve started on an old store: {err}"
+    );
+    assert!(
+        err.contains("kv.log") && err.contains("does not read") && err.contains("--data-dir"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&store)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["kv.log"], "the old store is left as it was");
 }

@@ -116,7 +116,7 @@ fn the_recovery_story_holds_on_redis_too() {
     story("recovery-redis", &store, Some(token));
 }
 
-/// The story, on `serve` with `store` arguments added (none: the embedded file store) and
+/// The story, on `serve` with `store` arguments added (none: the embedded store) and
 /// `token` as the admin token (none: the one `serve` writes to its data directory).
 fn story(name: &str, store: &[String], token: Option<String>) {
     let dir = temp_dir(name);

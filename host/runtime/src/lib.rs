@@ -7,7 +7,7 @@
 //! ([`Warm`], what `serve` uses); a [`HostEnv`] says what that call is connected to:
 //!
 //! - a key-value store ([`store`]): [`store::MemoryStore`], the durable embedded
-//!   [`filestore::FileStore`] (copied while in use by [`backup`]), [`redisstore::RedisStore`],
+//!   [`embedded::FjallStore`], [`redisstore::RedisStore`],
 //!   or any [`store::KvBackend`] / [`store::RemoteKv`] of the embedder's;
 //! - `wasi:config` values (snake_case keys, `edgehook_component::model::config::KEYS`);
 //! - outgoing HTTP ([`outbound::Outbound`]): the real sender [`net::NetOutbound`] (SSRF checks,
@@ -42,11 +42,9 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
-pub mod backup;
 mod bindings;
 pub mod embedded;
 pub mod env;
-pub mod filestore;
 pub mod gate;
 pub mod log;
 pub mod metrics;

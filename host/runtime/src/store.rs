@@ -2,7 +2,7 @@
 //!
 //! [`KvBackend`] is the small trait a local backend implements (compare-and-swap included):
 //! [`MemoryStore`], the in-memory one used in simulation, with fault injection, and the
-//! embedded file store. [`RemoteKv`] is the same operations as futures, for a backend that
+//! embedded store. [`RemoteKv`] is the same operations as futures, for a backend that
 //! waits on the network (Redis), so no thread blocks on a reply. [`KvStore`] is either, as the
 //! runtime holds it.
 
@@ -52,12 +52,12 @@ pub trait KvBackend: Send + Sync + 'static {
     }
     /// Writes many keys, in order. Not atomic: after an error any of them may have been
     /// written. By default one [`KvBackend::set`] each; a store that can write them at once
-    /// (the file store: one append) does.
+    /// (the embedded store: one batch) does.
     fn set_many(&self, entries: &[(String, Vec<u8>)]) -> StoreResult<()> {
         entries.iter().try_for_each(|(k, v)| self.set(k, v))
     }
     /// The `counters` bucket's store (the component's rate-limit counts, which need no
-    /// durability), if it is not this one: the file store keeps them in memory, off its log.
+    /// durability), if it is not this one: the embedded store keeps them in memory, off its journal.
     fn counters(&self) -> Option<Arc<dyn KvBackend>> {
         None
     }
@@ -98,7 +98,7 @@ pub trait RemoteKv: Send + Sync + 'static {
 /// awaited (the instance's fiber yields to the executor while the reply is on its way).
 #[derive(Clone)]
 pub enum KvStore {
-    /// In this process (memory, the embedded file store).
+    /// In this process (memory, the embedded store).
     Local(Arc<dyn KvBackend>),
     /// Over the network (Redis).
     Remote(Arc<dyn RemoteKv>),

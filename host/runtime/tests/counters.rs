@@ -1,9 +1,9 @@
-//! The `counters` bucket: the file store keeps the rate limits' counts in memory, off its
-//! log, and the limit still holds (#28 point 4a: a durable write per partner request cost
-//! the list a tenth of its time).
+//! The `counters` bucket: the embedded store keeps the rate limits' counts in memory, off
+//! its journal, and the limit still holds (a durable write per partner request cost the
+//! list a tenth of its time).
 
 use bytes::Bytes;
-use edgehook_runtime::filestore::{FileStore, SyncPolicy};
+use edgehook_runtime::embedded::{self, Durability, FjallStore};
 use edgehook_runtime::store::{KvBackend, KvStore};
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::Full;
@@ -14,9 +14,9 @@ fn request(method: &str, path: &str, token: &str) -> http::Request<Full<Bytes>> 
     edgehook_testkit::http::request(method, &format!("http://test{path}"), token, "")
 }
 
-/// `serve`'s environment over the file store in `dir`: admin token `t`, 2 partner requests
+/// `serve`'s environment over the embedded store: admin token `t`, 2 partner requests
 /// a minute.
-fn served(store: &Arc<FileStore>) -> HostEnv {
+fn served(store: &Arc<FjallStore>) -> HostEnv {
     let config: BTreeMap<String, String> = [("admin_token", "t"), ("rate_limit_per_minute", "2")]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -35,9 +35,9 @@ fn keys(store: &dyn KvBackend, prefix: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_rate_limits_counts_live_in_memory_beside_the_file_store_and_still_limit() {
+async fn the_rate_limits_counts_live_in_memory_beside_the_embedded_store_and_still_limit() {
     let dir = edgehook_testkit::temp_dir("counters");
-    let store = Arc::new(FileStore::open(&dir, SyncPolicy::Always).expect("store"));
+    let store = Arc::new(embedded::open(&dir, Durability::Always).expect("store"));
     let rt = Runtime::embedded().expect("runtime");
     let env = served(&store);
     let issued = rt.handle(&env, request("POST", "/internal/v1/clients/acme/keys", "t"));
@@ -52,12 +52,12 @@ async fn the_rate_limits_counts_live_in_memory_beside_the_file_store_and_still_l
         statuses.push(listed.expect("list").status);
     }
     assert_eq!(statuses, [200, 200, 429], "the limit holds");
-    let counters = store.counters().expect("the file store's counters");
+    let counters = store.counters().expect("the embedded store's counters");
     assert_eq!(keys(counters.as_ref(), "rate:acme:").len(), 1);
     assert_eq!(keys(store.as_ref(), "rate:"), Vec::<String>::new());
-    // Not in the log either: the reopened store has the API key, and no count.
+    // Not in the journal either: the reopened store has the API key, and no count.
     drop((env, store, counters));
-    let store = Arc::new(FileStore::open(&dir, SyncPolicy::Always).expect("reopened"));
+    let store = Arc::new(embedded::open(&dir, Durability::Always).expect("reopened"));
     assert_eq!(keys(store.as_ref(), "rate:"), Vec::<String>::new());
     let listed = rt
         .handle(&served(&store), request("GET", "/v1/webhooks", &key))

@@ -2,7 +2,7 @@
 //! checks every store the project runs on against the rules the component relies on
 //! (docs/embedding.md, "Key-value contract"), and a store that breaks a rule fails by name.
 //!
-//! - Our stores (memory, the file store, Redis through our host) run the probe in process, the
+//! - Our stores (memory, the embedded store, Redis through our host) run the probe in process, the
 //!   way the runtime runs the component, and must keep every rule.
 //! - Spin 4.0.2 (`spin up`, with its default SQLite store and with Redis) runs the probe over
 //!   HTTP; the rules it breaks must be exactly the known ones listed below, so the test fails
@@ -14,8 +14,7 @@
 //! answers for the others), then two contention rules run many requests at once. Loopback
 //! only; every wait is a condition with a deadline; Spin and Redis are killed on drop.
 
-use edgehook_runtime::embedded::{self, Durability, Engine};
-use edgehook_runtime::filestore::{FileStore, SyncPolicy};
+use edgehook_runtime::embedded::{self, Durability};
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use edgehook_runtime::{Baseline, HostEnv, KVPROBE_WASM};
@@ -324,41 +323,16 @@ fn the_memory_store_keeps_every_rule() {
 }
 
 #[test]
-fn the_file_store_keeps_every_rule() {
-    let dir = temp_dir("kv-conformance-file");
-    let store = FileStore::open(&dir, SyncPolicy::Every(Duration::from_millis(100)))
-        .expect("open the file store");
+fn the_embedded_store_keeps_every_rule() {
+    let dir = temp_dir("kv-conformance-embedded");
+    let store = embedded::open(&dir, Durability::DEFAULT).expect("open the store");
     check(
         &rt(),
-        "file (our host)",
+        "embedded (our host)",
         Target::local(KvStore::Local(Arc::new(store))),
         &[],
     );
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The embedded store on `engine`, in a fresh directory, runs the probe.
-fn embedded_keeps_every_rule(engine: Engine) {
-    let dir = temp_dir(&format!("kv-conformance-{}", engine.name()));
-    let store = embedded::open(engine, &dir, Durability::DEFAULT).expect("open the store");
-    let kv: Arc<dyn edgehook_runtime::store::KvBackend> = store;
-    check(
-        &rt(),
-        &format!("{} (our host)", engine.name()),
-        Target::local(KvStore::Local(kv)),
-        &[],
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[test]
-fn the_sqlite_store_keeps_every_rule() {
-    embedded_keeps_every_rule(Engine::Sqlite);
-}
-
-#[test]
-fn the_fjall_store_keeps_every_rule() {
-    embedded_keeps_every_rule(Engine::Fjall);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The bench's allocator: mimalloc (as the `edgehook` binary runs), with an account of the
-//! live heap by size class that the `footprint` section switches on. It tells apart what
+//! live heap by size class that the `store` section switches on. It tells apart what
 //! the program holds (live blocks, by size) from what the allocator keeps resident around
 //! them, which RSS alone mixes.
 //!

@@ -16,15 +16,13 @@
 //! exact rows (fuel, store operations) are judged against a committed baseline ([`exact`]):
 //! more than 5 % over it is exit status 3.
 //! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `latency`, `simulation`, `growth`,
-//! `redis`, `spin`, `footprint`) run only those; `footprint` (minutes, a large store on
-//! disk) runs only when named. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
+//! `redis`, `spin`, `store`) run only those; `store` (minutes, a large store on disk) runs
+//! only when named. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
 //! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
 //! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
 
 mod api;
-mod engines;
 mod exact;
-mod footprint;
 mod forwarder;
 mod heap;
 mod latency;
@@ -36,6 +34,7 @@ mod scale;
 mod serve;
 mod setup;
 mod spin;
+mod store;
 mod table;
 
 use anyhow::Result;
@@ -44,7 +43,7 @@ use edgehook_testkit::progress::Progress;
 use std::time::Duration;
 
 /// The same allocator as the `edgehook` binary, so `serve` is measured as it runs, with an
-/// account of the live heap that the `footprint` section switches on.
+/// account of the live heap that the `store` section switches on.
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting::new();
 
@@ -70,11 +69,7 @@ struct Args {
     /// (tools/bench/exact-baseline.json) instead of judging them against it.
     #[arg(long)]
     write_baseline: bool,
-    /// The durable store the sections run `serve` on: `file` (the hand-built log), `sqlite`
-    /// or `fjall` (default: the embedded store's default engine).
-    #[arg(long, value_parser = ["file", "sqlite", "fjall"])]
-    store: Option<String>,
-    /// Sections to run (default: all but `footprint`, which runs only when named). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
+    /// Sections to run (default: all but `store`, which runs only when named). `redis` runs only where EDGEHOOK_BENCH_REDIS names a
     /// server (redis://127.0.0.1:6379); `spin` only where a Spin CLI is found ($SPIN_BIN, else
     /// ../shared/tools/spin).
     #[arg(value_enum)]
@@ -104,16 +99,14 @@ enum Section {
     Redis,
     /// The same component under `spin up` against `serve`.
     Spin,
-    /// The durable store `--store` names, for the engines' side-by-side (opt-in: run it
-    /// once per engine, `tools/bench/engines.sh`).
-    Engines,
-    /// The file store's bytes per subscription and per delivery record, and serve's RSS
-    /// (opt-in: 3-6 minutes and 1.2 GB of disk, not in the default run).
-    Footprint,
+    /// The embedded store under `serve`: sustained deliveries, latency at 60 % of them,
+    /// bytes on disk, RSS and restart at 1,000,000 delivery records (opt-in: 5 minutes and
+    /// a gigabyte of disk, not in the default run).
+    Store,
 }
 
 /// Every section, in the order they run, with what the progress line says.
-const ALL: [(Section, &str); 12] = [
+const ALL: [(Section, &str); 11] = [
     (Section::Size, "sizes"),
     (Section::Api, "api latency and instantiate"),
     (Section::Fuel, "guest fuel"),
@@ -124,21 +117,14 @@ const ALL: [(Section, &str); 12] = [
     (Section::Growth, "cost growth"),
     (Section::Redis, "redis latency"),
     (Section::Spin, "spin against serve"),
-    (Section::Footprint, "footprint"),
-    (Section::Engines, "the store's engine side by side"),
+    (Section::Store, "the embedded store"),
 ];
 
 /// Sections that run only when named (they take minutes and fill the disk).
-const OPT_IN: [Section; 2] = [Section::Footprint, Section::Engines];
+const OPT_IN: [Section; 1] = [Section::Store];
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if let Some(store) = &args.store {
-        setup::choose_store(match edgehook_runtime::embedded::Engine::parse(store) {
-            Some(engine) => setup::StoreKind::Engine(engine),
-            None => setup::StoreKind::File,
-        });
-    }
     let chosen: Vec<(Section, &str)> = ALL
         .into_iter()
         .filter(|(s, _)| {
@@ -192,8 +178,7 @@ fn main() -> Result<()> {
                     eprintln!("redis: skipped (set EDGEHOOK_BENCH_REDIS=redis://host:port)");
                 }
             },
-            Section::Footprint => rows.extend(rt.block_on(footprint::footprint(args.quick))?),
-            Section::Engines => rows.extend(rt.block_on(engines::engines(args.quick))?),
+            Section::Store => rows.extend(rt.block_on(store::store(args.quick))?),
             Section::Spin => match edgehook_sim::spin::find_binary() {
                 Some(binary) => rows.extend(rt.block_on(spin::spin_vs_serve(
                     &binary,

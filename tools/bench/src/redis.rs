@@ -122,7 +122,7 @@ fn redis_url_at(url: &str, port: u16) -> Option<String> {
 /// fan-out-1 publish (to its 202; its attempt 1, to a simulated endpoint, finishes before
 /// the next publish, untimed), p50, each against one round trip (a `GET` of one key through
 /// the same store) measured in the same run. Then `edgehook serve`'s throughput for
-/// `GET /v1/webhooks` over this Redis against the same over the file store, and over the
+/// `GET /v1/webhooks` over this Redis against the same over the embedded store, and over the
 /// same Redis behind a delay line (each way 0.5 ms, rounded up to tokio's millisecond timer:
 /// a store a few milliseconds away, its round trip measured) against the direct one. Needs a
 /// Redis on TCP: `EDGEHOOK_BENCH_REDIS=redis://127.0.0.1:6379`; the keys go under a prefix
@@ -164,7 +164,7 @@ pub async fn redis_latency(
     }
     publish.sort_unstable();
     // Throughput, each server with a keyspace of its own.
-    let on_file = serve_rps(durable_store("redis-file")?, connections, duration).await?;
+    let embedded = serve_rps(durable_store("redis-embedded")?, connections, duration).await?;
     let direct = redis_store(url, &format!("{prefix}direct:")).await?;
     let on_redis = serve_rps(KvStore::Remote(direct), connections, duration).await?;
     let target = match redis::Client::open(url)?.get_connection_info().addr() {
@@ -219,10 +219,10 @@ pub async fn redis_latency(
     }
     rows.extend([
         Row {
-            name: format!("redis: serve GET /v1/webhooks, {connections} conns (vs file store)"),
+            name: format!("redis: serve GET /v1/webhooks, {connections} conns (vs embedded store)"),
             value: on_redis,
             unit: "r/s",
-            baseline: Some(on_file),
+            baseline: Some(embedded),
             target: "-".into(),
             met: None,
         },

@@ -154,7 +154,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// #28 point 4: `edgehook serve`'s (file store) create, list (a client with 50) and delete
+/// `edgehook serve`'s (embedded store) create, list (a client with 50) and delete
 /// requests/s over `connections` keep-alive connections, each against the same server's
 /// `GET /healthz` (its cheapest request: the component answers from one store read) in the
 /// same run (the list's in [`FLOOR_ROUNDS`] rounds alternating with `/healthz`'s, each a

@@ -1,16 +1,16 @@
 //! What every section sets up alike: the host environment and settings, requests as the
-//! benchmarks send them, API keys and subscriptions, a file store, a realistic load.
+//! benchmarks send them, API keys and subscriptions, the embedded store, a realistic load.
 
 use crate::measure::timed;
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
-use edgehook_runtime::embedded::{self, Durability, Engine};
+use edgehook_runtime::embedded::{self, Durability};
 use edgehook_runtime::net::NetOptions;
 use edgehook_runtime::store::KvStore;
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::Full;
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The host every section runs the component on: `kv`, the bench's settings (admin token
@@ -142,53 +142,19 @@ pub fn event_request() -> http::Request<Full<Bytes>> {
     event
 }
 
-/// The store `--store` names for the sections that run `serve` on its durable store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreKind {
-    /// The hand-built log store.
-    File,
-    /// An engine of `edgehook_runtime::embedded`.
-    Engine(Engine),
-}
-
-static STORE: OnceLock<StoreKind> = OnceLock::new();
-
-/// Chooses the store of [`durable_store`] (once, before any section runs).
-pub fn choose_store(kind: StoreKind) {
-    let _ = STORE.set(kind);
-}
-
-impl StoreKind {
-    /// The name `--store` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            StoreKind::File => "file",
-            StoreKind::Engine(engine) => engine.name(),
-        }
-    }
-}
-
-/// The store `--store` chose (the embedded store's default engine if none).
-pub fn store_kind() -> StoreKind {
-    *STORE.get_or_init(|| StoreKind::Engine(Engine::Sqlite))
-}
-
-/// The durable store `--store` chose, in a fresh directory, synced as `edgehook serve` syncs
-/// it (every 100 ms).
+/// The embedded store in a fresh directory, synced as `edgehook serve` syncs it (every
+/// 100 ms).
 pub fn durable_store(name: &str) -> Result<KvStore> {
     let dir = edgehook_testkit::try_temp_dir(&format!("bench-{name}"))?;
-    open_store(store_kind(), &dir)
+    open_store(&dir)
 }
 
-/// Opens the durable store `kind` in `dir`, synced every 100 ms.
-pub fn open_store(kind: StoreKind, dir: &std::path::Path) -> Result<KvStore> {
-    Ok(KvStore::Local(match kind {
-        StoreKind::File => Arc::new(edgehook_runtime::filestore::FileStore::open(
-            dir,
-            edgehook_runtime::filestore::SyncPolicy::Every(Duration::from_millis(100)),
-        )?),
-        StoreKind::Engine(engine) => embedded::open(engine, dir, Durability::DEFAULT)?,
-    }))
+/// Opens the embedded store in `dir`, synced every 100 ms.
+pub fn open_store(dir: &std::path::Path) -> Result<KvStore> {
+    Ok(KvStore::Local(Arc::new(embedded::open(
+        dir,
+        Durability::DEFAULT,
+    )?)))
 }
 
 /// A load of a realistic size: a load with forty stops, about 5.7 KiB of JSON.

@@ -1,6 +1,6 @@
 //! The `spin` section: the same `.wasm` under `spin up` (the project's `spin.toml`, Spin's
 //! default SQLite store; see [`edgehook_sim::spin`]) and under `edgehook serve` (the real
-//! server, its default file store), both on loopback, driven by the same load generator in
+//! server, its embedded store), both on loopback, driven by the same load generator in
 //! one run.
 //! Each row is Spin's figure with serve's as the baseline:
 //!
@@ -113,7 +113,7 @@ async fn set_up(port: u16, receiver: u16) -> Result<Target> {
     Ok(Target { port, list_key })
 }
 
-/// `edgehook serve` on a free loopback port: the bench's settings, the file store, the real
+/// `edgehook serve` on a free loopback port: the bench's settings, the embedded store, the real
 /// outbound sender (private targets allowed, for the receiver).
 async fn start_serve() -> Result<u16> {
     let mut e = env(durable_store("spin-serve")?);

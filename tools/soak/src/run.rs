@@ -324,8 +324,7 @@ async fn soak(opts: &Options, dir: &std::path::Path) -> Result<Outcome> {
                 None
             }
         };
-    let factor =
-        reopened.and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store));
+    let factor = reopened.and_then(|r| memory::factor(empty.rss_kib, r.rss_kib, final_store));
     let verdict = memory::verdict(&samples, load_secs, factor.unwrap_or(0.0), Bound::default());
 
     // The report.

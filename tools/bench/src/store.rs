@@ -1,6 +1,6 @@
-//! The embedded store's engines side by side: the section runs `serve` on the store that
-//! `--store` names, so the engines are compared by running it once per engine in
-//! alternating rounds (`tools/bench/engines.sh`), on the same machine in the same spell:
+//! The embedded store under `serve` (opt-in: `edgehook-bench store`). This is the section
+//! the store's engine was chosen by (BENCHMARKS.md, "The embedded store"), run then once per
+//! engine in alternating rounds:
 //!
 //! - signed deliveries/s sustained at fan-out 1, 33 and 100 (`serve` over loopback, events
 //!   published as fast as 32 connections go, to a loopback receiver answering 200);
@@ -19,7 +19,7 @@ use crate::latency;
 use crate::load::plain_server;
 use crate::procmem::rss;
 use crate::serve::{api_against_healthz, sustained};
-use crate::setup::{durable_store, open_store, store_kind};
+use crate::setup::{durable_store, open_store};
 use crate::table::Row;
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
@@ -33,8 +33,7 @@ const SHARE: f64 = 0.6;
 const PER_EVENT: f64 = 100.0 / 3.0;
 
 /// The section.
-pub async fn engines(quick: bool) -> Result<Vec<Row>> {
-    let name = store_kind().name();
+pub async fn store(quick: bool) -> Result<Vec<Row>> {
     let hits = Arc::new(AtomicUsize::new(0));
     let receiver = plain_server(Bytes::from_static(b"ok"), hits.clone()).await?;
     let total = if quick { 1_000 } else { 20_000 };
@@ -48,7 +47,7 @@ pub async fn engines(quick: bool) -> Result<Vec<Row>> {
             at_33 = rate;
         }
         rows.push(Row::reported(
-            format!("{name}: deliveries/s, fan-out {fanout} (CPU {cpu:.0} us a delivery)"),
+            format!("store: deliveries/s, fan-out {fanout} (CPU {cpu:.0} us a delivery)"),
             rate,
             "d/s",
             None,
@@ -58,12 +57,12 @@ pub async fn engines(quick: bool) -> Result<Vec<Row>> {
     let secs = if quick { 3 } else { 60 };
     let latency = latency::at_rate(events, Duration::from_secs(secs)).await?;
     rows.extend(latency.into_iter().map(|mut r| {
-        r.name = format!("{name}: {} at 60 %", r.name);
+        r.name = format!("store: {} at 60 %", r.name);
         r
     }));
     let api = api_against_healthz(Duration::from_secs(if quick { 1 } else { 5 }), 32).await?;
     rows.extend(api.into_iter().map(|mut r| {
-        r.name = format!("{name}: {}", r.name);
+        r.name = format!("store: {}", r.name);
         r
     }));
     Ok(rows)
@@ -72,7 +71,6 @@ pub async fn engines(quick: bool) -> Result<Vec<Row>> {
 /// Delivery records made at fan-out 100 until the store holds the section's count: bytes
 /// on disk per record, RSS, and the restart.
 async fn records(quick: bool, receiver: u16, hits: &AtomicUsize) -> Result<Vec<Row>> {
-    let name = store_kind().name();
     let want: usize = match std::env::var("EDGEHOOK_BENCH_ENGINE_RECORDS") {
         Ok(n) => n.parse().context("EDGEHOOK_BENCH_ENGINE_RECORDS")?,
         Err(_) if quick => 10_000,
@@ -80,16 +78,23 @@ async fn records(quick: bool, receiver: u16, hits: &AtomicUsize) -> Result<Vec<R
     };
     let dir = edgehook_testkit::try_temp_dir("bench-engine-records")?;
     let rss_before = rss()?;
-    let kv = open_store(store_kind(), &dir)?;
+    crate::ALLOCATOR.start();
+    let heap_before = crate::ALLOCATOR.snapshot();
+    let kv = open_store(&dir)?;
     // 100 subscriptions set up, nothing delivered: what the records add is measured from here.
     let empty = edgehook_runtime::embedded::disk_bytes(&dir)?;
     let started = Instant::now();
     let (_, _, rss_full) = sustained(kv, 100, want, receiver, hits).await?;
+    let heap_now = crate::ALLOCATOR.snapshot();
+    let heap = heap_now.bytes_since(&heap_before);
+    for (size, blocks, bytes) in heap_now.since(&heap_before, 1 << 20) {
+        eprintln!("store: live heap in blocks of up to {size} B: {blocks:+}, {bytes:+} B");
+    }
     let made = started.elapsed();
     // `sustained` stopped its server, and the store's last handle went with it.
     let disk = edgehook_runtime::embedded::disk_bytes(&dir)?;
     let reopen = Instant::now();
-    let kv = open_store(store_kind(), &dir)?;
+    let kv = open_store(&dir)?;
     let first = kv
         .list_keys(None, 1)
         .await
@@ -102,7 +107,7 @@ async fn records(quick: bool, receiver: u16, hits: &AtomicUsize) -> Result<Vec<R
     Ok(vec![
         Row::reported(
             format!(
-                "{name}: bytes on disk per delivery record at {want} (made in {:.0} s)",
+                "store: bytes on disk per delivery record at {want} (made in {:.0} s)",
                 made.as_secs_f64()
             ),
             per,
@@ -110,13 +115,17 @@ async fn records(quick: bool, receiver: u16, hits: &AtomicUsize) -> Result<Vec<R
             None,
         ),
         Row::reported(
-            format!("{name}: RSS at {want} records (vs before the store was opened)"),
+            format!(
+                "store: RSS at {want} records, live heap +{:.1} MiB (vs before the store was \
+                 opened)",
+                heap as f64 / 1048576.0
+            ),
             rss_full as f64 / 1048576.0,
             "MiB",
             Some(rss_before as f64 / 1048576.0),
         ),
         Row::reported(
-            format!("{name}: restart at {want} records (open, then the first key)"),
+            format!("store: restart at {want} records (open, then the first key)"),
             restart.as_secs_f64() * 1000.0,
             "ms",
             None,
