@@ -4,7 +4,9 @@
 //! HTTP/1.1, or with [`tls`] HTTPS with HTTP/2 too, with a timer that ticks when work is due
 //! and a graceful shutdown; [`metrics`], its Prometheus endpoint; [`portal`], which paths go to
 //! the web portal's component), [`listen`] (a local receiver that verifies signatures), [`cli`]
-//! (the admin token file and the operator commands' HTTP client), [`replay`] (replays by
+//! (the admin token file and the operator commands' HTTP client), [`control`] (`serve`'s
+//! control socket: the store's copy for `edgehook backup`), [`inspect`] (`edgehook store`:
+//! a copy of the store read for inspection), [`replay`] (replays by
 //! range with a progress bar), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`) and
 //! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on). The component and its imports are
 //! `edgehook-runtime`'s.

@@ -3,7 +3,7 @@
 //!
 //! The store is a `BTreeMap` behind a mutex ([`KvBackend`]: reads, writes, counters and the
 //! compare-and-swap the component's claims rely on; the runtime's `keys_after` and
-//! `parse_counter` do the listing and the counters' text). The outbound policy sends nothing
+//! `add_to_counter` do the listing and the counters' text). The outbound policy sends nothing
 //! itself: it refuses every host outside an allow list before any connection, and for the
 //! allowed ones it hands the signed request to the platform (here: prints it, and answers
 //! 204), as a platform that queues deliveries on its own egress would. The timer is a loop
@@ -14,9 +14,7 @@
 use anyhow::{Result, ensure};
 use bytes::Bytes;
 use edgehook_runtime::outbound::{Outbound, OutboundFuture};
-use edgehook_runtime::store::{
-    KvBackend, KvStore, StoreError, StoreResult, keys_after, parse_counter,
-};
+use edgehook_runtime::store::{KvBackend, KvStore, StoreResult, add_to_counter, keys_after};
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::{BodyExt as _, Full};
 use std::collections::BTreeMap;
@@ -54,9 +52,7 @@ impl KvBackend for MapStore {
 
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
         let mut map = self.map();
-        let next = parse_counter(key, map.get(key))?
-            .checked_add(delta)
-            .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
+        let next = add_to_counter(key, map.get(key), delta)?;
         map.insert(key.to_owned(), next.to_string().into_bytes());
         Ok(next)
     }

@@ -22,7 +22,7 @@
 //! - **No silent surprises:** a directory written in the format of earlier builds is refused
 //!   with one line saying what was found and what to do ([`open`]); it is never read as empty.
 
-use crate::store::{KvBackend, MemoryStore, StoreError, StoreResult, parse_counter};
+use crate::store::{KvBackend, MemoryStore, StoreError, StoreResult, add_to_counter};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use std::fs::{File, OpenOptions};
 use std::ops::Bound;
@@ -259,9 +259,7 @@ impl KvBackend for FjallStore {
     fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
         self.write(|kv| {
             let current = kv.get(key).map_err(err)?.map(|v| v.to_vec());
-            let next = parse_counter(key, current.as_ref())?
-                .checked_add(delta)
-                .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
+            let next = add_to_counter(key, current.as_ref(), delta)?;
             kv.insert(key, next.to_string()).map_err(err)?;
             Ok(next)
         })

@@ -390,6 +390,14 @@ pub fn keys_after<V>(map: &BTreeMap<String, V>, cursor: Option<&str>, limit: usi
         .collect()
 }
 
+/// `delta` added to `key`'s decimal counter `value` (missing = 0): the new value, or an error
+/// if `value` holds no counter or the sum would overflow.
+pub fn add_to_counter(key: &str, value: Option<&Vec<u8>>, delta: i64) -> StoreResult<i64> {
+    parse_counter(key, value)?
+        .checked_add(delta)
+        .ok_or_else(|| StoreError(format!("counter {key} would overflow")))
+}
+
 /// Parses a decimal counter value (missing = 0).
 pub fn parse_counter(key: &str, value: Option<&Vec<u8>>) -> StoreResult<i64> {
     match value {
