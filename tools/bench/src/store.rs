@@ -1,19 +1,18 @@
 //! The embedded store under `serve` (opt-in: `edgehook-bench store`). This is the section
 //! the store's engine was chosen by (BENCHMARKS.md, "The embedded store"), run then once per
-//! engine in alternating rounds:
+//! engine in alternating rounds. In order:
 //!
+//! - in a process that has run nothing else, delivery records made by the component at
+//!   fan-out 100 until the store holds 1,000,000 (`EDGEHOOK_BENCH_ENGINE_RECORDS`; `quick`:
+//!   10,000): bytes on disk per record (the blocks the store's files take, as `du` counts
+//!   them), the process's RSS and live heap then, and the restart (the store closed, opened
+//!   again, its first key read);
 //! - signed deliveries/s sustained at fan-out 1, 33 and 100 (`serve` over loopback, events
 //!   published as fast as 32 connections go, to a loopback receiver answering 200);
 //! - latency under a steady rate at **60 % of the deliveries/s this store sustained at
 //!   fan-out 33 in the same run** (the latency section's open model: 100 subscriptions over
 //!   the three types, 33 deliveries an event; 60 s, `quick`: 3 s), judged at p99 <= 25 ms;
-//! - create and list against `/healthz` (the serve section's rows);
-//! - first, in a process that has run nothing else: bytes on disk per delivery record (the
-//!   blocks the store's files take, as `du` counts them), and the process's RSS, once the
-//!   store holds
-//!   1,000,000 delivery records (`EDGEHOOK_BENCH_ENGINE_RECORDS`; `quick`: 10,000), made by
-//!   the component itself at fan-out 100; then the restart: the store closed, and the time
-//!   to open it again and answer a read.
+//! - create and list against `/healthz` (the serve section's rows).
 
 use crate::latency;
 use crate::load::plain_server;
@@ -41,7 +40,7 @@ pub async fn store(quick: bool) -> Result<Vec<Row>> {
     let mut rows = records(quick, receiver, &hits).await?;
     let mut at_33 = 0.0;
     for fanout in [1, 33, 100] {
-        let kv = durable_store(&format!("engines-{fanout}"))?;
+        let kv = durable_store(&format!("store-{fanout}"))?;
         let (rate, cpu, _) = sustained(kv, fanout, total, receiver, &hits).await?;
         if fanout == 33 {
             at_33 = rate;
@@ -76,7 +75,7 @@ async fn records(quick: bool, receiver: u16, hits: &AtomicUsize) -> Result<Vec<R
         Err(_) if quick => 10_000,
         Err(_) => 1_000_000,
     };
-    let dir = edgehook_testkit::try_temp_dir("bench-engine-records")?;
+    let dir = edgehook_testkit::try_temp_dir("bench-store-records")?;
     let rss_before = rss()?;
     crate::ALLOCATOR.start();
     let heap_before = crate::ALLOCATOR.snapshot();
