@@ -226,6 +226,12 @@ impl KvBackend for FjallStore {
         Some(self.shared().counters.clone())
     }
 
+    /// A write can meet fjall installing a flushed memtable (see docs/design/storage.md,
+    /// "The tail under load").
+    fn writes_may_stall(&self) -> bool {
+        true
+    }
+
     fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         let value = self.shared().kv.get(key).map_err(err)?;
         Ok(value.map(|v| v.to_vec()))
