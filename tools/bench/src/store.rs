@@ -52,19 +52,40 @@ pub async fn store(quick: bool) -> Result<Vec<Row>> {
             None,
         ));
     }
-    let events = SHARE * at_33 / PER_EVENT;
     let secs = if quick { 3 } else { 60 };
-    let latency = latency::at_rate(events, Duration::from_secs(secs)).await?;
-    rows.extend(latency.into_iter().map(|mut r| {
-        r.name = format!("store: {} at 60 %", r.name);
-        r
-    }));
+    for share in shares()? {
+        let events = share * at_33 / PER_EVENT;
+        let latency = latency::at_rate(events, Duration::from_secs(secs)).await?;
+        let pct = (share * 100.0).round();
+        rows.extend(latency.into_iter().map(|mut r| {
+            r.name = format!("store: {} at {pct} %", r.name);
+            r
+        }));
+    }
     let api = api_against_healthz(Duration::from_secs(if quick { 1 } else { 5 }), 32).await?;
     rows.extend(api.into_iter().map(|mut r| {
         r.name = format!("store: {}", r.name);
         r
     }));
     Ok(rows)
+}
+
+/// The shares of the sustained rate the latency run is made at: [`SHARE`], or the
+/// comma-separated list in `EDGEHOOK_BENCH_STORE_SHARES` (e.g. `0.6,0.4,0.2`, to find the
+/// share a build holds the p99 target at).
+fn shares() -> Result<Vec<f64>> {
+    let Ok(list) = std::env::var("EDGEHOOK_BENCH_STORE_SHARES") else {
+        return Ok(vec![SHARE]);
+    };
+    list.split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x > 0.0 && *x <= 1.0)
+                .with_context(|| format!("EDGEHOOK_BENCH_STORE_SHARES: {s:?} is no share in (0, 1]"))
+        })
+        .collect()
 }
 
 /// Delivery records made at fan-out 100 until the store holds the section's count: bytes
