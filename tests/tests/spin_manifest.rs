@@ -148,7 +148,7 @@ fn problems(spin: &Table, component_crate: &Table, workspace: &Table) -> Vec<Str
     };
 
     if get(spin, &["spin_manifest_version"]).and_then(Value::as_integer) != Some(2) {
-        out.push("spin_manifest_version must be 2 (Spin 2.x to 4.x)".to_string());
+        out.push("spin_manifest_version must be 2 (the format Spin 4 reads)".to_string());
     }
     if component(&[]).and_then(|c| c.as_table().cloned()).is_none() {
         out.push(format!("no [component.{COMPONENT}] table"));
