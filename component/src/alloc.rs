@@ -3,7 +3,7 @@
 //!
 //! A request or a delivery allocates and frees thousands of small blocks (keys, ids, header
 //! names and values, records being encoded), and dlmalloc's `malloc` and `free` took about
-//! 30 % of the guest's own time under `serve`'s delivery load (BENCHMARKS.md, session 28).
+//! 30 % of the guest's own time under `serve`'s delivery load (a profile).
 //! Small blocks (up to [`LARGEST`] bytes, alignment up to [`ALIGN`], dlmalloc's own on
 //! `wasm32`, so a block is made by its plain `malloc`) are rounded up to a multiple of
 //! [`STEP`]; a freed one is kept on its class's list and handed out again by the next

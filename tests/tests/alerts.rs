@@ -1,4 +1,4 @@
-//! Operator alerts (#24 point 8): a disable (410, failure streak, operator) writes a
+//! Operator alerts: a disable (410, failure streak, operator) writes a
 //! structured log line and, with `alert_url` set, delivers a signed `subscription.disabled`
 //! to the operator, retried like any delivery and never disabling anything itself; an
 //! enable raises `subscription.enabled`; a partner's delete raises nothing.

@@ -1,4 +1,4 @@
-//! Delivery lists (#24 points 1 and 5): the owner reads its subscription's deliveries with
+//! Delivery lists: the owner reads its subscription's deliveries with
 //! their attempts, filtered by status, event type and time, a page at a time whatever the
 //! history's length; its read shows the latest attempt.
 
@@ -117,7 +117,7 @@ fn the_owner_lists_its_deliveries_with_attempts_and_filters_a_page_at_a_time() {
     );
 }
 
-/// #24 point 5, the operator's side: a search across subscriptions and clients, by client,
+/// Delivery lists, the operator's side: a search across subscriptions and clients, by client,
 /// status, event type and time, over several days, a page at a time.
 #[test]
 fn the_operator_searches_deliveries_across_subscriptions_and_days() {

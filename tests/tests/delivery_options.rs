@@ -1,4 +1,4 @@
-//! Delivery options (#25 points 1, 2, 4): Standard Webhooks signatures, secret rotation with
+//! Delivery options: Standard Webhooks signatures, secret rotation with
 //! an overlap, and a subscription's own headers, on the simulator with virtual time. Every
 //! signature is checked here with an implementation other than the component's (the `hmac`
 //! and `base64` crates); the official Standard Webhooks libraries check real deliveries in
@@ -471,7 +471,7 @@ fn switching_the_scheme_gives_a_new_secret_of_its_form_at_once() {
     ));
 }
 
-/// #25 point 3: a 429 or 503 with `Retry-After` holds the next attempt back at least that
+/// A 429 or 503 with `Retry-After` holds the next attempt back at least that
 /// long, within [the normal delay, 1 hour]; the attempt log shows the wait; anything else
 /// is ignored.
 #[test]

@@ -72,7 +72,7 @@ fn campaign(seed: u64) -> Result<Summary, String> {
     for i in 0..12 {
         let url = format!("https://e{i}.example.com/hook");
         sim.net().endpoint(&url, [kinds[i % kinds.len()].clone()]);
-        // Half of them in FIFO order (#25 point 6), healthy ones among them: the audit
+        // Half of them in FIFO order, healthy ones among them: the audit
         // checks their order.
         let ordering = if fifo_index(&url) {
             "fifo"

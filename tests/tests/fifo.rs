@@ -1,4 +1,4 @@
-//! FIFO ordering (#25 point 6) on the simulator: deliveries to a `fifo` subscription are
+//! FIFO ordering on the simulator: deliveries to a `fifo` subscription are
 //! attempted one at a time in publish order; a failing head holds the later ones until it
 //! is delivered or exhausts its attempts; the default stays unordered; switching back
 //! releases what is held; a disabled or deleted subscription's held deliveries do not stay

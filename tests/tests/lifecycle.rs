@@ -1,4 +1,4 @@
-//! The subscription lifecycle after an outage (#24 points 1, 2 and 11): the owner sees a
+//! The subscription lifecycle after an outage: the owner sees a
 //! disabled subscription with its reason, enables it again (or the operator does, or
 //! disables it with a reason of its own), and a deleted subscription stays gone, even to an
 //! idempotent create replayed after the delete.
@@ -17,7 +17,7 @@ fn get(sim: &mut edgehook_sim::sim::Simulation, key: &str, id: &str) -> serde_js
     resp.json()["data"].clone()
 }
 
-/// #24 points 1 and 2, the partner's side: a receiver answers 410, the subscription is
+/// Disable and enable, the partner's side: a receiver answers 410, the subscription is
 /// disabled (`gone`); the owner reads it as `disabled` with its reason and since when,
 /// while list hides it; events published meanwhile reach nobody; the owner enables it, it
 /// lists again with its streak at 0, and the next event is delivered with the same secret.
@@ -117,7 +117,7 @@ fn a_partner_sees_its_disabled_subscription_and_enables_it_again() {
     );
 }
 
-/// #24 point 2, the operator's side: disable with a reason code (the owner sees it), a
+/// Disable and enable, the operator's side: disable with a reason code (the owner sees it), a
 /// bad reason changes nothing, enable makes it active again, and a subscription its owner
 /// deleted cannot be enabled (409) and stays 404 to its owner.
 #[test]
@@ -207,7 +207,7 @@ fn an_operator_disables_with_a_reason_and_enables_but_never_a_deleted_one() {
     );
 }
 
-/// #24 point 2: enable respects the per-client cap.
+/// Enable respects the per-client cap.
 #[test]
 fn enable_respects_the_per_client_cap() {
     let mut sim = sim_with(43, &[("subscription_limit", "1")]);
@@ -238,7 +238,7 @@ fn enable_respects_the_per_client_cap() {
     assert_eq!(list_ids(&mut sim, &key), vec![a]);
 }
 
-/// #24 point 11: an idempotent create replayed after its subscription was deleted answers
+/// An idempotent create replayed after its subscription was deleted answers
 /// 409 `subscription_deleted`, never the secret and never `active`; after another disable
 /// it replays with the subscription's true status.
 #[test]
@@ -290,7 +290,7 @@ fn a_create_replayed_after_its_subscription_was_deleted_is_409_without_the_secre
     assert!(!String::from_utf8_lossy(&after.body).contains("whsec_"));
 }
 
-/// #24 "for every point": an enable through the component with the store failing at
+/// Crash safety: an enable through the component with the store failing at
 /// each operation in turn answers 200 or 503, never a half-made state: the record, list
 /// and the fan-out agree (one delivery per event once active), and a retry succeeds.
 #[test]
@@ -354,7 +354,7 @@ fn an_enable_cut_short_at_any_store_operation_is_retried_to_one_active_subscript
     assert!(cut_short > 5, "cut short at each step: {cut_short}");
 }
 
-/// #24 points 1 and 6: `GET /v1/webhooks?status=disabled` lists the owner's disabled
+/// `GET /v1/webhooks?status=disabled` lists the owner's disabled
 /// subscriptions (with reason and since when; not the deleted ones, not other clients'),
 /// and the operator's `GET /internal/v1/subscriptions?status=disabled` every client's,
 /// deleted ones included, cursor-paged, in the order they were disabled.
@@ -424,7 +424,7 @@ fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_
         403,
         "forbidden",
     );
-    // #29 point 2: one client's, by status (the operator's view of a client).
+    // One client's, by status (the operator's view of a client).
     let d = create_id(&mut sim, &acme, URL, &["load.updated"]);
     let of_acme = "/internal/v1/subscriptions?clientId=acme&limit=1";
     assert_eq!(
@@ -452,7 +452,7 @@ fn disabled_subscriptions_are_listed_for_their_owner_and_across_clients_for_the_
     );
 }
 
-/// #24 "for every point": an operator's disable through the component with the store
+/// Crash safety: an operator's disable through the component with the store
 /// failing at each operation in turn: 200 or 503, and the owner's read, list and disabled
 /// list and the operator's disabled list always agree with each other; a retry finishes.
 #[test]
@@ -500,7 +500,7 @@ fn a_disable_cut_short_at_any_store_operation_leaves_every_list_agreeing() {
     assert!(cut_short > 5, "cut short at each step: {cut_short}");
 }
 
-/// #24 point 3: events published while a subscription is disabled are recorded as `skipped`
+/// Events published while a subscription is disabled are recorded as `skipped`
 /// deliveries (never attempted), listed with its deliveries; once the partner enables it,
 /// the operator replays them and the receiver gets each under its own delivery id, signed
 /// with the subscription's secret.

@@ -1,4 +1,4 @@
-//! Pacing per subscription (#25 point 5) on the simulator: a cap on attempts in flight and a
+//! Pacing per subscription on the simulator: a cap on attempts in flight and a
 //! rate, both set by the owner, and the default cap that a slow receiver is put under. A wave
 //! of retries that all come due in the same second shows each: without pacing, a tick sends
 //! the whole wave in one batch.

@@ -171,7 +171,7 @@ fn bad_credentials_are_401_and_roles_do_not_mix() {
     }
     // The admin token is not an API key (401 on the partner API), and an API key is not the
     // admin token: a partner key is a credential the operator API knows (it takes ingest
-    // keys on event ingest) but may not use there, 403 (#24 point 7).
+    // keys on event ingest) but may not use there, 403.
     call_fails(&mut sim, "GET", "/v1/webhooks", ADMIN, 401, "unauthorized");
     call_fails(
         &mut sim,
@@ -653,7 +653,7 @@ fn a_list_page_is_one_read_of_the_clients_index() {
 }
 
 /// An API key for `client`, used once: a key's first use in an hour also writes its
-/// `lastUsedAt` (#24 point 7, best effort), a write the operation counts of these tests are
+/// `lastUsedAt` (best effort), a write the operation counts of these tests are
 /// not about.
 pub(crate) fn used_key(sim: &mut Simulation, client: &str) -> String {
     let key = issue_key(sim, client);

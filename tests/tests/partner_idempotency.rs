@@ -109,7 +109,7 @@ fn the_signing_secret_is_stored_in_its_subscription_record_only() {
     assert_eq!(idem_records.len(), 1, "the replay record is there");
 
     // The replay answers the secret all the same; after the subscription is deleted it
-    // answers 409 `subscription_deleted` and never the secret (#24 point 11).
+    // answers 409 `subscription_deleted` and never the secret.
     let again = create_with(&mut sim, &key, &body, &idem);
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
     assert_eq!(again.json()["data"], data);

@@ -1,4 +1,4 @@
-//! Replays by range (#24 point 4): after an outage, the owner enables its subscription with
+//! Replays by range: after an outage, the owner enables its subscription with
 //! `replaySince` and every delivery that failed or was skipped since then is sent again
 //! under its own id by a job on the timer, with progress; the operator replays across
 //! subscriptions; jobs can be cancelled; a large replay is paced so fresh work is not held

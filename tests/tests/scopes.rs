@@ -1,4 +1,4 @@
-//! #24 point 7, scoped credentials: every credential (a `partner`, `partner_read` and
+//! Scoped credentials: every credential (a `partner`, `partner_read` and
 //! `ingest` key, the admin token, none, a revoked key) on every route the router serves
 //! (every `Route` variant, from the OpenAPI check's list, which fails on a variant it lacks)
 //! with every method it answers: allowed (whatever the route then decides, never 401, 403 or
@@ -36,7 +36,7 @@ enum Expect {
     Unauthorized,
 }
 
-/// The rule, written from the issue rather than from the router: partner keys on partner
+/// The rule, written from the design rather than from the router: partner keys on partner
 /// routes (a read-only one only `GET`s), an ingest key on event ingest only, the admin token
 /// on operator routes only (the partner API answers it 401, as before scopes).
 fn expected(cred: Cred, path: &str, method: &str) -> Expect {

@@ -1,4 +1,4 @@
-//! Test deliveries (#24 point 9): `POST /v1/webhooks/{id}/test` sends one signed
+//! Test deliveries: `POST /v1/webhooks/{id}/test` sends one signed
 //! `webhook.ping` now and answers with how the receiver answered; nothing is stored, retried
 //! or counted toward disabling. The operator has the same for any client's subscription.
 

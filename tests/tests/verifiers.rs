@@ -493,7 +493,7 @@ fn every_verifier_accepts_real_deliveries_and_their_retries() {
     }
 }
 
-/// During a secret rotation's overlap (#25 point 2) every verifier accepts a real delivery
+/// During a secret rotation's overlap every verifier accepts a real delivery
 /// with the old secret (through `X-Service-Signature`, as SPEC §5.2 reads) and with the new
 /// one (through `X-Service-Signatures`), and rejects it with any other.
 #[test]

@@ -489,7 +489,7 @@ mod tests {
         }
     }
 
-    /// #24 point 7: a key's use is recorded by compare-and-swap at most once an interval (a
+    /// A key's use is recorded by compare-and-swap at most once an interval (a
     /// request within the hour costs the one read it always did), never on a revoked key,
     /// and a store failing that write fails nothing.
     #[test]
@@ -537,7 +537,7 @@ mod tests {
         assert_eq!(stored().revoked_at, Some(later));
     }
 
-    /// #24 point 7: a client's keys are listed in the order issued, revoked ones included,
+    /// A client's keys are listed in the order issued, revoked ones included,
     /// and only its own; ingest keys (no client) are a list of their own; pages follow the
     /// index numbers.
     #[test]

@@ -235,7 +235,7 @@ mod tests {
         })
     }
 
-    /// #24 point 7: an issue takes an optional scope; no body is `partner`, as before
+    /// A key's issue takes an optional scope; no body is `partner`, as before
     /// scopes; a bad one is refused with a code naming the field.
     #[test]
     fn an_issue_takes_an_optional_partner_scope() {

@@ -6,7 +6,7 @@
 //! kept between calls. The counts live in the environment's counters bucket
 //! ([`Env::counters`]), which a host may keep in memory: a count lost with a restart only
 //! restarts its minute, and a write to a durable log per partner request cost the list
-//! (#28 point 4a) a tenth of its time. The first request of a minute deletes the counter of
+//! a tenth of its time. The first request of a minute deletes the counter of
 //! the minute before, so a client leaves one counter behind, not one a minute (a request that
 //! straddles the turn of a minute, or a store failure at that delete, can leave a second
 //! one). A store failure here fails the request (503), as any other would. Requests refused

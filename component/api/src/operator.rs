@@ -340,7 +340,7 @@ mod tests {
         })
     }
 
-    /// #24 point 2: an operator's disable takes an optional reason code; a bad one is a
+    /// An operator's disable takes an optional reason code; a bad one is a
     /// 422 naming `reason` (and nothing is disabled: it is read before anything else).
     #[test]
     fn a_disable_reason_is_a_short_code_and_never_deleted() {

@@ -1,4 +1,4 @@
-//! Portal sessions (#29): the operator mints a one-time link for a client
+//! Portal sessions: the operator mints a one-time link for a client
 //! (`POST /internal/v1/clients/{clientId}/portal-links`), the partner's browser exchanges its
 //! token once for a session (`POST /v1/portal/sessions`), and the session then calls the
 //! partner API with its client's rights as the `edgehook_session` cookie

@@ -517,7 +517,7 @@ mod tests {
         assert_eq!(h.response.status, 413);
     }
 
-    /// #24 point 7: what each scope may call. Every route and method the router serves,
+    /// What each scope may call. Every route and method the router serves,
     /// through `Route::parse` and `methods`, so a new route is decided here too.
     #[test]
     fn each_scope_allows_exactly_its_routes() {

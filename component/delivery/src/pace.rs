@@ -1,4 +1,4 @@
-//! Pacing per subscription (#25 point 5): a cap on attempts in flight, and an optional rate.
+//! Pacing per subscription: a cap on attempts in flight, and an optional rate.
 //!
 //! A subscription is paced when its owner set `maxInFlight` or `rateLimit`, or while its
 //! receiver is slow (`slow_until`: an attempt took [`SLOW_MS`] or more, or timed out), when

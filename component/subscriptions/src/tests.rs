@@ -224,7 +224,7 @@ fn disabled_ids(env: &Env<'_, MemoryKv>, client: Option<&str>, limit: usize) -> 
     }
 }
 
-/// #24 points 1 and 6: the owner's list of disabled subscriptions (not the deleted ones)
+/// The owner's list of disabled subscriptions (not the deleted ones)
 /// and the operator's (every client's), in the order they were disabled, each subscription
 /// once; an enable takes it out, a disable again puts it last.
 #[test]
@@ -290,7 +290,7 @@ fn the_lists_of_disabled_subscriptions_show_each_once_in_the_order_disabled() {
     assert_eq!(kv.ops() - ops, 3, "O(page), one batch of records");
 }
 
-/// #24 "for every point": a disable cut short at any store operation leaves the lists of
+/// Crash safety: a disable cut short at any store operation leaves the lists of
 /// disabled subscriptions agreeing with the records (a subscription listed exactly when
 /// it is disabled, once).
 #[test]
@@ -322,7 +322,7 @@ fn a_disable_cut_short_anywhere_lists_exactly_the_disabled_ones() {
     assert!(cut_short >= 5, "cut short at each step: {cut_short}");
 }
 
-/// #28 point 1's sweep over the subscription indexes: the delete that empties the first
+/// The page directories' sweep over the subscription indexes: the delete that empties the first
 /// page of acme's list and of the fan-out list (32 entries each) tidies both page
 /// directories. Cut short at each of its store operations in turn, list shows exactly the
 /// active subscriptions, the fan-out list holds every one of them (and others only with a

@@ -6,7 +6,7 @@
 //! - **Ownership.** A partner only ever sees, reads or deletes its own subscriptions; lists
 //!   are in creation order and never carry `signingSecret`; an own active subscription can be
 //!   read and deleted (unless a tick may have disabled it).
-//! - **Disabled until enabled** (SPEC §3.1, issue #24): a deleted or operator-disabled
+//! - **Disabled until enabled** (SPEC §3.1): a deleted or operator-disabled
 //!   subscription is never listed, deleted again, replayed, or delivered to until an enable
 //!   answers 200; its owner reads it as `disabled` (a deleted one is 404 to its owner and
 //!   never enabled again), and an enabled one lists after those created before the enable.
@@ -46,7 +46,7 @@ pub struct KeyInfo {
     pub id: String,
     /// Whether the operator revoked it.
     pub revoked: bool,
-    /// Whether its scope is `partner_read` (#24 point 7): it may only read.
+    /// Whether its scope is `partner_read`: it may only read.
     pub read_only: bool,
 }
 

@@ -1,4 +1,4 @@
-//! `edgehook serve` as a process, for issue #8: its log (stdout JSON lines and the
+//! `edgehook serve` as a process, hardened: its log (stdout JSON lines and the
 //! component's lines on stderr) never carries a signing secret, an API key or the admin
 //! token; and it answers an oversized body with 413 without waiting for (or buffering) the
 //! rest of it. Loopback only; every wait is a condition with a deadline.
@@ -399,7 +399,7 @@ fn serve_answers_413_without_waiting_for_an_oversized_body() {
     assert_eq!(status, 200);
 }
 
-/// #24 point 11: failed authentication is limited per source address before any key lookup:
+/// Failed authentication is limited per source address before any key lookup:
 /// 30 failures a minute from an address, then 429 for every credentialed request from it,
 /// whatever address header the client sends (`serve` sets it from the peer).
 #[test]

@@ -1,4 +1,4 @@
-//! #26 point 1: `serve`'s Prometheus endpoint, scraped while events are published, parsed
+//! `serve`'s Prometheus endpoint, scraped while events are published, parsed
 //! with a Prometheus text parser (`prometheus-parse`, not ours), and checked against what
 //! the receivers saw: attempts by status class, deliveries by final outcome, first-attempt
 //! latencies, API requests by route, store operations, and the disabled-subscription gauge.

@@ -1,4 +1,4 @@
-//! #26 point 5: the snippets of docs/operations.md (deploy/ops/) are checked by the tools that
+//! The snippets of docs/operations.md (deploy/ops/) are checked by the tools that
 //! run them, where Debian has them: `nginx -t`, `caddy validate`, `systemd-analyze verify`,
 //! and for the alert rules `promtool check rules` and `promtool test rules`. `.ci/run`
 //! installs nginx, caddy and prometheus (for promtool); without one the check is skipped,

@@ -1,4 +1,4 @@
-//! #25 points 3 and 4 on `serve` against a real loopback receiver: a subscription's own
+//! Delivery options on `serve` against a real loopback receiver: a subscription's own
 //! headers arrive with the delivery, and a 503 with `Retry-After` holds the retry back at
 //! least that long (the retry delays are set to 1 s, Retry-After asks for 3 s).
 
@@ -73,7 +73,7 @@ fn serve_sends_own_headers_and_honours_retry_after() {
     drop(server);
 }
 
-/// #25 point 6 on `serve`: a FIFO subscription's deliveries arrive one at a time in publish
+/// On `serve`, a FIFO subscription's deliveries arrive one at a time in publish
 /// order, the failing first one holding the others until its retry succeeds.
 #[test]
 fn serve_delivers_a_fifo_subscription_in_publish_order() {
@@ -134,7 +134,7 @@ fn serve_delivers_a_fifo_subscription_in_publish_order() {
     drop(server);
 }
 
-/// #25 point 5 on `serve`, the issue's own test: a receiver that answers after 5 s beside one
+/// Pacing on `serve`: a receiver that answers after 5 s beside one
 /// that answers at once. The slow one is put under the default in-flight cap once it has
 /// shown slow, so it cannot hold `serve`'s instances; the fast one's delivery latency at
 /// 100 events/s stays what it was without the slow one.
@@ -152,7 +152,7 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
                 async move {
                     if head.uri.path() == "/slow" {
                         *slow.lock().expect("lock") += 1;
-                        // The slow receiver of the test: it answers after 5 s.
+                        // The slow receiver: it answers after 5 s.
                         tokio::time::sleep(Duration::from_secs(5)).await;
                     } else {
                         let v: Value = serde_json::from_slice(&body).unwrap_or_default();

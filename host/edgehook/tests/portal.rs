@@ -1,4 +1,4 @@
-//! The web portal (#29) on the real server: `serve` sends `/portal` and `/portal/...` to the
+//! The web portal on the real server: `serve` sends `/portal` and `/portal/...` to the
 //! portal's component, with its security headers and content types, and everything else to
 //! the service's; then the browser tests (`tests/browser/portal.py`: headless Chromium driven
 //! by Selenium) walk the operator's and the partner's stories against it, screenshots in

@@ -292,7 +292,7 @@ fn keys_are_revoked_at_once_and_errors_say_why() {
     let (ok, text) = run_cli(&dir, &base, &["keys", "revoke", "acme", key_id]);
     assert!(!ok && text.contains("404"), "it is revoked already: {text}");
 
-    // #24 point 7: scopes, the list, ingest keys.
+    // Scopes, the list, ingest keys.
     let (ok, text) = run_cli(
         &dir,
         &base,
@@ -348,7 +348,7 @@ fn keys_are_revoked_at_once_and_errors_say_why() {
     drop(server);
 }
 
-/// #24 point 2 from the command line: `subscription disable ID --reason R` (its owner sees
+/// Disable and enable from the command line: `subscription disable ID --reason R` (its owner sees
 /// the reason), `subscription enable ID`, and a bad reason refused with the server's 422.
 #[test]
 fn a_subscription_is_disabled_with_a_reason_and_enabled_again_from_the_cli() {
@@ -398,7 +398,7 @@ fn a_subscription_is_disabled_with_a_reason_and_enabled_again_from_the_cli() {
     drop(server);
 }
 
-/// #24 point 4 from the command line: events published while a subscription is disabled
+/// Replays from the command line: events published while a subscription is disabled
 /// are skipped; after an enable, `edgehook replay --subscription ID --since 1h` starts a
 /// replay job, follows it with a progress bar on stderr to its end and prints the job; the
 /// receiver gets each skipped delivery once.

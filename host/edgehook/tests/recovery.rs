@@ -1,9 +1,9 @@
-//! #24's whole story on `edgehook serve`, end to end: a receiver fails until its
-//! subscription is disabled, the operator is alerted (a signed `subscription.disabled`),
-//! events keep coming and are recorded as skipped, the partner sees `disabled` with its
-//! reason, fixes the receiver, enables with `replaySince`, and the receiver gets every
-//! missed event under its original delivery id, each signature checked by the test kit's
-//! own HMAC (not the component's).
+//! A subscription's lifecycle after an outage on `edgehook serve`, end to end: a receiver
+//! fails until its subscription is disabled, the operator is alerted (a signed
+//! `subscription.disabled`), events keep coming and are recorded as skipped, the partner
+//! sees `disabled` with its reason, fixes the receiver, enables with `replaySince`, and the
+//! receiver gets every missed event under its original delivery id, each signature checked
+//! by the test kit's own HMAC (not the component's).
 
 use crate::common::*;
 use bytes::Bytes;

@@ -215,7 +215,7 @@ fn two_instances_on_one_redis_share_subscriptions_and_deliveries() {
     assert!(duplicates <= 2, "{duplicates} duplicate sends");
 }
 
-/// #26 point 3: `/readyz` answers 503 `store_unavailable` while the Redis store is down and
+/// `/readyz` answers 503 `store_unavailable` while the Redis store is down and
 /// 200 again once it is back (the host answers it; nothing is restarted).
 #[test]
 fn readyz_follows_the_store_down_and_back() {

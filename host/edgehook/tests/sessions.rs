@@ -1,4 +1,4 @@
-//! #29 point 3 on the real server: `edgehook portal-link CLIENT` prints a whole URL with a
+//! Portal links on the real server: `edgehook portal-link CLIENT` prints a whole URL with a
 //! one-time token; its exchange over HTTP sets the session cookie, which then reads the
 //! partner API and writes only with its CSRF token; a second exchange is refused.
 

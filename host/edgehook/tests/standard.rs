@@ -1,4 +1,4 @@
-//! #25 point 1: real deliveries of `serve` in Standard Webhooks mode, verified by the
+//! Real deliveries of `serve` in Standard Webhooks mode, verified by the
 //! official `standardwebhooks` libraries, from npm and from PyPI (pinned in
 //! docs/verify/standard/; `.ci/run` installs both). Also during a rotation's overlap, when
 //! `webhook-signature` lists two signatures: a receiver with either secret verifies. Without

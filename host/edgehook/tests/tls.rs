@@ -1,4 +1,4 @@
-//! #26 point 2: `serve --tls-cert --tls-key` answers HTTPS, HTTP/2 or HTTP/1.1 as the client's
+//! `serve --tls-cert --tls-key` answers HTTPS, HTTP/2 or HTTP/1.1 as the client's
 //! ALPN asks, and reads its certificate again on SIGHUP without dropping the connections
 //! already open. The certificates are made by the test (its own CA).
 

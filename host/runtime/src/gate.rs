@@ -3,8 +3,8 @@
 //!
 //! Without it, a fan-out to many subscriptions of one receiver opened a connection per
 //! attempt in flight and closed all but the pool's idle ones after every burst: at fan-out
-//! 100 on loopback, connecting and closing took a quarter of the CPU (BENCHMARKS.md,
-//! session 19). With it, the attempts of a burst beyond the limit wait for a connection of
+//! 100 on loopback, connecting and closing took a quarter of the CPU (a
+//! profile of `serve`). With it, the attempts of a burst beyond the limit wait for a connection of
 //! the pool (the wait counts toward the attempt's timeout, as with any client that limits
 //! its connections), and a receiver is never hit by more connections at once than this.
 

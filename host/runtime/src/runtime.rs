@@ -434,7 +434,7 @@ impl Runtime {
     /// many calls; kept in place (as [`Runtime::embedded`]'s slots keep theirs, for
     /// instances of one call that touch little), every slot a kept instance ever held stayed
     /// resident, about 1.1 MiB each. Kept instances seldom end, so handing back costs
-    /// nothing measurable (BENCHMARKS.md, session 20).
+    /// nothing measurable (alternating runs of the delivery section).
     pub fn serving() -> Result<&'static Runtime> {
         static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
         Self::once(&RUNTIME, 0)

@@ -6,7 +6,7 @@
 //! keeps only what the host cannot change under an instance: its settings, its bucket's
 //! handle, random bytes drawn ahead), so a call on a used instance does what it would on a
 //! fresh one. Creating an instance and resetting its slot afterwards was about a tenth of
-//! `serve`'s CPU per event at fan-out 1 (BENCHMARKS.md, session 19). An instance goes back to the idle ones only when its call
+//! `serve`'s CPU per event at fan-out 1 (a profile). An instance goes back to the idle ones only when its call
 //! ended without a trap, its linear memory never grew past its initial size, it holds no
 //! more host resources than after its first call (nothing leaked from a call to the next),
 //! and it has served fewer than [`MAX_CALLS`] calls; otherwise it is dropped, as every
@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// (an instance is held while its response streams out and its attempts wait for their
 /// receivers, so 32 connections keep more than 32 instances busy). With 16, a tenth of the
 /// calls of a list (50) at 32 connections dropped their instance and the next one made a
-/// new one (BENCHMARKS.md, session 20).
+/// new one.
 pub const KEEP: usize = 64;
 /// Calls one instance serves at most before it is dropped.
 pub const MAX_CALLS: u32 = 10_000;

@@ -631,10 +631,10 @@ fn disable(w: &mut Walk, made: &Made, fail_delivery: Option<&str>) {
     }
 }
 
-/// #24 on Spin: a test delivery from the handler itself (outbound HTTP inside a request);
-/// an event published while the subscription is disabled is a skipped delivery, listed for
-/// its owner; an enable with `replaySince` starts a replay job, which the tick route runs,
-/// and the receiver gets the missed event under its id.
+/// The lifecycle on Spin: a test delivery from the handler itself (outbound HTTP inside a
+/// request); an event published while the subscription is disabled is a skipped delivery,
+/// listed for its owner; an enable with `replaySince` starts a replay job, which the tick
+/// route runs, and the receiver gets the missed event under its id.
 fn recovery(w: &mut Walk, made: &Made, receiver: &Receiver) {
     let acme = Who::Bearer(&made.acme);
     let id = made.id(0);

@@ -202,7 +202,7 @@ pub async fn guest_fuel() -> Result<Vec<Row>> {
         load.len() as f64 / 1024.0
     );
     // One event to 16 subscriptions, one batch (`max_concurrency`), every attempt sent in
-    // its invocation: the per-delivery path that #28's points 2 and 3 scale with.
+    // its invocation: the per-delivery path the delivery and latency targets scale with.
     let fan = issue_key(&rt, &env, "fan").await?;
     for i in 0..FAN_OUT {
         let url = format!("https://hook.example.com/fan{i}");

@@ -157,7 +157,7 @@ impl History {
     }
 }
 
-/// #28 point 1: publish (10 matching) and list (50) in a fresh store against the same after
+/// Publish (10 matching) and list (50) in a fresh store against the same after
 /// `cycles` create/delete cycles. The two stores are measured in alternating rounds, so
 /// the machine's drift falls on both; store operations per call are exact.
 pub async fn history_growth(cycles: usize) -> Result<Vec<Row>> {

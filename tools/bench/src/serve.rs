@@ -124,7 +124,7 @@ pub async fn delivery_rate(total: usize) -> Result<Vec<Row>> {
     for fanout in fanouts {
         let kv = KvStore::Local(Arc::new(MemoryStore::new()));
         let (rate, cpu, _) = sustained(kv, fanout, total, receiver, &hits).await?;
-        // #28 point 3: 10,000 at fan-out 1 and 20,000 at fan-out 100; fan-out 1,000 is
+        // The delivery targets: 10,000 at fan-out 1 and 20,000 at fan-out 100; fan-out 1,000 is
         // reported.
         let target = match fanout {
             1 => Some(10_000.0),

@@ -315,7 +315,7 @@ fn paging_walks_every_active_subscription_once_in_creation_order() {
     );
 }
 
-/// #24 point 11: an idempotent create replayed after its subscription was deleted is a 409
+/// An idempotent create replayed after its subscription was deleted is a 409
 /// `subscription_deleted`, without the secret; replayed after another disable it says
 /// `disabled` (the owner may enable it again), never `active`.
 #[test]
@@ -353,7 +353,7 @@ fn a_create_replayed_after_a_delete_is_409_and_after_a_disable_says_disabled() {
     );
 }
 
-/// #24 point 1: the owner reads its subscription active or disabled (state, reason, since
+/// The owner reads its subscription active or disabled (state, reason, since
 /// when, failure streak; never the secret); a deleted one, another client's and an unknown
 /// id are the same 404. Point 2: the owner enables a disabled one again.
 #[test]
@@ -407,7 +407,7 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     );
 }
 
-/// #24 point 1: list's `status` is `active` (the default) or `disabled`; anything else is a
+/// The list's `status` is `active` (the default) or `disabled`; anything else is a
 /// 422 naming `status`. With `disabled`, the page holds the caller's disabled ones (not the
 /// deleted), each as a read shows it.
 #[test]

@@ -102,7 +102,7 @@ fn code(h: &Handled) -> (u16, String) {
     )
 }
 
-/// #29 points 3 and 4: the link's token buys one session, whose cookie is HttpOnly,
+/// The link's token buys one session, whose cookie is HttpOnly,
 /// SameSite=Strict, for the whole site, 12 hours, and Secure only under TLS; the session
 /// then reads the partner API like a key of its client, and writes only with its CSRF token.
 #[test]

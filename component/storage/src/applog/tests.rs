@@ -175,7 +175,7 @@ fn cost<T>(kv: &MemoryKv, f: impl FnOnce() -> T) -> (u64, u64, T) {
     (kv.ops() - ops, kv.keys_read() - keys, out)
 }
 
-/// #28 point 1: with a page directory, a full read (publish's fan-out list) and a page
+/// With a page directory, a full read (publish's fan-out list) and a page
 /// read (list's 50 and one more) cost the same store operations after 2,000 or 20,000
 /// appends and removals as before them, and the same keys after 2,000 as after 20,000 (a
 /// few sealed pages more than fresh, read on speculation in the same batch); a log
@@ -317,7 +317,7 @@ fn assert_reads_give(log: &AppendLog, kv: &MemoryKv, live: &[(u64, String)], con
     assert_eq!(paged, live, "{context}: in pages of 3");
 }
 
-/// #28 point 1's fault sweep: a run of appends and removals (page size 4, so pages fill,
+/// The page directory's fault sweep: a run of appends and removals (page size 4, so pages fill,
 /// empty and get sealed often) with the store failing at operation `n`, for every `n` the
 /// run has: every write of an append, a removal, a seal and a directory change cut short
 /// in turn. A failed append leaves no entry; a failed removal is retried, as a caller

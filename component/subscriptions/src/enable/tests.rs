@@ -69,7 +69,7 @@ fn assert_consistent(env: &Env<'_, MemoryKv>, id: &str, context: &str) {
     }
 }
 
-/// #24 point 2: enable puts a disabled subscription back in the list and the fan-out,
+/// Enable puts a disabled subscription back in the list and the fan-out,
 /// resets its failure streak and takes a slot; enabling an active one changes nothing.
 #[test]
 fn an_enabled_subscription_is_listed_and_fanned_out_again_with_its_streak_reset() {
@@ -126,7 +126,7 @@ fn an_enabled_subscription_is_listed_and_fanned_out_again_with_its_streak_reset(
     assert_consistent(&env, &a, "twice");
 }
 
-/// #24 point 2: only the owner's, never a deleted one, never a pending one; the cap holds.
+/// Enable takes only the owner's, never a deleted one, never a pending one; the cap holds.
 #[test]
 fn enable_refuses_others_deleted_and_pending_subscriptions_and_keeps_the_cap() {
     let kv = MemoryKv::new();
@@ -172,7 +172,7 @@ fn enable_refuses_others_deleted_and_pending_subscriptions_and_keeps_the_cap() {
     assert_eq!(enable(&env, &pending.id, None).expect("pending"), None);
 }
 
-/// #24 "for every point": an enable cut short at any store operation leaves the record
+/// Crash safety: an enable cut short at any store operation leaves the record
 /// either disabled or active, and every reader agrees with it (list, fan-out, each id
 /// once); retried, it ends active with one entry in each index and one slot taken.
 #[test]
@@ -259,7 +259,7 @@ impl Kv for Racing<'_> {
     }
 }
 
-/// #24 point 2: two enables at once (compare-and-swap on the record, as create and
+/// Two enables at once (compare-and-swap on the record, as create and
 /// disable): one commits, the other finds it active, takes its entries and its slot back,
 /// and answers with the winner's record; and an enable whose commit applied though the
 /// store reported an error is an enable, not a failure that leaves entries behind.

@@ -1,4 +1,4 @@
-//! The walk's delivery options (#25) on Spin: Standard Webhooks signatures and a partner's own
+//! The walk's delivery options on Spin: Standard Webhooks signatures and a partner's own
 //! header, a rotation's overlap (both secrets verify), and FIFO ordering (a delivery held
 //! behind a failing head until the tick releases it). Run last, on `/ok/3` and a FIFO
 //! subscription of its own, so the earlier steps' counts are untouched.

@@ -1,4 +1,4 @@
-//! The walk's last steps on Spin (#28 point 1, #29): the page directories of the
+//! The walk's last steps on Spin (the page directories, the portal): the page directories of the
 //! subscription indexes, on Spin's own store (a client creates 40 subscriptions and deletes
 //! 39: whole index pages are emptied, sealed and left out of the directory, and list and
 //! publish still find exactly the one left), and a portal session (a link minted, exchanged
