@@ -10,6 +10,7 @@ mod component;
 mod delivery;
 mod delivery_lists;
 mod delivery_options;
+mod depgraph;
 mod faults;
 mod fifo;
 mod host_quirks;
