@@ -8,6 +8,18 @@
 //! where a delivery goes. TLS (SNI and certificate checked for the URL's host) then runs
 //! end to end over the tunnel; the proxy sees only the address and the encrypted bytes.
 //! This module knows nothing of targets or policy: it only speaks to the proxy.
+//!
+//! Why not hyper-util's `Tunnel` (`client::legacy::connect::proxy`, feature `client-proxy`):
+//! it would keep the guarantee (it asks for `CONNECT` to the host and port of the `Uri` it is
+//! called with, so the checked address goes in as an IP literal) and it sends
+//! `Proxy-Authorization`, but it loses what an operator is told when the proxy refuses: every
+//! answer but 200 becomes one `TunnelUnsuccessful` (only 407 is told apart), with neither
+//! the status nor the reason phrase, and the `delivery attempt` log line names both
+//! (`refused CONNECT 93.184.216.34:443: 403 Forbidden`, docs/operations.md; checked by
+//! `host/edgehook/tests/egress.rs`). It also refuses the other 2xx answers, which RFC 9110
+//! counts as an open tunnel, and drops any bytes a proxy sends after its answer where this
+//! client refuses the tunnel. Reading the proxy URL and its credentials would stay ours
+//! either way; the exchange itself is [`tunnel`], some 80 lines.
 
 use std::fmt;
 use std::io;
