@@ -7,6 +7,9 @@
 //! that the layers depend one way only, too: each is a crate of its own.)
 
 use crate::common::sources;
+use regex::Regex;
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// Lines of `files` (but those whose path ends with one of `allowed`) that contain `needle`.
 fn occurrences(files: &[(String, Vec<String>)], allowed: &[&str], needle: &str) -> Vec<String> {
@@ -204,6 +207,32 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
     );
 }
 
+/// The project's own files whose names end in one of `extensions`, anywhere under the
+/// repository: build output, vendored packages and git's own files left out.
+fn project_files(extensions: &[&str]) -> Vec<PathBuf> {
+    let skipped = ["target", "node_modules", ".venv", ".git"];
+    let mut dirs = vec![PathBuf::from(crate::common::ROOT)];
+    let mut files = Vec::new();
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).expect("dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                if !name.is_some_and(|n| skipped.contains(&n.as_str())) {
+                    dirs.push(path);
+                }
+            } else if path
+                .extension()
+                .is_some_and(|e| extensions.iter().any(|x| e == *x))
+            {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// No source file of the project is past 800 lines (ARCHITECTURE.md, "Architecture
 /// invariants"): a file that grows past it is split by what its parts do (the delivery
 /// tests are `delivery.rs` and `retries.rs`, the schedule). Every `.rs` file of the
@@ -211,36 +240,106 @@ fn every_plain_write_is_of_a_record_its_request_creates() {
 #[test]
 fn no_source_file_is_past_800_lines() {
     const MAX_LINES: usize = 800;
-    let skipped = ["target", "node_modules", ".venv", ".git"];
-    let mut dirs = vec![std::path::PathBuf::from(crate::common::ROOT)];
-    let (mut long, mut files) = (Vec::new(), 0);
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).expect("dir") {
-            let path = entry.expect("entry").path();
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            if path.is_dir() {
-                if !name.is_some_and(|n| skipped.contains(&n.as_str())) {
-                    dirs.push(path);
-                }
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            files += 1;
-            let lines = std::fs::read_to_string(&path)
-                .expect("source")
-                .lines()
-                .count();
-            if lines > MAX_LINES {
-                long.push(format!("{}: {lines} lines", path.display()));
-            }
+    let files = project_files(&["rs"]);
+    let mut long = Vec::new();
+    for path in &files {
+        let lines = std::fs::read_to_string(path)
+            .expect("source")
+            .lines()
+            .count();
+        if lines > MAX_LINES {
+            long.push(format!("{}: {lines} lines", path.display()));
         }
     }
-    assert!(files > 200, "only {files} files found");
+    assert!(files.len() > 200, "only {} files found", files.len());
     assert!(
         long.is_empty(),
         "past {MAX_LINES} lines:\n{}",
         long.join("\n")
     );
+}
+
+/// The text files the citation check reads: code, docs, configuration, scripts, the
+/// portal's pages and the WIT.
+const TEXT_FILES: [&str; 12] = [
+    "rs", "md", "toml", "sh", "js", "ts", "py", "html", "css", "yaml", "yml", "wit",
+];
+
+/// Nothing in the project's code, comments, tests or docs cites an issue by its number or
+/// a numbered work period: the project speaks of itself (what the code does, which rule it
+/// keeps), and git keeps its history. See [`citation`] for what counts.
+#[test]
+fn no_text_cites_an_issue_or_a_numbered_work_period() {
+    let files = project_files(&TEXT_FILES);
+    let mut found = Vec::new();
+    for path in &files {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue; // not UTF-8: not prose
+        };
+        for (n, line) in text.lines().enumerate() {
+            if let Some(cited) = citation(line) {
+                let at = path.strip_prefix(crate::common::ROOT).unwrap_or(path);
+                let at = at.display();
+                found.push(format!("{at}:{}: {cited}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(files.len() > 300, "only {} files found", files.len());
+    assert!(
+        found.is_empty(),
+        "issue numbers or numbered work periods (say what the code does or which rule it \
+         keeps instead; git keeps the history):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The first citation in `line`: a `#` and one to three digits as a word, "issue" and a
+/// number (with or without its `#`), or "session" or "work period" and a number. Not a
+/// citation: a `#` inside a word (`retry#2` in test data), an HTML entity's, a URL's
+/// `/sessions` and a status code, four digits or more, or a colour of three digits on a
+/// line that sets a colour.
+fn citation(line: &str) -> Option<&str> {
+    static PATTERN: OnceLock<Regex> = OnceLock::new();
+    let pattern = PATTERN.get_or_init(|| {
+        Regex::new(r"(?i)(?:^|[^\w/#&])(#\d{1,3}|issues? #?\d+|(?:sessions?|work periods?) \d+)\b")
+            .expect("pattern")
+    });
+    let lower = line.to_ascii_lowercase();
+    let colours = ["color", "background", "border", "fill", "stroke", "shadow"];
+    let sets_a_colour = colours.iter().any(|c| lower.contains(c));
+    pattern
+        .captures_iter(line)
+        .filter_map(|c| c.get(1))
+        .map(|m| m.as_str())
+        .find(|m| !(sets_a_colour && m.len() == 4 && m.starts_with('#')))
+}
+
+#[test]
+fn a_citation_is_found_and_an_identifier_an_entity_or_a_colour_is_not() {
+    let n = 28;
+    for cited in [
+        format!("see #{n}"),
+        format!("(#{n} point 4a)"),
+        format!("#{n}'s table"),
+        format!("Issue {n}"),
+        format!("issue #{n}"),
+        format!("issues {n} and {}", n + 1),
+        format!("Session {n}"),
+        format!("sessions {n}-{}", n + 1),
+        format!("work period {n}"),
+    ] {
+        assert!(citation(&cited).is_some(), "not found in {cited:?}");
+    }
+    for clean in [
+        format!("order-{n} retry#2"),
+        format!("POST /v1/portal/sessions 201 session"),
+        format!("it&#{n};s"),
+        format!("color: #{n}0;"),
+        format!("#{n}{n}"),
+        format!("#1e1e{n}"),
+        "#[derive(Debug)]".to_owned(),
+        "a session's cookie".to_owned(),
+    ] {
+        assert_eq!(citation(&clean), None, "found in {clean:?}");
+    }
 }
