@@ -25,7 +25,7 @@ use bindings::wasi::io::streams::{OutputStream, StreamError};
 use bindings::wasi::keyvalue::{atomics, batch, store};
 use edgehook_api::router::{self, READ_LIMIT};
 use edgehook_delivery::scheduler;
-use edgehook_delivery::{self as delivery, Outgoing, SendResult, Sender, TickReport};
+use edgehook_delivery::{self as delivery, Outgoing, SendError, SendResult, Sender, TickReport};
 use edgehook_model::config::Settings;
 use edgehook_model::env::{Entropy, Env, Log};
 use edgehook_model::events::{PublishError, PublishReceipt};
@@ -425,46 +425,49 @@ impl crate::stream::Permits for OutputStream {
 /// then all are polled together against one deadline.
 struct WasiSender;
 
-fn error_text(code: &ErrorCode) -> String {
+/// What a host's `wasi:http` error code means for an attempt.
+fn send_error(code: &ErrorCode) -> SendError {
     match code {
         ErrorCode::ConnectionTimeout
         | ErrorCode::ConnectionReadTimeout
         | ErrorCode::ConnectionWriteTimeout
-        | ErrorCode::HttpResponseTimeout => "timeout".into(),
-        ErrorCode::ConnectionRefused => "connection refused".into(),
-        ErrorCode::DestinationNotFound => "host not found".into(),
-        ErrorCode::ConnectionTerminated => "connection reset".into(),
+        | ErrorCode::HttpResponseTimeout => SendError::Timeout,
+        ErrorCode::ConnectionRefused => SendError::ConnectionRefused,
+        ErrorCode::DestinationNotFound => SendError::HostNotFound,
+        ErrorCode::ConnectionTerminated => SendError::ConnectionReset,
         ErrorCode::DestinationIpProhibited | ErrorCode::HttpRequestDenied => {
-            delivery::DESTINATION_REFUSED.into()
+            SendError::DestinationRefused
         }
-        ErrorCode::TlsProtocolError | ErrorCode::TlsCertificateError => "tls error".into(),
-        ErrorCode::DnsTimeout | ErrorCode::DnsError(_) => "dns error".into(),
-        _ => "http error".into(),
+        ErrorCode::TlsProtocolError | ErrorCode::TlsCertificateError => SendError::Tls,
+        ErrorCode::DnsTimeout | ErrorCode::DnsError(_) => SendError::Dns,
+        _ => SendError::Other("http error"),
     }
 }
 
 /// Starts one request: head, body, then the future of its response.
-fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingResponse, String> {
+fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingResponse, SendError> {
     let entries: Vec<(String, Vec<u8>)> = req
         .headers
         .iter()
         .map(|(n, v)| (n.clone(), v.as_bytes().to_vec()))
         .collect();
-    let headers = Fields::from_list(&entries).map_err(|_| "invalid header".to_owned())?;
+    let headers = Fields::from_list(&entries).map_err(|_| SendError::Other("invalid header"))?;
     let out = OutgoingRequest::new(headers);
     let scheme = if req.scheme == "http" {
         Scheme::Http
     } else {
         Scheme::Https
     };
-    let bad = |what: &str| format!("invalid request {what}");
-    out.set_method(&Method::Post).map_err(|()| bad("method"))?;
-    out.set_scheme(Some(&scheme)).map_err(|()| bad("scheme"))?;
+    let bad = |what: &'static str| move |()| SendError::Other(what);
+    out.set_method(&Method::Post)
+        .map_err(bad("invalid request method"))?;
+    out.set_scheme(Some(&scheme))
+        .map_err(bad("invalid request scheme"))?;
     out.set_authority(Some(&req.authority))
-        .map_err(|()| bad("authority"))?;
+        .map_err(bad("invalid request authority"))?;
     out.set_path_with_query(Some(&req.path_and_query))
-        .map_err(|()| bad("path"))?;
-    let body = out.body().map_err(|()| bad("body"))?;
+        .map_err(bad("invalid request path"))?;
+    let body = out.body().map_err(bad("invalid request body"))?;
     // The poll deadline in `send_all` bounds the whole attempt, and dropping the future ends
     // it in the host. The first-byte timeout tells the host the same limit, so that it ends
     // (and counts) an attempt out of time itself; a connect timeout would add nothing, and
@@ -472,15 +475,21 @@ fn start_request(req: &Outgoing, timeout_ns: u64) -> Result<FutureIncomingRespon
     // it; the deadline still holds.
     let options = RequestOptions::new();
     let _ = options.set_first_byte_timeout(Some(timeout_ns));
-    let future = outgoing_handler::handle(out, Some(options)).map_err(|e| error_text(&e))?;
+    let future = outgoing_handler::handle(out, Some(options)).map_err(|e| send_error(&e))?;
     {
-        let stream = body.write().map_err(|()| bad("body stream"))?;
+        let stream = body.write().map_err(bad("invalid request body stream"))?;
         write_all(&stream, &req.body)
-            .map_err(|_| "connection closed while writing the body".to_owned())?;
+            .map_err(|_| SendError::Other("connection closed while writing the body"))?;
     }
-    OutgoingBody::finish(body, None).map_err(|e| error_text(&e))?;
+    OutgoingBody::finish(body, None).map_err(|e| send_error(&e))?;
     Ok(future)
 }
+
+/// A request in flight: where its result goes, the pollable of its response (subscribed
+/// once: a pollable per future per round of `poll` cost a subscribe and a drop for every
+/// response still out each time one arrived; 16 at once: up to 136 of each instead of 16),
+/// and the response's future.
+type InFlight = (usize, poll::Pollable, FutureIncomingResponse);
 
 impl Sender for WasiSender {
     fn send_all(&self, requests: &[Outgoing], timeout_ms: u64) -> Vec<SendResult> {
@@ -488,10 +497,7 @@ impl Sender for WasiSender {
         let elapsed_ms = || (monotonic_clock::now().saturating_sub(started)) / 1_000_000;
         let timeout_ns = timeout_ms.saturating_mul(1_000_000);
         let mut results: Vec<Option<SendResult>> = vec![None; requests.len()];
-        // Each pending response with its pollable, subscribed once: a pollable per future per
-        // round of `poll` cost a subscribe and a drop for every response still out each time
-        // one arrived (16 at once: up to 136 of each instead of 16).
-        let mut pending: Vec<(usize, poll::Pollable, FutureIncomingResponse)> = Vec::new();
+        let mut pending: Vec<InFlight> = Vec::new();
         for (i, req) in requests.iter().enumerate() {
             match start_request(req, timeout_ns) {
                 Ok(future) => pending.push((i, future.subscribe(), future)),
@@ -506,75 +512,78 @@ impl Sender for WasiSender {
         }
         let deadline = monotonic_clock::subscribe_duration(timeout_ns);
         while !pending.is_empty() {
-            let ready = {
-                let mut list: Vec<&poll::Pollable> = pending.iter().map(|(_, p, _)| p).collect();
-                list.push(&deadline);
-                poll::poll(&list)
-            };
-            let timed_out = ready.iter().any(|i| *i as usize == pending.len());
-            // One clock read for the round: the responses that came in it share its latency
-            // (16 at once: one call instead of 16).
-            let round_ms = std::cell::OnceCell::new();
-            let elapsed_ms = || *round_ms.get_or_init(elapsed_ms);
-            let mut still = Vec::new();
-            for (pos, (i, pollable, future)) in pending.into_iter().enumerate() {
-                let mut retry_after = None;
-                let outcome = if ready.contains(&(pos as u32)) {
-                    match future.get() {
-                        Some(Ok(Ok(response))) => {
-                            let status = response.status();
-                            if status == 429 || status == 503 {
-                                let values = response.headers().get("retry-after");
-                                retry_after = values
-                                    .into_iter()
-                                    .next()
-                                    .and_then(|v| String::from_utf8(v).ok());
-                            }
-                            Some(Ok(status))
-                        }
-                        Some(Ok(Err(code))) => Some(Err(error_text(&code))),
-                        Some(Err(())) => Some(Err("response already taken".into())),
-                        None => None,
-                    }
-                } else {
-                    None
-                };
-                match outcome {
-                    Some(outcome) => {
-                        results[i] = Some(SendResult {
-                            outcome,
-                            latency_ms: elapsed_ms(),
-                            retry_after,
-                        })
-                    }
-                    None if timed_out => {
-                        results[i] = Some(SendResult {
-                            outcome: Err("timeout".into()),
-                            latency_ms: elapsed_ms(),
-                            retry_after: None,
-                        })
-                    }
-                    None => {
-                        still.push((i, pollable, future));
-                        continue;
-                    }
-                }
-                // A pollable is dropped before the future it was made from.
-                drop(pollable);
-                drop(future);
-            }
-            pending = still;
+            pending = poll_round(pending, &deadline, &mut results, &elapsed_ms);
         }
         results
             .into_iter()
-            .map(|r| {
-                r.unwrap_or(SendResult {
-                    outcome: Err("not sent".into()),
-                    latency_ms: 0,
-                    retry_after: None,
-                })
-            })
+            .map(|r| r.unwrap_or(SendResult::unsent(SendError::Other("not sent"))))
             .collect()
+    }
+}
+
+/// One round of polling the requests in flight against the deadline: the results of those
+/// answered (or out of time) go into `results`; returns those still out.
+fn poll_round(
+    pending: Vec<InFlight>,
+    deadline: &poll::Pollable,
+    results: &mut [Option<SendResult>],
+    elapsed_ms: &dyn Fn() -> u64,
+) -> Vec<InFlight> {
+    let ready = {
+        let mut list: Vec<&poll::Pollable> = pending.iter().map(|(_, p, _)| p).collect();
+        list.push(deadline);
+        poll::poll(&list)
+    };
+    let timed_out = ready.iter().any(|i| *i as usize == pending.len());
+    // One clock read for the round: the responses that came in it share its latency (16 at
+    // once: one call instead of 16).
+    let round_ms = std::cell::OnceCell::new();
+    let elapsed_ms = || *round_ms.get_or_init(elapsed_ms);
+    let mut still = Vec::new();
+    for (pos, (i, pollable, future)) in pending.into_iter().enumerate() {
+        let answer = match ready.contains(&(pos as u32)) {
+            true => answer_of(&future),
+            false => None,
+        };
+        let (outcome, retry_after) = match answer {
+            Some(answer) => answer,
+            None if timed_out => (Err(SendError::Timeout), None),
+            None => {
+                still.push((i, pollable, future));
+                continue;
+            }
+        };
+        results[i] = Some(SendResult {
+            outcome,
+            latency_ms: elapsed_ms(),
+            retry_after,
+        });
+        // A pollable is dropped before the future it was made from.
+        drop(pollable);
+        drop(future);
+    }
+    still
+}
+
+/// The answer of a ready response: its status (with the `Retry-After` of a 429 or 503), or
+/// why there is none; `None` if it is not ready after all.
+fn answer_of(future: &FutureIncomingResponse) -> Option<(Result<u16, SendError>, Option<String>)> {
+    match future.get()? {
+        Ok(Ok(response)) => {
+            let status = response.status();
+            let retry_after = match status {
+                429 | 503 => response
+                    .headers()
+                    .get("retry-after")
+                    .into_iter()
+                    .next()
+                    .and_then(|v| String::from_utf8(v).ok()),
+                _ => None,
+            };
+            Some((Ok(status), retry_after))
+        }
+        Ok(Err(code)) => Some((Err(send_error(&code)), None)),
+        Err(()) => Some((Err(SendError::Other("response already taken")), None)),
     }
 }
 

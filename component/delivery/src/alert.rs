@@ -72,7 +72,8 @@ pub fn raise<K: Kv>(env: &Env<'_, K>, kind: &str, sub: &Subscription) {
     // The log line is the event's body: one JSON object, its `type` first.
     env.log.line(&String::from_utf8_lossy(&body));
     if env.settings.alert_url.is_some() {
-        let _ = publish_internal(env, kind, &body, ALERTS);
+        let published = publish_internal(env, kind, &body, ALERTS);
+        env.best_effort("alert delivery (event and delivery records)", published);
     }
 }
 

@@ -13,10 +13,6 @@ use std::rc::Rc;
 /// `User-Agent` of every delivery.
 pub const USER_AGENT: &str = concat!("edgehook/", env!("CARGO_PKG_VERSION"));
 
-/// The error of an attempt refused before sending: the target is not public and private
-/// targets are not allowed (the same words the shell uses for a host's refusal).
-pub const DESTINATION_REFUSED: &str = "destination not allowed";
-
 /// The signed request for one attempt of `d` to `url` (`sub`'s, parsed and allowed).
 pub(crate) fn outgoing<K: Kv>(
     env: &Env<'_, K>,

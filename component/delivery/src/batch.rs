@@ -1,18 +1,17 @@
 //! One batch of attempts: claimed, sent together, recorded; and the tick's clock, which moves on by how long each batch took.
 
 use crate::alert;
-use crate::attempt::{DESTINATION_REFUSED, outgoing};
-use crate::claim::{Claim, Claimed, LEASE_MARGIN_MS, Wait};
+use crate::attempt::outgoing;
+use crate::claim::{Claim, Claimed, Item, LEASE_MARGIN_MS, Lease, Wait, claim, unclaim};
 use crate::fanout::Written;
 use crate::outcome::record_outcomes;
 use crate::pace;
 use crate::report::TickReport;
-use crate::sender::{Outgoing, SendResult, Sender};
+use crate::sender::{Outgoing, SendError, SendResult, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::validate;
-use edgehook_records::delivery::{Delivery, Status};
-use edgehook_storage::keys::{self};
-use edgehook_storage::kv::{Kv, KvError, Update, update};
+use edgehook_storage::keys;
+use edgehook_storage::kv::{Kv, KvError};
 use edgehook_subscriptions::{self as subscriptions, Status as SubStatus, Subscription};
 use std::rc::Rc;
 
@@ -59,72 +58,17 @@ pub(crate) fn run_batch<K: Kv>(
     clock: &TickClock,
     report: &mut TickReport,
 ) -> Result<Vec<(String, Wait)>, KvError> {
-    let now = env.now_ms;
-    // Which of `ids` each claimed delivery is.
-    let mut claimed_at: Vec<usize> = Vec::new();
-    let lease_until = now + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS;
-    let mut claimed: Vec<Claimed> = Vec::new();
+    let lease = Lease {
+        holder: tick_id,
+        until: env.now_ms + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS,
+    };
     let mut held: Vec<(String, Wait)> = Vec::new();
+    // Each claimed delivery with where it is in `ids`.
+    let mut claimed: Vec<(usize, Claimed)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
-        let written = known.map(|(items, _)| &items[i].0);
-        // Written by publish already leased to this run, for long enough: ours without a
-        // claim (`fanout::RunLease`).
-        if let Some(w) = written.filter(|w| {
-            w.delivery.lease_owner.as_deref() == Some(tick_id)
-                && w.delivery.lease_until >= Some(now + env.settings.attempt_timeout_ms)
-        }) {
-            claimed.push(Claimed {
-                delivery: w.delivery.clone(),
-                due_at: w.delivery.next_attempt_at.unwrap_or(now),
-                bytes: w.bytes.clone(),
-            });
-            claimed_at.push(i);
-            continue;
-        }
-        let outcome = update(env.kv, &keys::delivery(id), &mut |cur| {
-            let Some(bytes) = cur else {
-                return Ok(Update::Keep(Claim::Skip));
-            };
-            // Unchanged since fan-out wrote it in this invocation: no need to parse it.
-            let mut d: Delivery = match written.filter(|w| w.bytes == bytes) {
-                Some(w) => w.delivery.clone(),
-                None => Delivery::decode(bytes)?,
-            };
-            let due = match d.next_attempt_at {
-                Some(due) if d.status == Status::Pending => due,
-                _ => return Ok(Update::Keep(Claim::Skip)),
-            };
-            // A lease of this run's own (publish wrote it) is claimed again, for longer.
-            if let Some(until) = d
-                .lease_until
-                .filter(|u| *u > now && d.lease_owner.as_deref() != Some(tick_id))
-            {
-                return Ok(Update::Keep(Claim::Wait(Wait::Leased(until))));
-            }
-            if due > now {
-                // Made due after this tick read its clock: a publish later in the same
-                // second enqueued it before the tick scanned that second. Not sent now, and
-                // its entry must wait for it (else the watermark passes the only pointer).
-                return Ok(Update::Keep(Claim::Wait(Wait::Due(due))));
-            }
-            d.lease_until = Some(lease_until);
-            d.lease_owner = Some(tick_id.to_owned());
-            let bytes = d.encode();
-            Ok(Update::Write(
-                bytes.clone(),
-                Claim::Claimed(Box::new(Claimed {
-                    delivery: d,
-                    due_at: due,
-                    bytes,
-                })),
-            ))
-        })
-        .map_err(KvError::from)?;
-        match outcome {
-            Claim::Claimed(c) => {
-                claimed.push(*c);
-                claimed_at.push(i);
-            }
+        let written = known.map(|(items, _)| (&items[i].0.delivery, items[i].0.bytes.as_slice()));
+        match claim(env, id, lease, written)? {
+            Claim::Claimed(c) => claimed.push((i, *c)),
             Claim::Wait(wait) => held.push((id.clone(), wait)),
             Claim::Skip => {}
         }
@@ -132,112 +76,151 @@ pub(crate) fn run_batch<K: Kv>(
     if claimed.is_empty() {
         return Ok(held);
     }
-    let sub_ids: Vec<String> = claimed
-        .iter()
-        .map(|c| c.delivery.subscription_id.clone())
-        .collect();
-    // Publish read the subscriptions of a prepared batch moments ago, in this invocation.
-    let subs: Vec<Option<Subscription>> = match known {
-        Some((items, _)) => claimed_at
-            .iter()
-            .map(|i| Some(items[*i].1.clone()))
-            .collect(),
-        // Operator alerts go to a subscription made from the settings, never stored.
-        None => subscriptions::load_many(env, &sub_ids)
-            .map_err(KvError::from)?
-            .into_iter()
-            .zip(&sub_ids)
-            .map(|(sub, id)| match id == alert::ALERTS {
-                true => alert::target(env.settings),
-                false => sub,
-            })
-            .collect(),
-    };
+    let items = with_subscriptions(env, known, claimed)?;
     // Pacing (`pace.rs`): a paced subscription's deliveries get the slots it grants; the
     // rest are given back unsent, still due, and looked at again in a second.
-    let (claimed, subs, paced) = pace_batch(env, tick_id, lease_until, claimed, subs, &mut held)?;
-    let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
-    if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {
-        bodies.push((w.delivery.event_id.clone(), body.clone()));
-    }
-    let mut to_send: Vec<(usize, Outgoing)> = Vec::new();
-    let mut results: Vec<Option<SendResult>> = vec![None; claimed.len()];
-    let mut cancelled = vec![false; claimed.len()];
-    for (i, (c, sub)) in claimed.iter().zip(&subs).enumerate() {
-        let Some(sub) = sub.as_ref().filter(|s| s.status == SubStatus::Active) else {
-            cancelled[i] = true;
-            continue;
-        };
-        let body = match bodies.iter().find(|(e, _)| *e == c.delivery.event_id) {
-            Some((_, b)) => b.clone(),
-            None => {
-                let Some(b) = env.kv.get(&keys::event_body(&c.delivery.event_id))? else {
-                    cancelled[i] = true;
-                    continue;
-                };
-                let b = Rc::new(b);
-                bodies.push((c.delivery.event_id.clone(), b.clone()));
-                b
-            }
-        };
-        // The URL is parsed once, under today's policy: one created while private targets or
-        // http were allowed, and they no longer are, fails here, before anything is sent (the
-        // SSRF check at send time). Under a policy that allows all, only a URL that no longer
-        // parses fails, and its delivery is cancelled.
-        let policy = env.settings.target_policy();
-        let url = match validate::target_url(&sub.url, policy) {
-            Ok(url) => url,
-            Err(_) if policy.allows_all() => {
-                cancelled[i] = true;
-                continue;
-            }
-            Err(_) => {
-                results[i] = Some(SendResult {
-                    outcome: Err(DESTINATION_REFUSED.into()),
-                    latency_ms: 0,
-                    retry_after: None,
-                });
-                continue;
-            }
-        };
-        to_send.push((i, outgoing(env, &c.delivery, sub, url, body)));
-    }
-    let requests: Vec<Outgoing> = to_send.iter().map(|(_, r)| r.clone()).collect();
-    let sent = sender.send_all(&requests, env.settings.attempt_timeout_ms);
-    let took = sent.iter().map(|r| r.latency_ms).max().unwrap_or(0);
-    clock.elapsed_ms.set(clock.elapsed_ms.get() + took);
-    for ((i, _), result) in to_send.iter().zip(sent) {
-        results[*i] = Some(result);
-    }
-    held.extend(record_outcomes(
-        env, tick_id, claimed, subs, results, cancelled, report,
-    )?);
+    let (mut items, paced) = pace_batch(env, lease, items, &mut held)?;
+    send(env, sender, known, &mut items, clock)?;
+    held.extend(record_outcomes(env, tick_id, items, report)?);
     for sub_id in &paced {
         // A slot not given back ends with its lease.
-        let _ = pace::release(env, sub_id, tick_id);
+        env.best_effort(
+            "pace.release (pace key)",
+            pace::release(env, sub_id, tick_id),
+        );
     }
     Ok(held)
 }
 
-/// Asks each paced subscription among `subs` for the slots its claimed deliveries want
+/// The batch's items: each claimed delivery with its subscription. Publish read the
+/// subscriptions of a prepared batch moments ago, in this invocation; others are read now.
+fn with_subscriptions<K: Kv>(
+    env: &Env<'_, K>,
+    known: Known<'_>,
+    claimed: Vec<(usize, Claimed)>,
+) -> Result<Vec<Item>, KvError> {
+    let subs: Vec<Option<Subscription>> = match known {
+        Some((items, _)) => claimed
+            .iter()
+            .map(|(i, _)| Some(items[*i].1.clone()))
+            .collect(),
+        None => {
+            let ids: Vec<String> = claimed
+                .iter()
+                .map(|(_, c)| c.delivery.subscription_id.clone())
+                .collect();
+            // Operator alerts go to a subscription made from the settings, never stored.
+            subscriptions::load_many(env, &ids)
+                .map_err(KvError::from)?
+                .into_iter()
+                .zip(&ids)
+                .map(|(sub, id)| match id == alert::ALERTS {
+                    true => alert::target(env.settings),
+                    false => sub,
+                })
+                .collect()
+        }
+    };
+    Ok(claimed
+        .into_iter()
+        .zip(subs)
+        .map(|((_, claimed), sub)| Item {
+            claimed,
+            sub,
+            result: None,
+            cancelled: false,
+        })
+        .collect())
+}
+
+/// Sends the items of a batch all at once, each with its signed request; marks the ones not
+/// to be sent as cancelled, and the ones whose URL today's policy refuses as refused. Moves
+/// `clock` on by the longest attempt.
+fn send<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    known: Known<'_>,
+    items: &mut [Item],
+    clock: &TickClock,
+) -> Result<(), KvError> {
+    let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
+    if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {
+        bodies.push((w.delivery.event_id.clone(), body.clone()));
+    }
+    let (mut positions, mut requests) = (Vec::new(), Vec::new());
+    for (i, item) in items.iter_mut().enumerate() {
+        if let Some(request) = request_for(env, item, &mut bodies)? {
+            positions.push(i);
+            requests.push(request);
+        }
+    }
+    let sent = sender.send_all(&requests, env.settings.attempt_timeout_ms);
+    let took = sent.iter().map(|r| r.latency_ms).max().unwrap_or(0);
+    clock.elapsed_ms.set(clock.elapsed_ms.get() + took);
+    for (i, result) in positions.into_iter().zip(sent) {
+        items[i].result = Some(result);
+    }
+    Ok(())
+}
+
+/// The signed request for `item`, its event's body read once a batch (`bodies`); `None`,
+/// with the item marked, for one not to be sent.
+fn request_for<K: Kv>(
+    env: &Env<'_, K>,
+    item: &mut Item,
+    bodies: &mut Vec<(String, Rc<Vec<u8>>)>,
+) -> Result<Option<Outgoing>, KvError> {
+    let d = &item.claimed.delivery;
+    let Some(sub) = item.sub.as_ref().filter(|s| s.status == SubStatus::Active) else {
+        item.cancelled = true;
+        return Ok(None);
+    };
+    let body = match bodies.iter().find(|(e, _)| *e == d.event_id) {
+        Some((_, b)) => b.clone(),
+        None => {
+            let Some(b) = env.kv.get(&keys::event_body(&d.event_id))? else {
+                item.cancelled = true;
+                return Ok(None);
+            };
+            let b = Rc::new(b);
+            bodies.push((d.event_id.clone(), b.clone()));
+            b
+        }
+    };
+    // The URL is parsed once, under today's policy: one created while private targets or
+    // http were allowed, and they no longer are, fails here, before anything is sent (the
+    // SSRF check at send time). Under a policy that allows all, only a URL that no longer
+    // parses fails, and its delivery is cancelled.
+    let policy = env.settings.target_policy();
+    match validate::target_url(&sub.url, policy) {
+        Ok(url) => Ok(Some(outgoing(env, d, sub, url, body))),
+        Err(_) if policy.allows_all() => {
+            item.cancelled = true;
+            Ok(None)
+        }
+        Err(_) => {
+            item.result = Some(SendResult::unsent(SendError::DestinationRefused));
+            Ok(None)
+        }
+    }
+}
+
+/// Asks each paced subscription among the items' for the slots its claimed deliveries want
 /// (once per subscription); keeps the granted deliveries, gives the others back (lease
-/// cleared, still due; held a second). Returns the kept deliveries, their subscriptions, and
-/// the subscriptions whose slots this batch now holds.
-#[allow(clippy::type_complexity)]
+/// cleared, still due; held a second). Returns the kept items and the subscriptions whose
+/// slots this batch now holds.
 fn pace_batch<K: Kv>(
     env: &Env<'_, K>,
-    holder: &str,
-    until: u64,
-    claimed: Vec<Claimed>,
-    subs: Vec<Option<Subscription>>,
+    lease: Lease<'_>,
+    items: Vec<Item>,
     held: &mut Vec<(String, Wait)>,
-) -> Result<(Vec<Claimed>, Vec<Option<Subscription>>, Vec<String>), KvError> {
+) -> Result<(Vec<Item>, Vec<String>), KvError> {
     let now = env.now_ms;
     // (subscription, its limits, how many of its deliveries are claimed)
     let mut wanted: Vec<(String, (u32, u32), u32)> = Vec::new();
-    for sub in subs
+    for sub in items
         .iter()
-        .flatten()
+        .filter_map(|item| item.sub.as_ref())
         .filter(|s| s.status == SubStatus::Active)
     {
         let Some(limits) = pace::limits(sub, now) else {
@@ -249,55 +232,36 @@ fn pace_batch<K: Kv>(
         }
     }
     if wanted.is_empty() {
-        return Ok((claimed, subs, Vec::new()));
+        return Ok((items, Vec::new()));
     }
     let mut granted: Vec<(String, u32)> = Vec::new();
     let mut paced = Vec::new();
     for (id, limits, n) in wanted {
         // A store failure grants nothing: the deliveries wait rather than go over the cap.
-        let got = pace::acquire(env, &id, limits, n, holder, until).unwrap_or(0);
+        let got = pace::acquire(env, &id, limits, n, lease.holder, lease.until).unwrap_or(0);
         if got > 0 {
             paced.push(id.clone());
         }
         granted.push((id, got));
     }
-    let (mut kept, mut kept_subs) = (Vec::new(), Vec::new());
-    for (c, sub) in claimed.into_iter().zip(subs) {
-        let slot = sub
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items {
+        let slot = item
+            .sub
             .as_ref()
             .and_then(|s| granted.iter_mut().find(|(id, _)| *id == s.id));
         match slot {
             Some((_, 0)) => {
-                unclaim(env, &c.delivery.id, holder)?;
-                held.push((c.delivery.id.clone(), Wait::Paced(now + 1000)));
+                let id = &item.claimed.delivery.id;
+                unclaim(env, id, lease.holder)?;
+                held.push((id.clone(), Wait::Paced(now + 1000)));
             }
             Some((_, left)) => {
                 *left -= 1;
-                kept.push(c);
-                kept_subs.push(sub);
+                kept.push(item);
             }
-            None => {
-                kept.push(c);
-                kept_subs.push(sub);
-            }
+            None => kept.push(item),
         }
     }
-    Ok((kept, kept_subs, paced))
-}
-
-/// Clears the lease this batch (`holder`) took on delivery `id`, which it will not send.
-fn unclaim<K: Kv>(env: &Env<'_, K>, id: &str, holder: &str) -> Result<(), KvError> {
-    update(env.kv, &keys::delivery(id), &mut |cur| {
-        let Some(bytes) = cur else {
-            return Ok::<_, KvError>(Update::Keep(()));
-        };
-        let mut d = Delivery::decode(bytes)?;
-        if d.lease_owner.as_deref() != Some(holder) {
-            return Ok(Update::Keep(()));
-        }
-        d.lease_until = None;
-        d.lease_owner = None;
-        Ok(Update::Write(d.encode(), ()))
-    })
-    .map_err(KvError::from)
+    Ok((kept, paced))
 }

@@ -50,9 +50,48 @@ fn publish_inner<K: Kv>(
     prepare: bool,
 ) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
     events::validate(event_type, load)?;
-    let store = |e: KvError| PublishError::StoreUnavailable(e.0);
     let body_sha256 = edgehook_model::ids::hex(&Sha256::digest(load));
-    let event_id = match idempotency_key {
+    let event_id = event_id_for(env, idempotency_key);
+    let keyed = idempotency_key.is_some();
+    let mut found =
+        find_or_record(env, event_type, &event_id, &body_sha256, keyed).map_err(store)?;
+    let replayed = found.existing.is_some();
+    let origin = origin_of(replayed, idempotency_key);
+    // A key-less event run at once by this invocation: the batches its run starts for
+    // certain are written leased to it, which so claims nothing ([`RunLease`]).
+    let lease = (prepare && !found.active.is_empty() && origin == Origin::Fresh)
+        .then(|| RunLease::for_run_now(env));
+    let event = settle(
+        env,
+        &mut found,
+        (&event_id, event_type),
+        &body_sha256,
+        load,
+        keyed,
+    )?;
+    let written = match event.fanned_out {
+        true => Vec::new(),
+        false => fan_out_found(env, &event, origin, &found, lease.as_ref(), load).map_err(store)?,
+    };
+    let prepared = (prepare && !replayed).then(|| prepared(lease, load, written, &found.active));
+    let deliveries = u32::try_from(event.subscriptions.len()).unwrap_or(u32::MAX);
+    let receipt = PublishReceipt {
+        event_id,
+        deliveries,
+        next_due_ms: (deliveries > 0).then_some(event.created_at),
+        replayed,
+    };
+    Ok((receipt, prepared))
+}
+
+/// A store failure, as a publish reports it.
+fn store(e: KvError) -> PublishError {
+    PublishError::StoreUnavailable(e.0)
+}
+
+/// The event id of a publish: derived from its idempotency key, or fresh and random.
+fn event_id_for<K: Kv>(env: &Env<'_, K>, idempotency_key: Option<&str>) -> String {
+    match idempotency_key {
         Some(k) => {
             let digest = Sha256::new()
                 .chain_update("ingest/")
@@ -63,119 +102,152 @@ fn publish_inner<K: Kv>(
             id
         }
         None => IdKind::Event.generate(env.entropy),
-    };
-    // Without a key the id is fresh: there is nothing to find.
-    let mut existing = match idempotency_key {
-        Some(_) => env.kv.get(&keys::event(&event_id)).map_err(store)?,
-        None => None,
-    };
-    let mut active = Vec::new();
-    let mut seen = None;
-    let mut created = None;
-    if existing.is_none() {
-        let (found, skipped, directories) = listeners(env, event_type).map_err(store)?;
-        (active, seen) = (found, Some(directories));
-        let event = EventRecord {
-            id: event_id.clone(),
-            event_type: event_type.to_owned(),
-            created_at: env.now_ms,
-            body_sha256: body_sha256.clone(),
-            subscriptions: active.iter().map(|s| s.id.clone()).collect(),
-            fanned_out: false,
-            skipped,
-        };
-        // A keyed event is recorded before its fan-out, so a retry with the key finds it
-        // and resumes; it is created only if absent, so of two publishes with the same key
-        // racing past the read above exactly one makes it, and the other is judged against
-        // it (a different body is a conflict). A key-less one cannot be retried: its record
-        // is written once, when its fan-out is done.
-        // Listed for the retention purge before anything of it is written, so a publish
-        // that fails at any later step leaves nothing the purge cannot find.
-        retention::retain(
-            env.kv,
-            event.created_at,
-            &event.id,
-            seen.as_ref()
-                .map(|s: &SeenDirectories| s.retention.as_deref()),
-        )
-        .map_err(store)?;
-        if idempotency_key.is_some() {
-            existing = create_if_absent(env.kv, &keys::event(&event_id), &event.encode())
-                .map_err(store)?;
-        }
-        if existing.is_none() {
-            created = Some(event);
-        }
     }
-    let replayed = existing.is_some();
-    // A key-less event run at once by this invocation: the batches its run starts for
-    // certain are written leased to it, which so claims nothing ([`RunLease`]).
-    let lease =
-        (prepare && !active.is_empty() && origin_of(replayed, idempotency_key) == Origin::Fresh)
-            .then(|| RunLease::for_run_now(env));
-    let event = match (created, existing) {
-        (Some(event), _) => {
-            // The body after the keyed record: a publish that lost the race above must not
-            // have replaced the winner's body with its own. A fresh event's body goes in
-            // the batch of its records (`fan_out`).
-            if idempotency_key.is_some() {
-                env.kv
-                    .set(&keys::event_body(&event_id), load)
-                    .map_err(store)?;
-            }
-            event
-        }
-        (None, None) => return Err(store(KvError("no event record".into()))),
-        (None, Some(existing)) => {
-            let existing = EventRecord::decode(&existing).map_err(store)?;
-            if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
-                return Err(PublishError::Conflict(
-                    "This Idempotency-Key was already used for a different event. Use a new key for a new event.".into(),
-                ));
-            }
-            if !existing.fanned_out {
-                // Its publish may have stopped between its record and its body (or still
-                // be there): the body is the same bytes, so writing it again is harmless.
-                env.kv
-                    .set(&keys::event_body(&event_id), load)
-                    .map_err(store)?;
-            }
-            existing
-        }
+}
+
+/// What a publish found or made of its event before its fan-out.
+struct Found {
+    /// A new event's active listeners (none loaded for one found under its key).
+    active: Vec<Subscription>,
+    /// The due and retention directories, as a new event's listeners' lookup read them.
+    seen: Option<SeenDirectories>,
+    /// The new event's record, if this publish made it.
+    created: Option<EventRecord>,
+    /// The event's record as found under its key, if it was.
+    existing: Option<Vec<u8>>,
+}
+
+/// Finds a keyed event's record, or makes a new one (listed for retention first; a keyed
+/// one recorded at once, created only if absent).
+fn find_or_record<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+    event_id: &str,
+    body_sha256: &str,
+    keyed: bool,
+) -> Result<Found, KvError> {
+    // Without a key the id is fresh: there is nothing to find.
+    let existing = match keyed {
+        true => env.kv.get(&keys::event(event_id))?,
+        false => None,
     };
-    let origin = origin_of(replayed, idempotency_key);
-    let written = if event.fanned_out {
-        Vec::new()
-    } else {
-        // FIFO subscriptions' deliveries wait their turn (`fifo.rs`). A resumed event's
-        // listeners were not loaded above: their records say which.
-        let fifo: Vec<String> = match replayed {
-            false => fifo_ids(active.iter()),
-            true => fifo_ids(
-                subscriptions::load_many(env, &event.subscriptions)
-                    .map_err(|e| store(KvError(e.message)))?
-                    .iter()
-                    .flatten(),
-            ),
-        };
-        let body = (origin == Origin::Fresh).then_some(load);
-        fan_out(
-            env,
-            &event,
-            origin,
-            seen.as_ref(),
-            &fifo,
-            lease.as_ref(),
-            body,
-        )
-        .map_err(store)?
+    if existing.is_some() {
+        return Ok(Found {
+            active: Vec::new(),
+            seen: None,
+            created: None,
+            existing,
+        });
+    }
+    let (active, skipped, seen) = listeners(env, event_type)?;
+    let event = EventRecord {
+        id: event_id.to_owned(),
+        event_type: event_type.to_owned(),
+        created_at: env.now_ms,
+        body_sha256: body_sha256.to_owned(),
+        subscriptions: active.iter().map(|s| s.id.clone()).collect(),
+        fanned_out: false,
+        skipped,
     };
-    // Only a new event's listeners were loaded here; a resumed one is run from the store.
-    // The deliveries were written in their listeners' order: each listener is looked for
-    // from the one after the last found (then from the start), so pairing them is linear,
-    // not quadratic, in the fan-out.
+    // A keyed event is recorded before its fan-out, so a retry with the key finds it and
+    // resumes; it is created only if absent, so of two publishes with the same key racing
+    // past the read above exactly one makes it, and the other is judged against it (a
+    // different body is a conflict). A key-less one cannot be retried: its record is
+    // written once, when its fan-out is done.
+    // Listed for the retention purge before anything of it is written, so a publish that
+    // fails at any later step leaves nothing the purge cannot find.
+    retention::retain(
+        env.kv,
+        event.created_at,
+        &event.id,
+        Some(seen.retention.as_deref()),
+    )?;
+    let existing = match keyed {
+        true => create_if_absent(env.kv, &keys::event(event_id), &event.encode())?,
+        false => None,
+    };
+    let created = existing.is_none().then_some(event);
+    Ok(Found {
+        active,
+        seen: Some(seen),
+        created,
+        existing,
+    })
+}
+
+/// The event this publish fans out: its own new one (a keyed one's body written after its
+/// record), or the one found under its key, if it is the same event (its body written again
+/// while its fan-out is unfinished); a different one is a conflict.
+fn settle<K: Kv>(
+    env: &Env<'_, K>,
+    found: &mut Found,
+    (event_id, event_type): (&str, &str),
+    body_sha256: &str,
+    load: &[u8],
+    keyed: bool,
+) -> Result<EventRecord, PublishError> {
+    let write_body = || env.kv.set(&keys::event_body(event_id), load).map_err(store);
+    if let Some(event) = found.created.take() {
+        // The body after the keyed record: a publish that lost the race above must not
+        // have replaced the winner's body with its own. A fresh event's body goes in the
+        // batch of its records (`fan_out`).
+        if keyed {
+            write_body()?;
+        }
+        return Ok(event);
+    }
+    let Some(existing) = found.existing.as_deref() else {
+        return Err(store(KvError("no event record".into())));
+    };
+    let existing = EventRecord::decode(existing).map_err(store)?;
+    if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
+        return Err(PublishError::Conflict(
+            "This Idempotency-Key was already used for a different event. Use a new key for a new event.".into(),
+        ));
+    }
+    if !existing.fanned_out {
+        // Its publish may have stopped between its record and its body (or still be
+        // there): the body is the same bytes, so writing it again is harmless.
+        write_body()?;
+    }
+    Ok(existing)
+}
+
+/// Fans out the event `found` settled on: FIFO subscriptions' deliveries wait their turn
+/// (`fifo.rs`); a resumed event's listeners were not loaded, their records say which.
+fn fan_out_found<K: Kv>(
+    env: &Env<'_, K>,
+    event: &EventRecord,
+    origin: Origin,
+    found: &Found,
+    lease: Option<&RunLease>,
+    load: &[u8],
+) -> Result<Vec<Written>, KvError> {
+    let fifo: Vec<String> = match origin {
+        Origin::Resumed => fifo_ids(
+            subscriptions::load_many(env, &event.subscriptions)
+                .map_err(|e| KvError(e.message))?
+                .iter()
+                .flatten(),
+        ),
+        Origin::Fresh | Origin::Keyed => fifo_ids(found.active.iter()),
+    };
+    let body = (origin == Origin::Fresh).then_some(load);
+    fan_out(env, event, origin, found.seen.as_ref(), &fifo, lease, body)
+}
+
+/// What attempt 1 of a new event needs: the deliveries fan-out wrote, each with its
+/// subscription. The deliveries were written in their listeners' order: each listener is
+/// looked for from the one after the last found (then from the start), so pairing them is
+/// linear, not quadratic, in the fan-out.
+fn prepared(
+    lease: Option<RunLease>,
+    load: &[u8],
+    written: Vec<Written>,
+    active: &[Subscription],
+) -> Prepared {
     let mut at = 0;
-    let prepared = (prepare && !replayed).then(|| Prepared {
+    Prepared {
         lease_owner: lease.map(|l| l.owner),
         body: Rc::new(load.to_vec()),
         items: written
@@ -188,15 +260,7 @@ fn publish_inner<K: Kv>(
                 Some((w, active[i].clone()))
             })
             .collect(),
-    });
-    let deliveries = u32::try_from(event.subscriptions.len()).unwrap_or(u32::MAX);
-    let receipt = PublishReceipt {
-        event_id,
-        deliveries,
-        next_due_ms: (deliveries > 0).then_some(event.created_at),
-        replayed,
-    };
-    Ok((receipt, prepared))
+    }
 }
 
 /// Where the event of a publish comes from: an event found under its key, a new keyed one,
@@ -412,30 +476,7 @@ fn fan_out<K: Kv>(
     lease: Option<&RunLease>,
     body: Option<&[u8]>,
 ) -> Result<Vec<Written>, KvError> {
-    let held = |sub: &str| fifo.iter().any(|f| f == sub);
-    // (subscription, delivery id, skipped): those it is delivered to, then the skipped.
-    let all: Vec<(String, String, bool)> = event
-        .all_subscriptions()
-        .enumerate()
-        .map(|(n, s)| {
-            let skipped = n >= event.subscriptions.len();
-            (s.clone(), delivery_id(&event.id, s), skipped)
-        })
-        .collect();
-    // A resumed fan-out skips the deliveries an earlier try already made (their history and
-    // queue entries were written before their record), so retries make progress.
-    // A new event has no deliveries yet: only a resumed fan-out looks.
-    let record_keys: Vec<Key> = all.iter().map(|(_, d, _)| keys::delivery(d)).collect();
-    let existing = match origin {
-        Origin::Resumed => env.kv.get_many(&record_keys)?,
-        Origin::Fresh | Origin::Keyed => vec![None; record_keys.len()],
-    };
-    let todo: Vec<&(String, String, bool)> = all
-        .iter()
-        .zip(existing)
-        .filter(|(_, record)| record.is_none())
-        .map(|(pair, _)| pair)
-        .collect();
+    let todo = to_make(env, event, origin, fifo)?;
     // Queued in the current second (a new event's own). A resumed fan-out may run long
     // after its event's second was settled: an entry there, read by a tick before its
     // record below is written, would be taken for a failed publish's leftover and passed.
@@ -444,8 +485,8 @@ fn fan_out<K: Kv>(
     let queue = [(
         second_of(env.now_ms.max(event.created_at)),
         todo.iter()
-            .filter(|(sub, _, skipped)| !skipped && !held(sub))
-            .map(|(_, d, _)| d.clone())
+            .filter(|m| m.due())
+            .map(|m| m.delivery.clone())
             .collect::<Vec<_>>(),
     )];
     enqueue(env.kv, &queue, seen.map(|s| s.due.as_deref()))?;
@@ -462,24 +503,62 @@ fn fan_out<K: Kv>(
     if let Some(body) = body {
         fresh.push((keys::event_body(&event.id), body.to_vec()));
     }
-    for (sub, dlv, skipped) in todo {
-        history_log(sub).append(env.kv, std::slice::from_ref(dlv))?;
+    for m in todo {
+        history_log(&m.subscription).append(env.kv, std::slice::from_ref(&m.delivery))?;
+        let record = m.record(event, lease, written.len());
+        let bytes = record.encode();
+        let wrote = match origin {
+            Origin::Fresh => {
+                fresh.push((keys::delivery(&m.delivery), bytes.clone()));
+                true
+            }
+            Origin::Keyed | Origin::Resumed => create_record(env.kv, &m.delivery, &bytes)?,
+        };
+        if wrote && m.due() {
+            written.push(Written {
+                delivery: record,
+                bytes,
+            });
+        }
+    }
+    finish_fan_out(env, event, origin, fifo, fresh)?;
+    Ok(written)
+}
+
+/// One delivery a fan-out makes.
+struct ToMake {
+    subscription: String,
+    delivery: String,
+    /// Its subscription is disabled: recorded as skipped, never queued.
+    skipped: bool,
+    /// Its subscription is FIFO: held for its turn (`fifo.rs`).
+    held: bool,
+}
+
+impl ToMake {
+    /// Due at once: queued, and run by the publish's request.
+    fn due(&self) -> bool {
+        !self.skipped && !self.held
+    }
+
+    /// Its record; due now and in a leased batch of its run (the `n`th delivery it runs), it
+    /// is written leased to the run.
+    fn record(&self, event: &EventRecord, lease: Option<&RunLease>, n: usize) -> Delivery {
         // A skipped delivery is never queued: it waits, finished at its publish, for a
         // replay.
-        let (status, next_attempt_at, finished_at) = match (skipped, held(sub)) {
+        let (status, next_attempt_at, finished_at) = match (self.skipped, self.held) {
             (true, _) => (Status::Skipped, None, Some(event.created_at)),
             (false, true) => (Status::Pending, None, None),
             (false, false) => (Status::Pending, Some(event.created_at), None),
         };
-        // Due now and in a leased batch of its run: written leased to it.
         let leased = lease
             .filter(|_| next_attempt_at.is_some())
-            .and_then(|l| Some((l.until(written.len())?, l)));
-        let record = Delivery {
-            id: dlv.clone(),
+            .and_then(|l| Some((l.until(n)?, l)));
+        Delivery {
+            id: self.delivery.clone(),
             event_id: event.id.clone(),
             event_type: event.event_type.clone(),
-            subscription_id: sub.clone(),
+            subscription_id: self.subscription.clone(),
             created_at: event.created_at,
             status,
             attempts: Vec::new(),
@@ -488,28 +567,60 @@ fn fan_out<K: Kv>(
             lease_until: leased.map(|(until, _)| until),
             lease_owner: leased.map(|(_, l)| l.owner.clone()),
             finished_at,
-        };
-        let bytes = record.encode();
-        let wrote = match origin {
-            Origin::Fresh => {
-                fresh.push((keys::delivery(dlv), bytes.clone()));
-                true
-            }
-            Origin::Keyed | Origin::Resumed => update(env.kv, &keys::delivery(dlv), &mut |cur| {
-                Ok::<_, KvError>(match cur {
-                    Some(_) => Update::Keep(false),
-                    None => Update::Write(bytes.clone(), true),
-                })
-            })
-            .map_err(KvError::from)?,
-        };
-        if wrote && !skipped && !held(sub) {
-            written.push(Written {
-                delivery: record,
-                bytes,
-            });
         }
     }
+}
+
+/// The deliveries of `event` still to make: those it is delivered to, then the skipped. A
+/// resumed fan-out skips the deliveries an earlier try already made (their history and
+/// queue entries were written before their record), so retries make progress; a new event
+/// has no deliveries yet, so only a resumed fan-out looks.
+fn to_make<K: Kv>(
+    env: &Env<'_, K>,
+    event: &EventRecord,
+    origin: Origin,
+    fifo: &[String],
+) -> Result<Vec<ToMake>, KvError> {
+    let all = event.all_subscriptions().enumerate().map(|(n, s)| ToMake {
+        subscription: s.clone(),
+        delivery: delivery_id(&event.id, s),
+        skipped: n >= event.subscriptions.len(),
+        held: fifo.iter().any(|f| f == s),
+    });
+    if origin != Origin::Resumed {
+        return Ok(all.collect());
+    }
+    let all: Vec<ToMake> = all.collect();
+    let record_keys: Vec<Key> = all.iter().map(|m| keys::delivery(&m.delivery)).collect();
+    let existing = env.kv.get_many(&record_keys)?;
+    Ok(all
+        .into_iter()
+        .zip(existing)
+        .filter(|(_, record)| record.is_none())
+        .map(|(m, _)| m)
+        .collect())
+}
+
+/// Creates delivery `id`'s record only if absent; whether it did.
+fn create_record<K: Kv>(kv: &K, id: &str, bytes: &[u8]) -> Result<bool, KvError> {
+    update(kv, &keys::delivery(id), &mut |cur| {
+        Ok::<_, KvError>(match cur {
+            Some(_) => Update::Keep(false),
+            None => Update::Write(bytes.to_vec(), true),
+        })
+    })
+    .map_err(KvError::from)
+}
+
+/// Ends a fan-out: a fresh event's batch (`fresh`: its body and records, and its own record
+/// when nothing comes between), the FIFO listings, and the event's record, fanned out.
+fn finish_fan_out<K: Kv>(
+    env: &Env<'_, K>,
+    event: &EventRecord,
+    origin: Origin,
+    fifo: &[String],
+    mut fresh: Vec<(Key, Vec<u8>)>,
+) -> Result<(), KvError> {
     let mut done = event.clone();
     done.fanned_out = true;
     // Nothing comes between a fresh event's records and its own record but FIFO listings.
@@ -533,5 +644,5 @@ fn fan_out<K: Kv>(
     if !record_in_batch {
         env.kv.set(&keys::event(&event.id), &done.encode())?;
     }
-    Ok(written)
+    Ok(())
 }

@@ -55,7 +55,10 @@ pub fn disable<K: Kv>(
     let sub = subscriptions::disable(env, sub_id, None, reason)?;
     if let Some(sub) = &sub {
         // Committed; deliveries this misses are cancelled when they come due.
-        let _ = cancel_pending(env, sub_id);
+        env.best_effort(
+            "cancel on disable (delivery records)",
+            cancel_pending(env, sub_id),
+        );
         if reason != subscriptions::DELETED {
             alert::raise(env, alert::SUBSCRIPTION_DISABLED, sub);
         }

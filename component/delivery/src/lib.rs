@@ -47,7 +47,7 @@ pub mod search;
 pub mod sender;
 pub mod tick;
 
-pub use attempt::{DESTINATION_REFUSED, USER_AGENT};
+pub use attempt::USER_AGENT;
 pub use batch::{MAX_ATTEMPTS_PER_TICK, TICK_TIME_BUDGET_MS};
 pub use edgehook_records::delivery::{Attempt, Delivery, EventRecord, Status, delivery_id};
 pub use fanout::{Prepared, Written, publish, publish_prepared};
@@ -56,9 +56,9 @@ pub use history::{HistoryFilter, history, last_attempt, load};
 pub use ping::{PING_EVENT, Ping, ping};
 pub use replay::replay;
 pub use report::TickReport;
-pub use retry::{MAX_ATTEMPTS, RETRY_DELAYS_MS, retry_due, retry_due_after};
+pub use retry::{MAX_ATTEMPTS, RETRY_DELAYS_MS, Verdict, retry_due, retry_due_after, verdict};
 pub use scan::schedule_secret_erasure;
-pub use sender::{NoNetwork, Outgoing, SendResult, Sender};
+pub use sender::{NoNetwork, Outgoing, SendError, SendResult, Sender};
 pub use tick::{RunNow, run_now, tick};
 
 #[cfg(test)]

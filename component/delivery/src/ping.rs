@@ -3,8 +3,8 @@
 //! not replayable, and not counted in the subscription's failure streak: it tells the caller
 //! how the receiver answered, and changes nothing.
 
-use crate::attempt::{DESTINATION_REFUSED, signed};
-use crate::sender::{SendResult, Sender};
+use crate::attempt::signed;
+use crate::sender::{SendError, SendResult, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::ids::IdKind;
 use edgehook_model::validate;
@@ -25,9 +25,8 @@ pub struct Ping {
     pub id: String,
     /// When it was sent (ms since the epoch).
     pub sent_at: u64,
-    /// The status code, or the error (`timeout`, `connection refused`, `destination not
-    /// allowed`, ...).
-    pub outcome: Result<u16, String>,
+    /// The status code, or why there was none.
+    pub outcome: Result<u16, SendError>,
     /// Time to the response head (or the error), in ms.
     pub latency_ms: u64,
 }
@@ -89,17 +88,10 @@ pub fn ping<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, sub: &Subscription) ->
         Ok(url) => {
             let request = signed(env, &id, PING_EVENT, sub, url, body);
             let mut sent = sender.send_all(&[request], env.settings.attempt_timeout_ms);
-            sent.pop().unwrap_or(SendResult {
-                outcome: Err("no answer".into()),
-                latency_ms: 0,
-                retry_after: None,
-            })
+            sent.pop()
+                .unwrap_or(SendResult::unsent(SendError::Other("no answer")))
         }
-        Err(_) => SendResult {
-            outcome: Err(DESTINATION_REFUSED.into()),
-            latency_ms: 0,
-            retry_after: None,
-        },
+        Err(_) => SendResult::unsent(SendError::DestinationRefused),
     };
     Ping {
         id,

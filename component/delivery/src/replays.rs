@@ -140,7 +140,10 @@ pub fn cancel<K: Kv>(
         Ok::<_, ApiError>(Update::Write(job.encode(), job))
     })?;
     // Best effort: a step running now retires it again when it commits.
-    let _ = retire(env, &job);
+    env.best_effort(
+        "retire a cancelled replay job (replay lists)",
+        retire(env, &job),
+    );
     Ok(Some(job))
 }
 
@@ -282,35 +285,80 @@ fn selects(job: &ReplayJob, d: &Delivery) -> bool {
 
 /// A selection step: up to [`SCAN_PER_STEP`] history entries read, the matches listed.
 fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
-    let mut budget = SCAN_PER_STEP;
     // The step's selection record: delivery ids, one per line.
-    let (mut selected, mut count) = (Vec::new(), 0u64);
-    if job.subscriptions.is_empty() {
-        // Every subscription's deliveries in the range, read by day (the operator's search).
-        let filter = HistoryFilter {
-            since: Some(job.since),
-            until: Some(job.until),
-            ..HistoryFilter::default()
-        };
-        let cursor = match job.cursor_seq {
-            NOT_BEGUN => 0,
-            c => c,
-        };
-        let client = job.search_client.as_deref();
-        let (found, next) = search(env, client, &filter, cursor, SCAN_PER_STEP / SCAN_PER_ITEM)?;
-        for (_, d) in found {
-            if selects(job, &d) {
-                selected.extend_from_slice(d.id.as_bytes());
-                selected.push(b'\n');
-                count += 1;
-            }
-        }
-        match next {
-            Some(c) => job.cursor_seq = c,
-            None => job.state = JobState::Replaying,
-        }
-        budget = 0;
+    let mut selected = Selection::default();
+    match job.subscriptions.is_empty() {
+        true => select_by_day(env, job, &mut selected)?,
+        false => select_by_subscription(env, job, &mut selected)?,
     }
+    let Selection { ids, count } = selected;
+    if count > 0 {
+        // The step's own record (the next number): a step whose commit failed is run again
+        // from the same cursor and rewrites it, so nothing is listed twice or lost.
+        env.kv
+            .set(&keys::replay_selection(&job.id, job.selections), &ids)?;
+        job.selections += 1;
+        job.total += count;
+    }
+    if job.state == JobState::Replaying && job.total == 0 {
+        finish(env, job);
+    }
+    Ok(())
+}
+
+/// The deliveries a selection step found: their ids, one per line.
+#[derive(Default)]
+struct Selection {
+    ids: Vec<u8>,
+    count: u64,
+}
+
+impl Selection {
+    /// Lists `d` if `job` selects it.
+    fn consider(&mut self, job: &ReplayJob, d: &Delivery) {
+        if selects(job, d) {
+            self.ids.extend_from_slice(d.id.as_bytes());
+            self.ids.push(b'\n');
+            self.count += 1;
+        }
+    }
+}
+
+/// A step over every subscription's deliveries in the range, read by day (the operator's
+/// search).
+fn select_by_day<K: Kv>(
+    env: &Env<'_, K>,
+    job: &mut ReplayJob,
+    selected: &mut Selection,
+) -> Result<(), KvError> {
+    let filter = HistoryFilter {
+        since: Some(job.since),
+        until: Some(job.until),
+        ..HistoryFilter::default()
+    };
+    let cursor = match job.cursor_seq {
+        NOT_BEGUN => 0,
+        c => c,
+    };
+    let client = job.search_client.as_deref();
+    let (found, next) = search(env, client, &filter, cursor, SCAN_PER_STEP / SCAN_PER_ITEM)?;
+    for (_, d) in found {
+        selected.consider(job, &d);
+    }
+    match next {
+        Some(c) => job.cursor_seq = c,
+        None => job.state = JobState::Replaying,
+    }
+    Ok(())
+}
+
+/// A step through the job's subscriptions' histories, one after the other, from its cursor.
+fn select_by_subscription<K: Kv>(
+    env: &Env<'_, K>,
+    job: &mut ReplayJob,
+    selected: &mut Selection,
+) -> Result<(), KvError> {
+    let mut budget = SCAN_PER_STEP;
     while budget > 0 {
         let Some(sub) = job.subscriptions.get(job.cursor_sub as usize) else {
             job.state = JobState::Replaying;
@@ -340,27 +388,12 @@ fn select<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
         };
         let record_keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
         for record in env.kv.get_many(&record_keys)?.into_iter().flatten() {
-            if let Ok(d) = Delivery::decode(&record)
-                && selects(job, &d)
-            {
-                selected.extend_from_slice(d.id.as_bytes());
-                selected.push(b'\n');
-                count += 1;
+            if let Ok(d) = Delivery::decode(&record) {
+                selected.consider(job, &d);
             }
         }
         budget = budget.saturating_sub(entries.len());
         job.cursor_seq = last;
-    }
-    if count > 0 {
-        // The step's own record (the next number): a step whose commit failed is run again
-        // from the same cursor and rewrites it, so nothing is listed twice or lost.
-        env.kv
-            .set(&keys::replay_selection(&job.id, job.selections), &selected)?;
-        job.selections += 1;
-        job.total += count;
-    }
-    if job.state == JobState::Replaying && job.total == 0 {
-        finish(env, job);
     }
     Ok(())
 }

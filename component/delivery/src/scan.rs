@@ -4,7 +4,7 @@ use crate::batch::{MAX_ATTEMPTS_PER_TICK, TickClock, run_batch};
 use crate::claim::Wait;
 use crate::queue::{QUEUE_GRACE_S, due_log, second_of};
 use crate::report::TickReport;
-use crate::sender::Sender;
+use crate::sender::{SendError, Sender};
 use edgehook_model::env::Env;
 use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::applog::Entry;
@@ -63,35 +63,10 @@ pub(crate) fn scan_second<K: Kv>(
 ) -> Result<SecondScan, KvError> {
     let now = env.now_ms;
     let entries: Vec<Entry<String>> = due_log(second).read(env.kv, seen, usize::MAX)?;
-    let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
     // Past the grace period nothing more arrives in this second: what is missing by then was
     // lost by an appender that failed, not still on its way.
     let settled = (second + QUEUE_GRACE_S) * 1000 < now;
-    // Concurrent appenders reserve numbers first and write pages after, so entry 52 can be
-    // readable before entry 51. The watermark never passes a gap while one may still fill.
-    let mut contiguous = seen;
-    for e in &entries {
-        if e.seq == contiguous + 1 {
-            contiguous = e.seq;
-        } else if e.seq > contiguous + 1 {
-            break;
-        }
-    }
-    // Settled, every number handed out is either read or lost, the last ones too (an
-    // appender that reserved them and failed to write its page): the watermark reaches the
-    // counter, or the second would never be found finished and expire.
-    let mut scan = SecondScan {
-        second,
-        ceiling: if settled {
-            len.max(last_seq)
-        } else {
-            contiguous
-        },
-        gap: !settled && contiguous < last_seq,
-        candidates: Vec::new(),
-        unfinished_until: None,
-        first_unfinished: None,
-    };
+    let mut scan = SecondScan::new(second, seen, len, &entries, settled);
     // One look per delivery, at its first entry in this second. A subscription's id is not
     // a delivery: a rotation queued it for when its previous secret stops signing.
     let (erasures, entries): (Vec<_>, Vec<_>) = entries
@@ -107,15 +82,58 @@ pub(crate) fn scan_second<K: Kv>(
     first_seq.dedup_by(|later, first| later.0 == first.0);
     let keys: Vec<Key> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
     let records = env.kv.get_many(&keys)?;
-    // A queue entry is written before its delivery record: an entry without a record is a
-    // fan-out still in progress (look again shortly) unless the second is settled, when it
-    // can only be left over from a publish that failed.
     for ((_, seq), record) in first_seq.iter().zip(records) {
-        let Some(d) = record.and_then(|r| Delivery::decode(&r).ok()) else {
-            if !settled {
-                scan.hold(*seq, now + 1000);
+        let record = record.and_then(|r| Delivery::decode(&r).ok());
+        scan.look_at(*seq, record, settled, now);
+    }
+    edgehook_storage::sort::sort_by(&mut scan.candidates, |a, b| a.0 < b.0);
+    Ok(scan)
+}
+
+impl SecondScan {
+    /// The scan of `second` from watermark `seen`, with counter `len` and the new
+    /// `entries`, before any record is read: how far its watermark may go.
+    fn new(second: u64, seen: u64, len: u64, entries: &[Entry<String>], settled: bool) -> Self {
+        let last_seq = entries.iter().map(|e| e.seq).max().unwrap_or(seen);
+        // Concurrent appenders reserve numbers first and write pages after, so entry 52 can
+        // be readable before entry 51. The watermark never passes a gap while one may still
+        // fill.
+        let mut contiguous = seen;
+        for e in entries {
+            if e.seq == contiguous + 1 {
+                contiguous = e.seq;
+            } else if e.seq > contiguous + 1 {
+                break;
             }
-            continue;
+        }
+        // Settled, every number handed out is either read or lost, the last ones too (an
+        // appender that reserved them and failed to write its page): the watermark reaches
+        // the counter, or the second would never be found finished and expire.
+        SecondScan {
+            second,
+            ceiling: if settled {
+                len.max(last_seq)
+            } else {
+                contiguous
+            },
+            gap: !settled && contiguous < last_seq,
+            candidates: Vec::new(),
+            unfinished_until: None,
+            first_unfinished: None,
+        }
+    }
+
+    /// What entry `seq` of this second makes of its delivery's record: a candidate to
+    /// attempt, an entry to hold, or nothing to do.
+    fn look_at(&mut self, seq: u64, record: Option<Delivery>, settled: bool, now: u64) {
+        // A queue entry is written before its delivery record: an entry without a record is
+        // a fan-out still in progress (look again shortly) unless the second is settled,
+        // when it can only be left over from a publish that failed.
+        let Some(d) = record else {
+            if !settled {
+                self.hold(seq, now + 1000);
+            }
+            return;
         };
         if d.status != Status::Pending {
             // A replay queues its entry (in its own second) before it makes the record
@@ -127,30 +145,29 @@ pub(crate) fn scan_second<K: Kv>(
             // its delivery finished is not told apart by this. Every finished status is
             // replayable (a cancelled or skipped one after an enable), so each is held; a
             // skipped record counts as finished at its publish.
-            if !settled && d.finished_at.is_some_and(|f| f < second * 1000) {
-                scan.hold(*seq, now + 1000);
+            if !settled && d.finished_at.is_some_and(|f| f < self.second * 1000) {
+                self.hold(seq, now + 1000);
             }
-            continue;
+            return;
         }
         let Some(due) = d.next_attempt_at else {
-            continue;
+            return;
         };
-        if second_of(due) > second {
-            continue; // rescheduled into a later second
+        if second_of(due) > self.second {
+            return; // rescheduled into a later second
         }
         match d.lease_until {
-            Some(until) if until > now => scan.hold(*seq, until),
+            Some(until) if until > now => self.hold(seq, until),
             _ => {
+                let timeout = SendError::Timeout.as_str();
                 let slow = d
                     .attempts
                     .last()
-                    .is_some_and(|a| a.run == d.run && a.error.as_deref() == Some("timeout"));
-                scan.candidates.push((*seq, d.id, slow));
+                    .is_some_and(|a| a.run == d.run && a.error.as_deref() == Some(timeout));
+                self.candidates.push((seq, d.id, slow));
             }
         }
     }
-    edgehook_storage::sort::sort_by(&mut scan.candidates, |a, b| a.0 < b.0);
-    Ok(scan)
 }
 
 /// The prefix of a subscription id (`sub_`), which a due-queue entry holds when it is a

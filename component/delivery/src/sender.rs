@@ -2,6 +2,8 @@
 
 use std::rc::Rc;
 
+pub use edgehook_records::delivery::SendError;
+
 /// An HTTP request to send for one attempt.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -20,13 +22,24 @@ pub struct Outgoing {
 /// What came back for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendResult {
-    /// The status code, or the error (`timeout`, `connection refused`, ...).
-    pub outcome: Result<u16, String>,
+    /// The status code, or why there was none.
+    pub outcome: Result<u16, SendError>,
     /// Time from the start of [`Sender::send_all`] to the response head (or the error), in
     /// ms. The longest of a batch is how long the batch took: the tick's clock moves on by it.
     pub latency_ms: u64,
     /// The `Retry-After` header of a 429 or 503, as sent (read by the core, with its clock).
     pub retry_after: Option<String>,
+}
+
+impl SendResult {
+    /// A request that was never sent: `error` at once.
+    pub fn unsent(error: SendError) -> SendResult {
+        SendResult {
+            outcome: Err(error),
+            latency_ms: 0,
+            retry_after: None,
+        }
+    }
 }
 
 /// Sends requests, all at once, each within `timeout_ms`. The shell implements it over
@@ -43,11 +56,7 @@ impl Sender for NoNetwork {
     fn send_all(&self, requests: &[Outgoing], _timeout_ms: u64) -> Vec<SendResult> {
         requests
             .iter()
-            .map(|_| SendResult {
-                outcome: Err("no network".into()),
-                latency_ms: 0,
-                retry_after: None,
-            })
+            .map(|_| SendResult::unsent(SendError::Other("no network")))
             .collect()
     }
 }

@@ -10,7 +10,7 @@ use crate::sender::Sender;
 use edgehook_model::env::Env;
 use edgehook_model::ids::IdKind;
 use edgehook_records::delivery::{EventRecord, delivery_id};
-use edgehook_storage::directory::{self};
+use edgehook_storage::directory::{self, Directory};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
 
@@ -63,7 +63,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
             (&p.items[start..start + batch.len()], &p.body)
         });
         // A failed batch is left to the tick (its queue entries are still there).
-        let _ = run_batch(
+        let ran = run_batch(
             &clock.env(env),
             sender,
             &tick_id,
@@ -72,6 +72,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
             &clock,
             &mut report,
         );
+        env.best_effort("attempts run at once (delivery records)", ran);
     }
     report.emit(env.log, false);
     report
@@ -101,119 +102,161 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     // FIFO heads next, released into this second, which this tick then reads too.
     let fifo = crate::fifo::advance(env);
     report.replays = u32::try_from(jobs).unwrap_or(u32::MAX);
-    let Ok(directory) = read_directory(env.kv) else {
+    let Ok(due) = DueSeconds::read(env) else {
         report.next_due_ms = Some(now + 1000);
         report.emit(env.log, true);
         return report;
     };
-    let mut next_due: Option<u64> = None;
-    let mut note_due = |t: u64| next_due = Some(next_due.map_or(t, |n| n.min(t)));
+    let mut next = NextDue(None);
     if replaying {
-        note_due(now + 1000);
+        next.note(now + 1000);
     }
     if fifo == Some(true) {
-        note_due(now);
+        next.note(now);
     }
-    let due: Vec<(u64, u64)> = directory
-        .iter()
-        .map(|(s, seen)| (*s, *seen))
-        .filter(|(s, _)| s * 1000 <= now)
-        .collect();
-    // Each due second's length, read through its counter (`increment(key, 0)`: a counter's
-    // bytes are the host's own, so never `get`).
-    let lens: Result<Vec<u64>, KvError> =
-        due.iter().map(|(s, _)| due_log(*s).len(env.kv)).collect();
-    let Ok(lens) = lens else {
-        report.next_due_ms = Some(now + 1000);
-        report.emit(env.log, true);
-        return report;
-    };
     let clock = TickClock {
         start_ms: now,
         elapsed_ms: std::cell::Cell::new(0),
     };
-    let mut seen_now: Vec<(u64, u64)> = Vec::new();
-    let mut expired: Vec<u64> = Vec::new();
-    // Read every due second first, then send their candidates together: batches span
-    // seconds, so one slow attempt in each second does not cost a whole batch per second.
-    let mut scans: Vec<SecondScan> = Vec::new();
-    let mut candidates = 0;
-    for ((second, seen), len) in due.iter().copied().zip(lens.iter().copied()) {
-        if len <= seen {
-            if (second + QUEUE_GRACE_S) * 1000 < now {
-                expired.push(second);
-            }
-            continue;
-        }
-        if candidates >= MAX_ATTEMPTS_PER_TICK {
-            note_due(now); // enough for this tick; the next one reads on
-            continue;
-        }
-        match scan_second(env, second, seen, len) {
-            Ok(scan) => {
-                candidates += scan.candidates.len();
-                scans.push(scan);
-            }
-            Err(_) => note_due(now + 1000),
-        }
-    }
+    let (mut scans, expired) = due.scan(env, &mut next);
     run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
     // A FIFO head this tick delivered (or failed for good) lets the next one go now; the
     // tick that follows at once sends it.
     // (Only when FIFO subscriptions are listed: otherwise no read is spent on it.)
     if fifo.is_some() && crate::fifo::advance(&clock.env(env)) == Some(true) {
-        note_due(now);
+        next.note(now);
     }
+    let mut seen_now: Vec<(u64, u64)> = Vec::new();
     for scan in &scans {
         let outcome = scan.outcome(now);
         seen_now.push((scan.second, outcome.seen));
         if let Some(t) = outcome.unfinished_until {
-            note_due(t);
+            next.note(t);
         }
     }
-    for second in &expired {
-        let _ = due_log(*second).delete_all(env.kv);
-    }
-    // Record the watermarks and drop expired seconds; a concurrent enqueue only ever adds.
-    let _ = update(env.kv, &keys::DUE_DIRECTORY, &mut |cur| {
-        let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
-        for (second, seen) in &seen_now {
-            if let Some(entry) = dir.get_mut(second) {
-                *entry = (*entry).max(*seen);
-            }
-        }
-        for second in &expired {
-            if dir.get(second) == directory.get(second) {
-                dir.remove(second);
-            }
-        }
-        if seen_now.is_empty() && expired.is_empty() {
-            return Ok(Update::Keep(()));
-        }
-        Ok::<_, KvError>(Update::Write(directory::encode(&dir), ()))
-    });
-    let _ = purge_expired(env);
+    due.settle(env, &seen_now, &expired);
+    env.best_effort("retention purge (retention logs)", purge_expired(env));
     // Read the directory again: this tick queued retries into later seconds.
     match read_directory(env.kv) {
         Ok(dir) => {
             if let Some(s) = dir.keys().find(|s| **s * 1000 > now) {
-                note_due(*s * 1000);
+                next.note(*s * 1000);
             }
         }
-        Err(_) => note_due(now + 1000),
+        Err(_) => next.note(now + 1000),
     }
-    report.next_due_ms = next_due;
-    // The backlog: what is left unread of every due second, as this tick leaves it.
-    for ((second, seen), len) in due.iter().zip(lens) {
-        let read = seen_now
-            .iter()
-            .find(|(s, _)| s == second)
-            .map_or(*seen, |(_, n)| *n);
-        if len > read {
-            report.backlog += len - read;
-            report.oldest_due_ms.get_or_insert(second * 1000);
-        }
-    }
+    report.next_due_ms = next.0;
+    due.count_backlog(&seen_now, &mut report);
     report.emit(env.log, true);
     report
+}
+
+/// When the next attempt is due, as a tick learns it: the earliest time noted.
+struct NextDue(Option<u64>);
+
+impl NextDue {
+    fn note(&mut self, t: u64) {
+        self.0 = Some(self.0.map_or(t, |n| n.min(t)));
+    }
+}
+
+/// The due queue's seconds up to now, as a tick reads them at its start: the directory, and
+/// each due second with its watermark (entries read) and its length.
+struct DueSeconds {
+    now: u64,
+    directory: Directory,
+    /// (second, watermark, length)
+    seconds: Vec<(u64, u64, u64)>,
+}
+
+impl DueSeconds {
+    fn read<K: Kv>(env: &Env<'_, K>) -> Result<DueSeconds, KvError> {
+        let now = env.now_ms;
+        let directory = read_directory(env.kv)?;
+        // Each due second's length, read through its counter (`increment(key, 0)`: a
+        // counter's bytes are the host's own, so never `get`).
+        let seconds = directory
+            .iter()
+            .filter(|(s, _)| *s * 1000 <= now)
+            .map(|(s, seen)| Ok((*s, *seen, due_log(*s).len(env.kv)?)))
+            .collect::<Result<_, KvError>>()?;
+        Ok(DueSeconds {
+            now,
+            directory,
+            seconds,
+        })
+    }
+
+    /// Reads every due second first (their candidates are then sent together: batches span
+    /// seconds, so one slow attempt in each second does not cost a whole batch per second).
+    /// Returns the scans and the seconds read to their end and past the grace period.
+    fn scan<K: Kv>(&self, env: &Env<'_, K>, next: &mut NextDue) -> (Vec<SecondScan>, Vec<u64>) {
+        let now = self.now;
+        let mut expired: Vec<u64> = Vec::new();
+        let mut scans: Vec<SecondScan> = Vec::new();
+        let mut candidates = 0;
+        for &(second, seen, len) in &self.seconds {
+            if len <= seen {
+                if (second + QUEUE_GRACE_S) * 1000 < now {
+                    expired.push(second);
+                }
+                continue;
+            }
+            if candidates >= MAX_ATTEMPTS_PER_TICK {
+                next.note(now); // enough for this tick; the next one reads on
+                continue;
+            }
+            match scan_second(env, second, seen, len) {
+                Ok(scan) => {
+                    candidates += scan.candidates.len();
+                    scans.push(scan);
+                }
+                Err(_) => next.note(now + 1000),
+            }
+        }
+        (scans, expired)
+    }
+
+    /// Records the new watermarks and drops the expired seconds (their entries first); a
+    /// concurrent enqueue only ever adds.
+    fn settle<K: Kv>(&self, env: &Env<'_, K>, seen_now: &[(u64, u64)], expired: &[u64]) {
+        for second in expired {
+            env.best_effort(
+                "expired second (due log)",
+                due_log(*second).delete_all(env.kv),
+            );
+        }
+        if seen_now.is_empty() && expired.is_empty() {
+            return;
+        }
+        let written = update(env.kv, &keys::DUE_DIRECTORY, &mut |cur| {
+            let mut dir = cur.map(directory::decode).transpose()?.unwrap_or_default();
+            for (second, seen) in seen_now {
+                if let Some(entry) = dir.get_mut(second) {
+                    *entry = (*entry).max(*seen);
+                }
+            }
+            for second in expired {
+                if dir.get(second) == self.directory.get(second) {
+                    dir.remove(second);
+                }
+            }
+            Ok::<_, KvError>(Update::Write(directory::encode(&dir), ()))
+        });
+        env.best_effort("watermarks (due directory)", written.map_err(KvError::from));
+    }
+
+    /// The backlog: what is left unread of every due second, as the tick leaves it.
+    fn count_backlog(&self, seen_now: &[(u64, u64)], report: &mut TickReport) {
+        for &(second, seen, len) in &self.seconds {
+            let read = seen_now
+                .iter()
+                .find(|(s, _)| *s == second)
+                .map_or(seen, |(_, n)| *n);
+            if len > read {
+                report.backlog += len - read;
+                report.oldest_due_ms.get_or_insert(second * 1000);
+            }
+        }
+    }
 }

@@ -114,107 +114,126 @@ impl Settings {
     pub fn from_pairs<S: AsRef<str>>(
         pairs: impl IntoIterator<Item = (S, S)>,
     ) -> Result<Self, ConfigError> {
-        // One slot per known key, the last value given winning; nothing is copied but the
-        // admin token (every request parses the settings, so this stays allocation-free).
+        let given = Given::new(pairs);
+        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Settings {
+            admin_token: given.value("admin_token").map(str::to_owned),
+            attempt_timeout_ms: given.number("attempt_timeout_ms", 100, 120_000)?,
+            max_concurrency: narrow(given.number("max_concurrency", 1, 256)?),
+            disable_after_failures: narrow(given.number("disable_after_failures", 1, 1000)?),
+            retention_days: narrow(given.number("retention_days", 1, 3650)?),
+            subscription_limit: narrow(given.number("subscription_limit", 1, 100_000)?),
+            allow_private_targets: given.flag("allow_private_targets")?,
+            allow_http: given.flag("allow_http")?,
+            rate_limit_per_minute: narrow(given.number("rate_limit_per_minute", 0, 1_000_000)?),
+            opportunistic_tick_s: narrow(given.number("opportunistic_tick_s", 0, 3600)?),
+            retry_delays_ms: given.retry_delays()?,
+            alert_url: given.alert_url()?,
+            alert_secret: given.alert_secret()?,
+        })
+    }
+}
+
+/// The values given for the known keys ([`KEYS`]), one slot per key, the last value given
+/// winning; nothing is copied (every request parses the settings, so this stays
+/// allocation-free but for the values kept).
+struct Given<S>([Option<S>; KEYS.len()]);
+
+impl<S: AsRef<str>> Given<S> {
+    fn new(pairs: impl IntoIterator<Item = (S, S)>) -> Self {
         let mut given: [Option<S>; KEYS.len()] = std::array::from_fn(|_| None);
         for (k, v) in pairs {
             if let Some(i) = KEYS.iter().position(|(name, _)| *name == k.as_ref()) {
                 given[i] = Some(v);
             }
         }
-        let value = |key: &str| -> Option<&str> {
-            let i = KEYS.iter().position(|(name, _)| *name == key)?;
-            given[i]
-                .as_ref()
-                .map(|v| v.as_ref().trim())
-                .filter(|v| !v.is_empty())
-                .or(KEYS[i].1)
-                .filter(|v| !v.is_empty())
+        Given(given)
+    }
+
+    /// The value of `key`, trimmed, or its default; `None` if neither is there or not empty.
+    fn value(&self, key: &str) -> Option<&str> {
+        let i = KEYS.iter().position(|(name, _)| *name == key)?;
+        self.0[i]
+            .as_ref()
+            .map(|v| v.as_ref().trim())
+            .filter(|v| !v.is_empty())
+            .or(KEYS[i].1)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn number(&self, key: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
+        let raw = self.value(key).unwrap_or_default();
+        raw.parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| ConfigError {
+                key: key.to_owned(),
+                problem: format!(
+                    "expected a whole number from {min} to {max}, got {}",
+                    crate::error::quoted(raw)
+                ),
+            })
+    }
+
+    fn flag(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.value(key) {
+            Some("true") | Some("1") | Some("yes") => Ok(true),
+            Some("false") | Some("0") | Some("no") | None => Ok(false),
+            Some(other) => Err(ConfigError {
+                key: key.to_owned(),
+                problem: format!(
+                    "expected true or false, got {}",
+                    crate::error::quoted(other)
+                ),
+            }),
+        }
+    }
+
+    fn retry_delays(&self) -> Result<[u64; 2], ConfigError> {
+        let raw = self.value("retry_delays_ms").unwrap_or_default();
+        let delays: Vec<u64> = raw
+            .split(',')
+            .filter_map(|d| d.trim().parse::<u64>().ok())
+            .filter(|d| (1000..=86_400_000).contains(d))
+            .collect();
+        <[u64; 2]>::try_from(delays).map_err(|_| ConfigError {
+            key: "retry_delays_ms".to_owned(),
+            problem: format!(
+                "expected two delays in ms, each from 1000 to 86400000, e.g. 60000,300000; \
+                 got {}",
+                crate::error::quoted(raw)
+            ),
+        })
+    }
+
+    fn alert_url(&self) -> Result<Option<String>, ConfigError> {
+        let Some(url) = self.value("alert_url") else {
+            return Ok(None);
         };
-        let number = |key: &str, min: u64, max: u64| -> Result<u64, ConfigError> {
-            let raw = value(key).unwrap_or_default();
-            raw.parse::<u64>()
-                .ok()
-                .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| ConfigError {
-                    key: key.to_owned(),
-                    problem: format!(
-                        "expected a whole number from {min} to {max}, got {}",
-                        crate::error::quoted(raw)
-                    ),
-                })
+        let any = crate::validate::TargetPolicy {
+            allow_http: true,
+            allow_private: true,
         };
-        let flag = |key: &str| -> Result<bool, ConfigError> {
-            match value(key) {
-                Some("true") | Some("1") | Some("yes") => Ok(true),
-                Some("false") | Some("0") | Some("no") | None => Ok(false),
-                Some(other) => Err(ConfigError {
-                    key: key.to_owned(),
-                    problem: format!(
-                        "expected true or false, got {}",
-                        crate::error::quoted(other)
-                    ),
-                }),
+        crate::validate::target_url(url, any).map_err(|_| ConfigError {
+            key: "alert_url".to_owned(),
+            problem: "expected an absolute http(s) URL".to_owned(),
+        })?;
+        Ok(Some(url.to_owned()))
+    }
+
+    /// Alerts are signed: a secret of at least 24 characters, required with `alert_url`.
+    fn alert_secret(&self) -> Result<Option<String>, ConfigError> {
+        let problem = match (self.value("alert_url"), self.value("alert_secret")) {
+            (_, Some(secret)) if secret.chars().count() >= 24 => {
+                return Ok(Some(secret.to_owned()));
             }
+            (None, None) => return Ok(None),
+            (_, Some(_)) => "expected at least 24 characters",
+            (Some(_), None) => "required with alert_url (alerts are signed)",
         };
-        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        Ok(Settings {
-            admin_token: value("admin_token").map(str::to_owned),
-            attempt_timeout_ms: number("attempt_timeout_ms", 100, 120_000)?,
-            max_concurrency: narrow(number("max_concurrency", 1, 256)?),
-            disable_after_failures: narrow(number("disable_after_failures", 1, 1000)?),
-            retention_days: narrow(number("retention_days", 1, 3650)?),
-            subscription_limit: narrow(number("subscription_limit", 1, 100_000)?),
-            allow_private_targets: flag("allow_private_targets")?,
-            allow_http: flag("allow_http")?,
-            rate_limit_per_minute: narrow(number("rate_limit_per_minute", 0, 1_000_000)?),
-            opportunistic_tick_s: narrow(number("opportunistic_tick_s", 0, 3600)?),
-            retry_delays_ms: {
-                let raw = value("retry_delays_ms").unwrap_or_default();
-                let delays: Vec<u64> = raw
-                    .split(',')
-                    .filter_map(|d| d.trim().parse::<u64>().ok())
-                    .filter(|d| (1000..=86_400_000).contains(d))
-                    .collect();
-                <[u64; 2]>::try_from(delays).map_err(|_| ConfigError {
-                    key: "retry_delays_ms".to_owned(),
-                    problem: format!(
-                        "expected two delays in ms, each from 1000 to 86400000, e.g. \
-                         60000,300000; got {}",
-                        crate::error::quoted(raw)
-                    ),
-                })?
-            },
-            alert_url: match value("alert_url") {
-                None => None,
-                Some(url) => {
-                    let any = crate::validate::TargetPolicy {
-                        allow_http: true,
-                        allow_private: true,
-                    };
-                    crate::validate::target_url(url, any).map_err(|_| ConfigError {
-                        key: "alert_url".to_owned(),
-                        problem: "expected an absolute http(s) URL".to_owned(),
-                    })?;
-                    Some(url.to_owned())
-                }
-            },
-            alert_secret: match (value("alert_url"), value("alert_secret")) {
-                (_, Some(secret)) if secret.chars().count() >= 24 => Some(secret.to_owned()),
-                (_, Some(_)) => {
-                    return Err(ConfigError {
-                        key: "alert_secret".to_owned(),
-                        problem: "expected at least 24 characters".to_owned(),
-                    });
-                }
-                (Some(_), None) => {
-                    return Err(ConfigError {
-                        key: "alert_secret".to_owned(),
-                        problem: "required with alert_url (alerts are signed)".to_owned(),
-                    });
-                }
-                (None, None) => None,
-            },
+        Err(ConfigError {
+            key: "alert_secret".to_owned(),
+            problem: problem.to_owned(),
         })
     }
 }

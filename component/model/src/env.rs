@@ -88,6 +88,27 @@ impl<'a, K: Kv> Env<'a, K> {
         Env { now_ms, ..*self }
     }
 
+    /// The result of a store operation the caller goes on without (a cleanup, a count, a
+    /// mark that a later call makes again): a failure is written to the log with `what` (the
+    /// operation and the kind of key it writes), never dropped unseen.
+    pub fn best_effort<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.log.line(&format!(
+                    "{{\"type\":\"store.error\",\"op\":{},\"error\":{}}}",
+                    crate::error::quoted(what),
+                    crate::error::quoted(&e.to_string())
+                ));
+                None
+            }
+        }
+    }
+
     /// `n` random bytes.
     pub fn random_bytes<const N: usize>(&self) -> [u8; N] {
         let mut buf = [0u8; N];

@@ -33,6 +33,14 @@ impl FieldError {
 /// The most details a 422 lists.
 pub const MAX_DETAILS: usize = 20;
 
+/// For the log: the code, and the internal cause if there is one, else the message.
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cause = self.log.as_deref().unwrap_or(&self.message);
+        write!(f, "{} ({})", self.code, cause)
+    }
+}
+
 /// An API error: what the client sees, plus an internal note for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {

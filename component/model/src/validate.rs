@@ -96,6 +96,46 @@ pub fn split_scheme(url: &str) -> Option<(&str, &str)> {
 /// with [`TargetPolicy::allow_http`] and non-global addresses and local names with
 /// [`TargetPolicy::allow_private`] (development only).
 pub fn target_url(raw: &str, policy: TargetPolicy) -> Result<TargetUrl, UrlProblem> {
+    check_characters(raw)?;
+    let (scheme, rest) = split_scheme(raw)
+        .ok_or_else(|| problem("invalid_url", "url must be an absolute https:// URL"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    match scheme.as_str() {
+        "https" => {}
+        "http" if policy.allow_http => {}
+        _ => {
+            return Err(problem(
+                "https_required",
+                "url must use https (deliveries are only sent over TLS)",
+            ));
+        }
+    }
+    let (authority, tail) = split_rest(rest)?;
+    let (host, port) = split_host_port(authority)?;
+    let host = host.to_ascii_lowercase();
+    let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
+    if host.is_empty() {
+        return Err(problem("invalid_url", "url must have a host"));
+    }
+    let kind = host_kind(&host)?;
+    if !policy.allow_private {
+        check_public(&host, kind)?;
+    }
+    let path_and_query = if tail.starts_with('/') {
+        tail.to_owned()
+    } else {
+        format!("/{tail}")
+    };
+    Ok(TargetUrl {
+        scheme,
+        host,
+        port,
+        path_and_query,
+    })
+}
+
+/// The rules on a whole target URL's characters: its length, no spaces or controls, ASCII.
+fn check_characters(raw: &str) -> Result<(), UrlProblem> {
     if raw.len() > MAX_URL_LEN {
         return Err(problem(
             "url_too_long",
@@ -118,19 +158,13 @@ pub fn target_url(raw: &str, policy: TargetPolicy) -> Result<TargetUrl, UrlProbl
              form and percent-encode other characters",
         ));
     }
-    let (scheme, rest) = split_scheme(raw)
-        .ok_or_else(|| problem("invalid_url", "url must be an absolute https:// URL"))?;
-    let scheme = scheme.to_ascii_lowercase();
-    match scheme.as_str() {
-        "https" => {}
-        "http" if policy.allow_http => {}
-        _ => {
-            return Err(problem(
-                "https_required",
-                "url must use https (deliveries are only sent over TLS)",
-            ));
-        }
-    }
+    Ok(())
+}
+
+/// What follows a target URL's `scheme://`, split into its authority and its path and
+/// query, checked: no fragment, no credentials, no backslashes, path and query characters
+/// percent-encoded where they must be.
+fn split_rest(rest: &str) -> Result<(&str, &str), UrlProblem> {
     if rest.as_bytes().contains(&b'#') {
         return Err(problem(
             "invalid_url",
@@ -154,27 +188,7 @@ pub fn target_url(raw: &str, policy: TargetPolicy) -> Result<TargetUrl, UrlProbl
             format!("url must percent-encode '{c}' in its path and query"),
         ));
     }
-    let (host, port) = split_host_port(authority)?;
-    let host = host.to_ascii_lowercase();
-    let host = host.strip_suffix('.').unwrap_or(&host).to_owned();
-    if host.is_empty() {
-        return Err(problem("invalid_url", "url must have a host"));
-    }
-    let kind = host_kind(&host)?;
-    if !policy.allow_private {
-        check_public(&host, kind)?;
-    }
-    let path_and_query = if tail.starts_with('/') {
-        tail.to_owned()
-    } else {
-        format!("/{tail}")
-    };
-    Ok(TargetUrl {
-        scheme,
-        host,
-        port,
-        path_and_query,
-    })
+    Ok((authority, tail))
 }
 
 /// Whether `c` may appear as is in the path or query of a target URL: RFC 3986 unreserved

@@ -252,22 +252,92 @@ impl Serialize for Attempt {
     }
 }
 
-/// The class of an attempt's failure, for people and alerts to group by: `http_status` (the
-/// receiver answered, not 2xx), `timeout`, `connection` (refused, reset, not found, DNS),
-/// `tls`, `destination_refused` (the URL policy or the host refused the target) or `other`.
-/// `None` for a 2xx answer.
+/// Why an attempt got no answer. Stored in an [`Attempt`] as its [`SendError::as_str`] text,
+/// which the API shows (`error`) beside the error's class (`errorClass`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// No response head within the attempt timeout.
+    Timeout,
+    /// The receiver refused the connection.
+    ConnectionRefused,
+    /// The connection was closed or reset before an answer.
+    ConnectionReset,
+    /// The receiver's name does not resolve.
+    HostNotFound,
+    /// Name resolution failed or timed out.
+    Dns,
+    /// The TLS handshake or the receiver's certificate failed.
+    Tls,
+    /// The URL policy or the host refused the target (SSRF rules): never sent.
+    DestinationRefused,
+    /// Anything else: the request could not be made, or its answer not read (the text says
+    /// which).
+    Other(&'static str),
+}
+
+impl SendError {
+    /// The errors with a class of their own, for reading stored texts back.
+    const CLASSED: [SendError; 7] = [
+        SendError::Timeout,
+        SendError::ConnectionRefused,
+        SendError::ConnectionReset,
+        SendError::HostNotFound,
+        SendError::Dns,
+        SendError::Tls,
+        SendError::DestinationRefused,
+    ];
+
+    /// The text stored in an attempt and shown by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendError::Timeout => "timeout",
+            SendError::ConnectionRefused => "connection refused",
+            SendError::ConnectionReset => "connection reset",
+            SendError::HostNotFound => "host not found",
+            SendError::Dns => "dns error",
+            SendError::Tls => "tls error",
+            SendError::DestinationRefused => "destination not allowed",
+            SendError::Other(text) => text,
+        }
+    }
+
+    /// Its class, for people and alerts to group by: `timeout`, `connection` (refused,
+    /// reset, not found, DNS), `tls`, `destination_refused` or `other`.
+    pub fn class(self) -> &'static str {
+        match self {
+            SendError::Timeout => "timeout",
+            SendError::ConnectionRefused
+            | SendError::ConnectionReset
+            | SendError::HostNotFound
+            | SendError::Dns => "connection",
+            SendError::Tls => "tls",
+            SendError::DestinationRefused => "destination_refused",
+            SendError::Other(_) => "other",
+        }
+    }
+
+    /// The error a stored text names, [`SendError::Other`] for any other text.
+    pub fn from_stored(text: &str) -> SendError {
+        Self::CLASSED
+            .into_iter()
+            .find(|e| e.as_str() == text)
+            .unwrap_or(SendError::Other("other"))
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The class of an attempt's failure: `http_status` (the receiver answered, not 2xx), or
+/// its [`SendError::class`]. `None` for a 2xx answer.
 pub fn error_class(status_code: Option<u16>, error: Option<&str>) -> Option<&'static str> {
     match (status_code, error) {
         (Some(code), _) if (200..300).contains(&code) => None,
         (Some(_), _) => Some("http_status"),
-        (None, Some("timeout")) => Some("timeout"),
-        (
-            None,
-            Some("connection refused" | "connection reset" | "host not found" | "dns error"),
-        ) => Some("connection"),
-        (None, Some("tls error")) => Some("tls"),
-        (None, Some("destination not allowed")) => Some("destination_refused"),
-        (None, _) => Some("other"),
+        (None, error) => Some(SendError::from_stored(error.unwrap_or_default()).class()),
     }
 }
 

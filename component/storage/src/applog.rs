@@ -429,8 +429,9 @@ impl AppendLog {
 
     /// Removes entry `seq` (rewriting only its page). Removing an entry that is not there is
     /// not an error; the numbering never changes. In a log with a directory, a removal that
-    /// empties a page then tidies the directory ([`pagedir`]; best effort: what it leaves
-    /// undone costs a later read one page more, never an entry).
+    /// empties a page then tidies the directory ([`pagedir`]): an error from that comes after
+    /// the entry is gone, and what it leaves undone costs a later read one page more, never
+    /// an entry.
     pub fn remove<K: Kv>(&self, kv: &K, seq: u64) -> Result<(), KvError> {
         let mut emptied = false;
         let rewritten = self.rewrite(kv, seq, &mut |entries| {
@@ -441,7 +442,7 @@ impl AppendLog {
             Some(())
         })?;
         if rewritten && emptied && self.directory {
-            let _ = self.emptied(kv, (seq - 1) / self.page);
+            self.emptied(kv, (seq - 1) / self.page)?;
         }
         Ok(())
     }

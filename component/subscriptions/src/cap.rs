@@ -6,7 +6,7 @@ use crate::index::{client_index, decode_index_item};
 use crate::load::load_many;
 use crate::{ApiError, Env, Kv, Status};
 use edgehook_storage::keys;
-use edgehook_storage::kv::{Update, update};
+use edgehook_storage::kv::{KvError, Update, update};
 
 /// A `pending` record older than this is a failed create, not one in progress.
 const STALE_PENDING_MS: u64 = 60 * 1000;
@@ -102,10 +102,14 @@ pub(crate) fn parse_live(value: Option<&[u8]>) -> Option<u64> {
 /// corrected by the next recount.
 pub(crate) fn give_back_slot<K: Kv>(env: &Env<'_, K>, client_id: &str) {
     let nonce = edgehook_model::ids::hex(&env.random_bytes::<8>());
-    let _ = update(env.kv, &keys::client_live(client_id), &mut |current| {
-        Ok::<_, ()>(match parse_live(current) {
+    let given = update(env.kv, &keys::client_live(client_id), &mut |current| {
+        Ok::<_, KvError>(match parse_live(current) {
             Some(n) if n > 0 => Update::Write(encode_live(n - 1, &nonce), ()),
             _ => Update::Keep(()),
         })
     });
+    env.best_effort(
+        "give back a slot (client count)",
+        given.map_err(KvError::from),
+    );
 }

@@ -105,7 +105,7 @@ pub fn activate<K: Kv>(
     if active {
         // Committed: this is best effort. An entry left `Joining` is checked against its
         // record by list, and the create has succeeded whatever happens here.
-        let _ = make_live(env, &now);
+        env.best_effort("create: make live (client index)", make_live(env, &now));
     }
     Ok(now)
 }

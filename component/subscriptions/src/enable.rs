@@ -75,8 +75,7 @@ pub fn enable<K: Kv>(
             // Committed; best effort, as after a create (list checks a `Joining` entry), and
             // the entries in the lists of disabled subscriptions (readers skip entries the
             // record does not name).
-            let _ = make_live(env, &enabled);
-            let _ = leave_disabled_lists(env, &sub);
+            settle_enabled(env, &enabled, &sub);
             return Ok(Some(Enabled::Now(enabled)));
         }
         // Not committed (or not known to be: a swap that reported an error may have
@@ -84,12 +83,12 @@ pub fn enable<K: Kv>(
         // them; the slot is given back the same way.
         match crate::load::load(env, id) {
             Ok(Some(now)) if now.seq == enabled.seq && now.status == Status::Active => {
-                let _ = make_live(env, &now);
-                let _ = leave_disabled_lists(env, &sub);
+                settle_enabled(env, &now, &sub);
                 return Ok(Some(Enabled::Now(now)));
             }
             _ => {
-                let _ = remove_from_indexes(env, &enabled);
+                let removed = remove_from_indexes(env, &enabled);
+                env.best_effort("enable undone: leave the indexes (client index)", removed);
                 give_back_slot(env, &sub.client_id);
             }
         }
@@ -98,6 +97,15 @@ pub fn enable<K: Kv>(
     Err(ApiError::store_unavailable(
         "the subscription kept changing",
     ))
+}
+
+/// After an enable's commit, best effort: list may trust its client-index entry, and it
+/// leaves the lists of disabled subscriptions (readers skip entries the record does not
+/// name).
+fn settle_enabled<K: Kv>(env: &Env<'_, K>, enabled: &Subscription, was: &Subscription) {
+    env.best_effort("enable: make live (client index)", make_live(env, enabled));
+    let left = leave_disabled_lists(env, was);
+    env.best_effort("enable: leave the disabled lists (disabled logs)", left);
 }
 
 /// Removes the entries of `sub` (as it was disabled) from the lists of disabled

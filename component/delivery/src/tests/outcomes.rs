@@ -13,14 +13,14 @@ use edgehook_storage::kv::MemoryKv;
 use edgehook_subscriptions::Status as SubStatus;
 
 /// Answers every request with one outcome: a status code, or a network error.
-struct Answer(Result<u16, &'static str>);
+struct Answer(Result<u16, SendError>);
 
 impl Sender for Answer {
     fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {
         requests
             .iter()
             .map(|_| SendResult {
-                outcome: self.0.map_err(str::to_owned),
+                outcome: self.0,
                 latency_ms: 3,
                 retry_after: None,
             })
@@ -40,7 +40,7 @@ fn a_failing_delivery_gets_three_numbered_attempts_on_the_retry_schedule_then_fa
         Ok(302),
         Ok(429),
         Ok(199),
-        Err("connection refused"),
+        Err(SendError::ConnectionRefused),
     ] {
         let kv = MemoryKv::new();
         let settings = Settings::default();
@@ -67,7 +67,11 @@ fn a_failing_delivery_gets_three_numbered_attempts_on_the_retry_schedule_then_fa
             assert_eq!(last.started_at, now);
             assert!(!last.succeeded);
             assert_eq!(last.status_code, outcome.ok(), "{outcome:?}");
-            assert_eq!(last.error.as_deref(), outcome.err(), "{outcome:?}");
+            assert_eq!(
+                last.error.as_deref(),
+                outcome.err().map(SendError::as_str),
+                "{outcome:?}"
+            );
             match delay {
                 Some(delay) => {
                     assert_eq!(d.status, Status::Pending, "{outcome:?}: {number}");

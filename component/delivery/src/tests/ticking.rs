@@ -114,7 +114,7 @@ impl Sender for Slow<'_> {
                 let ts = header("x-service-timestamp").parse().unwrap_or(0);
                 self.seen.borrow_mut().push((id, ts, lease));
                 SendResult {
-                    outcome: Err("timeout".into()),
+                    outcome: Err(crate::sender::SendError::Timeout),
                     latency_ms: self.latency_ms,
                     retry_after: None,
                 }
