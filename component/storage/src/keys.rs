@@ -160,6 +160,61 @@ fn joined(parts: &[&str]) -> Key {
     owned(key)
 }
 
+// What the keys of each kind begin with. The builders below start their keys with these;
+// tests and tools that look through a store by kind (every subscription record, a client's
+// rate counters) match these instead of spelling a prefix of their own.
+
+/// What [`api_key`] keys begin with.
+pub const API_KEY_PREFIX: &str = "apikey:";
+/// What [`api_key_id`] keys begin with.
+pub const API_KEY_ID_PREFIX: &str = "keyid:";
+/// What a client's keys begin with ([`client_keys`], [`client_subscriptions`],
+/// [`client_live`], [`client_disabled`]).
+pub const CLIENT_PREFIX: &str = "client:";
+/// What [`subscription`] keys begin with.
+pub const SUBSCRIPTION_PREFIX: &str = "sub:";
+/// What [`fanout`] keys begin with.
+pub const FANOUT_PREFIX: &str = "fanout:";
+/// What [`event`] and [`event_body`] keys begin with.
+pub const EVENT_PREFIX: &str = "evt:";
+/// What [`delivery`] keys begin with.
+pub const DELIVERY_PREFIX: &str = "dlv:";
+/// What [`due`] keys begin with.
+pub const DUE_PREFIX: &str = "due:";
+/// What [`subscription_deliveries`] keys begin with.
+pub const SUBSCRIPTION_DELIVERIES_PREFIX: &str = "subdlv:";
+/// What [`fifo`] keys begin with.
+pub const FIFO_PREFIX: &str = "fifo:";
+/// What [`pace`] keys begin with.
+pub const PACE_PREFIX: &str = "pace:";
+/// What [`retention`] keys begin with.
+pub const RETENTION_PREFIX: &str = "ret:";
+/// What [`rate`] keys begin with.
+pub const RATE_PREFIX: &str = "rate:";
+/// What [`auth_failures`] keys begin with.
+pub const AUTH_FAILURES_PREFIX: &str = "authfail:";
+
+/// Every prefix a key of a kind begins with (the keys without one are the fixed keys:
+/// [`TICK_LEASE`], [`DUE_DIRECTORY`], ...).
+pub const PREFIXES: [&str; 16] = [
+    API_KEY_PREFIX,
+    API_KEY_ID_PREFIX,
+    CLIENT_PREFIX,
+    SUBSCRIPTION_PREFIX,
+    FANOUT_PREFIX,
+    IDEMPOTENCY_PREFIX,
+    EVENT_PREFIX,
+    DELIVERY_PREFIX,
+    DUE_PREFIX,
+    SUBSCRIPTION_DELIVERIES_PREFIX,
+    REPLAY_PREFIX,
+    FIFO_PREFIX,
+    PACE_PREFIX,
+    RETENTION_PREFIX,
+    RATE_PREFIX,
+    AUTH_FAILURES_PREFIX,
+];
+
 /// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
 pub const TICK_LEASE: Key = Key::fixed("ticklease");
 
@@ -168,17 +223,17 @@ pub const HEALTH_PROBE: Key = Key::fixed("health");
 
 /// An API key record, by the hex SHA-256 of the key.
 pub fn api_key(hash_hex: &str) -> Key {
-    joined(&["apikey:", hash_hex])
+    joined(&[API_KEY_PREFIX, hash_hex])
 }
 
 /// Key id to key hash.
 pub fn api_key_id(key_id: &str) -> Key {
-    joined(&["keyid:", key_id])
+    joined(&[API_KEY_ID_PREFIX, key_id])
 }
 
 /// Prefix of a client's index of API keys (an append log of key hashes).
 pub fn client_keys(client_id: &str) -> Key {
-    joined(&["client:", client_id, ":keys"])
+    joined(&[CLIENT_PREFIX, client_id, ":keys"])
 }
 
 /// Prefix of the index of ingest keys (an append log of key hashes; they have no client).
@@ -186,22 +241,22 @@ pub const INGEST_KEYS: Key = Key::fixed("ingestkeys");
 
 /// A subscription record.
 pub fn subscription(id: &str) -> Key {
-    joined(&["sub:", id])
+    joined(&[SUBSCRIPTION_PREFIX, id])
 }
 
 /// Prefix of a client's subscription index (an append log).
 pub fn client_subscriptions(client_id: &str) -> Key {
-    joined(&["client:", client_id, ":subs"])
+    joined(&[CLIENT_PREFIX, client_id, ":subs"])
 }
 
 /// A client's live-subscription counter.
 pub fn client_live(client_id: &str) -> Key {
-    joined(&["client:", client_id, ":live"])
+    joined(&[CLIENT_PREFIX, client_id, ":live"])
 }
 
 /// Prefix of a client's list of disabled subscriptions (an append log).
 pub fn client_disabled(client_id: &str) -> Key {
-    joined(&["client:", client_id, ":disabled"])
+    joined(&[CLIENT_PREFIX, client_id, ":disabled"])
 }
 
 /// Prefix of the append log of every disabled subscription (operator).
@@ -209,7 +264,7 @@ pub const DISABLED_LOG: Key = Key::fixed("disabled");
 
 /// Prefix of the fan-out index of one event type (an append log).
 pub fn fanout(event_type: &str) -> Key {
-    joined(&["fanout:", event_type])
+    joined(&[FANOUT_PREFIX, event_type])
 }
 
 /// What every idempotency record's key begins with (no event id does: those are `evt_...`).
@@ -222,17 +277,17 @@ pub fn idempotency(client_id: &str, key_hash_hex: &str) -> Key {
 
 /// The raw bytes of a published load.
 pub fn event_body(event_id: &str) -> Key {
-    joined(&["evt:", event_id, ":body"])
+    joined(&[EVENT_PREFIX, event_id, ":body"])
 }
 
 /// An event record.
 pub fn event(event_id: &str) -> Key {
-    joined(&["evt:", event_id])
+    joined(&[EVENT_PREFIX, event_id])
 }
 
 /// A delivery record.
 pub fn delivery(delivery_id: &str) -> Key {
-    joined(&["dlv:", delivery_id])
+    joined(&[DELIVERY_PREFIX, delivery_id])
 }
 
 /// The set of seconds with queued attempts.
@@ -240,12 +295,12 @@ pub const DUE_DIRECTORY: Key = Key::fixed("duedir");
 
 /// Prefix of the due queue of one second (an append log of delivery ids).
 pub fn due(second: u64) -> Key {
-    joined(&["due:", itoa::Buffer::new().format(second)])
+    joined(&[DUE_PREFIX, itoa::Buffer::new().format(second)])
 }
 
 /// Prefix of a subscription's delivery history (an append log of delivery ids).
 pub fn subscription_deliveries(subscription_id: &str) -> Key {
-    joined(&["subdlv:", subscription_id])
+    joined(&[SUBSCRIPTION_DELIVERIES_PREFIX, subscription_id])
 }
 
 /// The prefix of a replay job's keys (the retention purge knows a finished job's record by it).
@@ -270,23 +325,28 @@ pub const FIFO_DIRECTORY: Key = Key::fixed("fifodir");
 
 /// A FIFO subscription's place in its history: how many entries are done with (binary).
 pub fn fifo(subscription_id: &str) -> Key {
-    joined(&["fifo:", subscription_id])
+    joined(&[FIFO_PREFIX, subscription_id])
 }
 
 /// A paced subscription's attempts in flight and its rate state (binary; `delivery::pace`).
 pub fn pace(subscription_id: &str) -> Key {
-    joined(&["pace:", subscription_id])
+    joined(&[PACE_PREFIX, subscription_id])
 }
 
 /// Prefix of one day's retention log (an append log of event ids and idempotency keys).
 pub fn retention(day: u64) -> Key {
-    joined(&["ret:", itoa::Buffer::new().format(day)])
+    joined(&[RETENTION_PREFIX, itoa::Buffer::new().format(day)])
 }
 
 /// The counter of a client's partner API requests in one clock minute (`window` = minutes
 /// since the epoch).
 pub fn rate(client_id: &str, window: u64) -> Key {
-    joined(&["rate:", client_id, ":", itoa::Buffer::new().format(window)])
+    joined(&[
+        RATE_PREFIX,
+        client_id,
+        ":",
+        itoa::Buffer::new().format(window),
+    ])
 }
 
 /// The counter of failed authentications from one source address in one clock minute.
@@ -299,7 +359,7 @@ pub fn auth_failures(address: &str, window: u64) -> Key {
         .take(45)
         .collect();
     joined(&[
-        "authfail:",
+        AUTH_FAILURES_PREFIX,
         &address,
         ":",
         itoa::Buffer::new().format(window),
@@ -363,5 +423,45 @@ mod tests {
         assert_eq!(replay_selection("rpl_1", 3).as_str(), "rpl:rpl_1:s3");
         assert_eq!(rate("acme", 29_000_000).as_str(), "rate:acme:29000000");
         assert_eq!(auth_failures("::1; drop", 5).as_str(), "authfail:::1d:5");
+    }
+
+    #[test]
+    fn every_key_of_a_kind_begins_with_its_prefix_and_no_prefix_begins_another() {
+        let kinds: [(Key, &str); 18] = [
+            (api_key("ab"), API_KEY_PREFIX),
+            (api_key_id("key_1"), API_KEY_ID_PREFIX),
+            (client_keys("acme"), CLIENT_PREFIX),
+            (client_subscriptions("acme"), CLIENT_PREFIX),
+            (client_live("acme"), CLIENT_PREFIX),
+            (client_disabled("acme"), CLIENT_PREFIX),
+            (subscription("sub_1"), SUBSCRIPTION_PREFIX),
+            (fanout("load.created"), FANOUT_PREFIX),
+            (idempotency("acme", "ab"), IDEMPOTENCY_PREFIX),
+            (event("evt_1"), EVENT_PREFIX),
+            (delivery("dlv_1"), DELIVERY_PREFIX),
+            (due(1), DUE_PREFIX),
+            (
+                subscription_deliveries("sub_1"),
+                SUBSCRIPTION_DELIVERIES_PREFIX,
+            ),
+            (replay("rpl_1"), REPLAY_PREFIX),
+            (fifo("sub_1"), FIFO_PREFIX),
+            (pace("sub_1"), PACE_PREFIX),
+            (retention(1), RETENTION_PREFIX),
+            (rate("acme", 1), RATE_PREFIX),
+        ];
+        for (key, prefix) in &kinds {
+            assert!(key.starts_with(prefix), "{key} under {prefix}");
+            let others = PREFIXES.iter().filter(|p| key.starts_with(**p)).count();
+            assert_eq!(others, 1, "{key} begins with one prefix only");
+        }
+        assert!(auth_failures("::1", 1).starts_with(AUTH_FAILURES_PREFIX));
+        for prefix in PREFIXES {
+            let built = kinds.iter().any(|(_, p)| *p == prefix);
+            assert!(
+                built || prefix == AUTH_FAILURES_PREFIX,
+                "{prefix}: no builder"
+            );
+        }
     }
 }
