@@ -332,7 +332,7 @@ fn a_citation_is_found_and_an_identifier_an_entity_or_a_colour_is_not() {
     }
     for clean in [
         format!("order-{n} retry#2"),
-        format!("POST /v1/portal/sessions 201 session"),
+        "POST /v1/portal/sessions 201 session".to_owned(),
         format!("it&#{n};s"),
         format!("color: #{n}0;"),
         format!("#{n}{n}"),
