@@ -8,7 +8,7 @@
 use crate::check;
 use crate::model::Model;
 use edgehook_component::api::router;
-use edgehook_component::delivery::{Outgoing, SendResult, Sender, run_now};
+use edgehook_component::delivery::{Outgoing, SendError, SendResult, Sender, run_now};
 use edgehook_component::model::config::Settings;
 use edgehook_component::model::env::{Env, SeededEntropy};
 use edgehook_component::model::http::Request;
@@ -98,7 +98,8 @@ impl Reply {
     }
 }
 
-/// One scripted answer of the network: a status code or a transport error.
+/// One scripted answer of the network: a status code or a transport error, named by its
+/// text (`timeout`, `connection refused`, ...; any other text is an error of class `other`).
 pub type Outcome = Result<u16, String>;
 
 /// A network that answers from a script (cycled; `200` when the script is empty) and keeps
@@ -150,7 +151,7 @@ impl Sender for ScriptedSender {
             };
             *next += 1;
             let result = SendResult {
-                outcome,
+                outcome: outcome.map_err(|text| SendError::from_stored(&text)),
                 latency_ms: 3,
                 retry_after: None,
             };
@@ -282,7 +283,8 @@ impl World {
     pub fn set_script(&mut self, script: Vec<Outcome>) {
         for outcome in &script {
             if let Err(text) = outcome {
-                self.model.supplied_by_network(text);
+                self.model
+                    .supplied_by_network(SendError::from_stored(text).as_str());
             }
         }
         self.sender.set_script(script);
