@@ -89,15 +89,14 @@ pub async fn api_latency(n: usize) -> Result<Vec<Row>> {
         ("delete", &delete_t),
     ] {
         for (p, label, base) in [(0.5, "p50", e50), (0.99, "p99", e99)] {
-            let v = percentile_us(t, p);
-            rows.push(Row {
-                name: format!("in-process {name} {label} (vs empty handler)"),
-                value: v,
-                unit: "us",
-                baseline: Some(base),
-                target: "<= 2x empty handler".into(),
-                met: Some(v <= 2.0 * base),
-            });
+            // Reported, not judged: the API is judged against `serve`'s own `/healthz` (the
+            // serve section), which reads the store and the settings as every request does.
+            rows.push(Row::reported(
+                format!("in-process {name} {label} (vs empty handler)"),
+                percentile_us(t, p),
+                "us",
+                Some(base),
+            ));
         }
     }
     let inst = timed(n * 2, |_| rt.instantiate_only(&env)).await?;

@@ -40,10 +40,6 @@ pub fn cpu_per(since: Option<Duration>, units: usize) -> f64 {
     }
 }
 
-/// The CPU equivalent of `serve`'s target: 10,000 requests/s on 2 cores is 200 µs of CPU
-/// per request, load generator included.
-pub const CPU_PER_REQUEST_TARGET: &str = "10k/s on 2 cores=200";
-
 /// The value at `p` (0.0 to 1.0) of sorted durations, in µs (0 when there is none).
 pub fn percentile_us(sorted: &[Duration], p: f64) -> f64 {
     edgehook_testkit::percentile(sorted, p).as_secs_f64() * 1e6

@@ -4,7 +4,7 @@
 use crate::load::{
     MakeRequest, empty_component_server, load, plain_server, serve_webhooks, spawn_serve,
 };
-use crate::measure::{CPU_PER_REQUEST_TARGET, cpu_per, process_cpu};
+use crate::measure::{cpu_per, process_cpu};
 use crate::setup::{create, create_many, durable_store, env, issue_key, req, served};
 use crate::table::Row;
 use anyhow::{Context as _, Result, ensure};
@@ -74,8 +74,8 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
             value: rps,
             unit: "r/s",
             baseline: Some(base.rps),
-            target: ">= 10000 r/s".into(),
-            met: Some(rps >= 10_000.0),
+            target: "-".into(),
+            met: None,
         },
         Row {
             name: "serve GET /v1/webhooks p99 (vs plain hyper)".into(),
@@ -90,7 +90,7 @@ pub async fn serve_throughput(duration: Duration, connections: usize) -> Result<
             value: ours.cpu,
             unit: "us",
             baseline: Some(empty.cpu),
-            target: CPU_PER_REQUEST_TARGET.into(),
+            target: "-".into(),
             met: None,
         },
     ])
