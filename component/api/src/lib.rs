@@ -15,7 +15,6 @@
 
 pub mod auth;
 mod body;
-pub mod ctx;
 pub mod deliveries;
 pub mod idempotency;
 pub mod keys;

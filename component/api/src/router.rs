@@ -2,7 +2,6 @@
 //! limits, authentication, the request id on every response).
 
 use crate::auth::{self, Scope};
-use crate::ctx::{Caller, Ctx};
 use crate::{deliveries, keys, operator, options, partner, ping, portal, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
@@ -300,13 +299,6 @@ fn dispatch<K: Kv>(
     request_id: &str,
     sender: &dyn Sender,
 ) -> Result<(Response, Option<RunNow>), ApiError> {
-    let mut cx = Ctx {
-        env,
-        req,
-        request_id,
-        sender,
-        caller: Caller::Anonymous,
-    };
     let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
     if !route.methods().contains(&req.method.as_str()) {
         return Err(ApiError::method_not_allowed(route.methods()));
@@ -315,45 +307,51 @@ fn dispatch<K: Kv>(
         return Err(ApiError::payload_too_large(route.body_limit()));
     }
     if matches!(route, Route::Health) {
-        return Ok((health(&cx)?, None));
+        return Ok((health(env, request_id)?, None));
     }
     crate::limits::check_auth_failures(env, req)?;
     if route.is_operator() {
         authorize_operator(env, req, &route)?;
-        cx.caller = Caller::Operator;
-        let cx = &cx;
         match route {
             Route::Events => {
-                let (resp, run) = operator::ingest(cx)?;
+                let (resp, run) = operator::ingest(env, req, request_id)?;
                 return Ok((resp, Some(run)));
             }
             Route::Replay(id) => {
-                let resp = operator::replay(cx, &id)?;
+                let resp = operator::replay(env, &id, request_id)?;
                 return Ok((resp, Some(RunNow::Delivery(id))));
             }
             _ => {}
         }
         let resp = match route {
-            Route::OperatorSettings => Ok(operator::settings(cx)),
-            Route::ClientKeys(client) if req.method == "GET" => keys::list(cx, &client),
-            Route::ClientKeys(client) => keys::issue(cx, &client),
-            Route::ClientKey(client, key) => keys::revoke(cx, &client, &key),
-            Route::PortalLinks(client) => portal::mint(cx, &client),
-            Route::IngestKeys if req.method == "GET" => keys::list_ingest(cx),
-            Route::IngestKeys => keys::issue_ingest(cx),
-            Route::IngestKey(key) => keys::revoke_ingest(cx, &key),
-            Route::Tick => Ok(operator::tick(cx)),
-            Route::OperatorSubscriptions => operator::subscriptions_list(cx),
-            Route::OperatorSubscription(id) => operator::subscription(cx, &id),
-            Route::DisableSubscription(id) => operator::disable_subscription(cx, &id),
-            Route::EnableSubscription(id) => operator::enable_subscription(cx, &id),
-            Route::TestSubscription(id) => ping::operator(cx, &id),
-            Route::Replays => replays::operator_start(cx),
-            Route::Deliveries => deliveries::operator_search(cx),
-            Route::OperatorReplay(id) => replays::get(cx, &id, None),
-            Route::OperatorReplayCancel(id) => replays::cancel(cx, &id, None),
-            Route::SubscriptionDeliveries(id) => deliveries::operator_list(cx, &id),
-            Route::Delivery(id) => operator::delivery(cx, &id),
+            Route::OperatorSettings => Ok(operator::settings(env, request_id)),
+            Route::ClientKeys(client) if req.method == "GET" => {
+                keys::list(env, req, &client, request_id)
+            }
+            Route::ClientKeys(client) => keys::issue(env, req, &client, request_id),
+            Route::ClientKey(client, key) => keys::revoke(env, &client, &key, request_id),
+            Route::PortalLinks(client) => portal::mint(env, &client, request_id),
+            Route::IngestKeys if req.method == "GET" => keys::list_ingest(env, req, request_id),
+            Route::IngestKeys => keys::issue_ingest(env, req, request_id),
+            Route::IngestKey(key) => keys::revoke_ingest(env, &key, request_id),
+            Route::Tick => Ok(operator::tick(env, sender, request_id)),
+            Route::OperatorSubscriptions => operator::subscriptions_list(env, req, request_id),
+            Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
+            Route::DisableSubscription(id) => {
+                operator::disable_subscription(env, req, &id, request_id)
+            }
+            Route::EnableSubscription(id) => {
+                operator::enable_subscription(env, req, &id, request_id)
+            }
+            Route::TestSubscription(id) => ping::operator(env, sender, &id, request_id),
+            Route::Replays => replays::operator_start(env, req, request_id),
+            Route::Deliveries => deliveries::operator_search(env, req, request_id),
+            Route::OperatorReplay(id) => replays::get(env, &id, None, request_id),
+            Route::OperatorReplayCancel(id) => replays::cancel(env, &id, None, request_id),
+            Route::SubscriptionDeliveries(id) => {
+                deliveries::operator_list(env, req, &id, request_id)
+            }
+            Route::Delivery(id) => operator::delivery(env, &id, request_id),
             Route::Health
             | Route::Webhooks
             | Route::Webhook(_)
@@ -373,36 +371,40 @@ fn dispatch<K: Kv>(
         return Ok((resp?, None));
     }
     if matches!(route, Route::PortalSessions) {
-        return Ok((portal::exchange(&cx)?, None));
+        return Ok((portal::exchange(env, req, request_id)?, None));
     }
     let key = auth::authenticate(env, req)?;
     if !route.allows(key.scope, &req.method) {
         return Err(ApiError::forbidden());
     }
-    cx.caller = Caller::Key(key);
-    let cx = &cx;
     if matches!(route, Route::PortalSession) {
-        return Ok((portal::current(cx)?, None));
+        return Ok((portal::current(env, req, &key, request_id)?, None));
     }
-    let client_id = cx.caller.client_id();
-    crate::limits::count_request(env, client_id)?;
+    let client_id = key.client_id;
+    crate::limits::count_request(env, &client_id)?;
     if let Route::WebhookDeliveryReplay(id, dlv) = &route {
-        let resp = deliveries::partner_replay(cx, id, dlv, client_id)?;
+        let resp = deliveries::partner_replay(env, id, dlv, &client_id, request_id)?;
         return Ok((resp, Some(RunNow::Delivery(dlv.clone()))));
     }
     let resp = match (route, req.method.as_str()) {
-        (Route::Webhooks, "GET") => partner::list(cx, client_id),
-        (Route::Webhooks, _) => partner::create(cx, client_id),
-        (Route::Webhook(id), "GET") => partner::get(cx, &id, client_id),
-        (Route::Webhook(id), "PATCH") => options::update(cx, &id, client_id),
-        (Route::Webhook(id), _) => partner::delete(cx, &id, client_id),
-        (Route::WebhookRotate(id), _) => options::rotate(cx, &id, client_id),
-        (Route::WebhookEnable(id), _) => partner::enable(cx, &id, client_id),
-        (Route::WebhookReplays(id), _) => replays::partner_start(cx, &id, client_id),
-        (Route::WebhookDeliveries(id), _) => deliveries::partner_list(cx, &id, client_id),
-        (Route::PartnerReplay(id), _) => replays::get(cx, &id, Some(client_id)),
-        (Route::PartnerReplayCancel(id), _) => replays::cancel(cx, &id, Some(client_id)),
-        (Route::WebhookTest(id), _) => ping::partner(cx, &id, client_id),
+        (Route::Webhooks, "GET") => partner::list(env, req, &client_id, request_id),
+        (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),
+        (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
+        (Route::Webhook(id), "PATCH") => options::update(env, req, &id, &client_id, request_id),
+        (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
+        (Route::WebhookRotate(id), _) => options::rotate(env, req, &id, &client_id, request_id),
+        (Route::WebhookEnable(id), _) => partner::enable(env, req, &id, &client_id, request_id),
+        (Route::WebhookReplays(id), _) => {
+            replays::partner_start(env, req, &id, &client_id, request_id)
+        }
+        (Route::WebhookDeliveries(id), _) => {
+            deliveries::partner_list(env, req, &id, &client_id, request_id)
+        }
+        (Route::PartnerReplay(id), _) => replays::get(env, &id, Some(&client_id), request_id),
+        (Route::PartnerReplayCancel(id), _) => {
+            replays::cancel(env, &id, Some(&client_id), request_id)
+        }
+        (Route::WebhookTest(id), _) => ping::partner(env, sender, &id, &client_id, request_id),
         _ => Err(ApiError::not_found("Route")),
     };
     Ok((resp?, None))
@@ -434,7 +436,7 @@ fn authorize_operator<K: Kv>(
 
 /// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.
 /// Reports the component's view of the time, which makes the clock seam observable.
-fn health<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiError> {
     /// The body (keys sorted, as the envelope's).
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -443,12 +445,12 @@ fn health<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
         server_time_ms: u64,
         status: &'static str,
     }
-    cx.env.kv.get(&HEALTH_PROBE)?;
+    env.kv.get(&HEALTH_PROBE)?;
     Ok(Response::json(
         200,
         &Health {
-            request_id: cx.request_id,
-            server_time_ms: cx.env.now_ms,
+            request_id,
+            server_time_ms: env.now_ms,
             status: "ok",
         },
     ))

@@ -5,7 +5,8 @@
 //! and a graceful shutdown; [`metrics`], its Prometheus endpoint; [`portal`], which paths go to
 //! the web portal's component), [`listen`] (a local receiver that verifies signatures), [`cli`]
 //! (the admin token file and the operator commands' HTTP client), [`control`] (`serve`'s
-//! control socket: the store's copy for `edgehook backup`), [`inspect`] (`edgehook store`:
+//! control socket: the store's copy for `edgehook backup`), [`kv`] (`serve`'s Redis flags:
+//! one Redis or a Redis Cluster), [`inspect`] (`edgehook store`:
 //! a copy of the store read for inspection), [`replay`] (replays by
 //! range with a progress bar), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`) and
 //! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on). The component and its imports are
@@ -14,6 +15,7 @@
 pub mod cli;
 pub mod control;
 pub mod inspect;
+pub mod kv;
 pub mod listen;
 pub mod metrics;
 pub mod portal;

@@ -10,7 +10,6 @@ use edgehook_runtime::embedded::{self, Durability};
 use edgehook_runtime::log::log_line;
 use edgehook_runtime::net::{self, NetOptions};
 use edgehook_runtime::proxy::EgressProxy;
-use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::KvStore;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -116,7 +115,7 @@ struct ServeArgs {
     /// allow_http=true).
     #[arg(long)]
     allow_http: bool,
-    /// A PEM file of extra CA certificates to trust for deliveries.
+    /// A PEM file of extra CA certificates to trust for deliveries, and for rediss://.
     #[arg(long)]
     extra_ca: Option<PathBuf>,
     /// Send every delivery through this HTTP CONNECT proxy (for a static egress address):
@@ -138,13 +137,8 @@ struct ServeArgs {
     /// Flush the store to disk after every write instead of every 100 ms.
     #[arg(long)]
     fsync_always: bool,
-    /// Keep the state in Redis instead of the embedded store, so several instances share it:
-    /// redis://[:password@]host:port[/db] (the admin token file stays in --data-dir).
-    #[arg(long, value_name = "URL", env = "EDGEHOOK_KV", hide_env_values = true)]
-    kv: Option<String>,
-    /// Prefix of every key in Redis (with --kv), so one Redis can hold several things.
-    #[arg(long, default_value = "edgehook:", env = "EDGEHOOK_KV_PREFIX")]
-    kv_prefix: String,
+    #[command(flatten)]
+    kv: edgehook::kv::KvArgs,
     /// A component setting, as key=value (repeatable), e.g. --set attempt_timeout_ms=5000.
     /// Each can also come from the environment as EDGEHOOK_<KEY>, e.g.
     /// EDGEHOOK_ATTEMPT_TIMEOUT_MS=5000; --set wins.
@@ -699,18 +693,11 @@ fn serve(args: ServeArgs) -> Result<()> {
     };
     let rt = runtime()?;
     rt.block_on(async move {
-        let (kv, file_store, store_name): (KvStore, _, _) = match &args.kv {
+        let (kv, file_store, store_name): (KvStore, _, _) = match &args.kv.kv {
             Some(url) => {
-                if !url.starts_with("redis://") && !url.starts_with("redis+unix://") {
-                    bail!("--kv takes redis://host:port[/db] or redis+unix:///path");
-                }
-                let options = RedisOptions {
-                    prefix: args.kv_prefix.clone(),
-                    ..RedisOptions::default()
-                };
-                let store = RedisStore::open_with(url, options).await?;
-                let name = format!("{} (prefix {})", store.server(), store.prefix());
-                (KvStore::Remote(Arc::new(store)), None, name)
+                let options = args.kv.options(args.extra_ca.as_deref())?;
+                let (store, name) = edgehook::kv::open(url, options).await?;
+                (KvStore::Remote(store), None, name)
             }
             None => {
                 let durability = if args.fsync_always {
@@ -787,7 +774,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             control.stop();
         }
         if let Some(store) = file_store {
-            store.flush().map_err(|e| anyhow::anyhow!(e.0))?;
+            store.flush().map_err(anyhow::Error::new)?;
         }
         log_line("info", "stopped", &[]);
         Ok(())

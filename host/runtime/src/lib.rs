@@ -7,7 +7,8 @@
 //! ([`Warm`], what `serve` uses); a [`HostEnv`] says what that call is connected to:
 //!
 //! - a key-value store ([`store`]): [`store::MemoryStore`], the durable embedded
-//!   [`embedded::FjallStore`], [`redisstore::RedisStore`],
+//!   [`embedded::FjallStore`], [`redisstore::RedisStore`] (one Redis),
+//!   [`rediscluster::RedisClusterStore`] (a Redis Cluster),
 //!   or any [`store::KvBackend`] / [`store::RemoteKv`] of the embedder's;
 //! - `wasi:config` values (snake_case keys, `edgehook_component::model::config::KEYS`);
 //! - outgoing HTTP ([`outbound::Outbound`]): the real sender [`net::NetOutbound`] (SSRF checks,
@@ -51,6 +52,7 @@ pub mod metrics;
 pub mod net;
 pub mod outbound;
 pub mod proxy;
+pub mod rediscluster;
 pub mod redisstore;
 pub mod runtime;
 mod state;

@@ -17,11 +17,20 @@
 //! `DEL`) are retried once on a fresh connection; `INCRBY` and compare-and-swap are not (the
 //! first try may have been applied), their error goes to the caller.
 //!
+//! `rediss://` is Redis over TLS (rustls), trusting the webpki roots (as the deliveries'
+//! client does) plus [`RedisOptions::extra_ca`]. With [`RedisOptions::wait_replicas`], every
+//! write is followed by `WAIT n timeout` on the same connection, and is acknowledged only once
+//! that many replicas have it (see [`Wait`]). A Redis Cluster is
+//! [`rediscluster`](crate::rediscluster).
+//!
 //! Error messages name the server as `redis://host:port/db`, never with the password.
 
 use crate::store::{KvFuture, RemoteKv, StoreError, StoreResult};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, RedisError, RedisResult, Script};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script,
+    ServerErrorKind, TlsCertificates,
+};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Mutex;
@@ -29,7 +38,7 @@ use std::time::{Duration, Instant};
 
 /// Compares the current value with `ARGV[2]` (or, when `ARGV[1]` is `"0"`, requires the key
 /// to be absent) and writes `ARGV[3]` if it matches. Returns 1 when written, 0 otherwise.
-const CAS_SCRIPT: &str = r"
+pub(crate) const CAS_SCRIPT: &str = r"
 local current = redis.call('GET', KEYS[1])
 if ARGV[1] == '0' then
   if current then return 0 end
@@ -52,6 +61,21 @@ pub struct RedisOptions {
     /// A connection unused for longer than this is checked with `PING` before use (default
     /// 5 s).
     pub check_after_idle: Duration,
+    /// Replicas every write must reach before it is acknowledged to the component (`WAIT`
+    /// after it; `serve --kv-wait-replicas`). 0 (the default): none, Redis's own asynchronous
+    /// replication, so a primary that dies may take its last writes with it.
+    pub wait_replicas: u32,
+    /// How long a write waits for those replicas (default 1 s); if fewer have it by then the
+    /// write fails (it may still be applied: a failure means "not known to be replicated").
+    pub wait_timeout: Duration,
+    /// A Redis Cluster: how long an operation is retried through redirections (`MOVED`,
+    /// `ASK`), a failover in progress (`CLUSTERDOWN`, `TRYAGAIN`, a node that refuses
+    /// connections) before its error goes to the caller (default 20 s: a failover takes
+    /// `cluster-node-timeout`, 15 s by default, and an election).
+    pub retry_for: Duration,
+    /// CA certificates (PEM) trusted for `rediss://` besides the webpki roots (`serve
+    /// --extra-ca`, the same file as for deliveries).
+    pub extra_ca: Option<Vec<u8>>,
 }
 
 impl Default for RedisOptions {
@@ -61,6 +85,10 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_secs(2),
             io_timeout: Duration::from_secs(5),
             check_after_idle: Duration::from_secs(5),
+            wait_replicas: 0,
+            wait_timeout: Duration::from_secs(1),
+            retry_for: Duration::from_secs(20),
+            extra_ca: None,
         }
     }
 }
@@ -85,6 +113,7 @@ pub struct RedisStore {
     options: RedisOptions,
     slot: Mutex<Slot>,
     cas: Script,
+    wait: Option<Wait>,
     /// `redis://host:port/db`: how messages name the server.
     name: String,
     /// Strings that must never appear in a message (the password, raw and decoded).
@@ -109,12 +138,12 @@ enum Retry {
 
 /// Whether an error means the connection can no longer be trusted (as opposed to an answer
 /// the server gave on it, e.g. a wrong type).
-fn breaks_connection(e: &RedisError) -> bool {
+pub(crate) fn breaks_connection(e: &RedisError) -> bool {
     e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error()
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://[:password@]host:port[/db]`, or
+    /// Connects to `url` (`redis://[:password@]host:port[/db]`, `rediss://...` for TLS, or
     /// `redis+unix:///path?db=N&pass=...`) with the default options, and checks the server
     /// answers.
     pub async fn open(url: &str) -> StoreResult<Self> {
@@ -124,15 +153,23 @@ impl RedisStore {
     /// Connects to `url` with `options`, and checks the server answers (`PING`).
     pub async fn open_with(url: &str, options: RedisOptions) -> StoreResult<Self> {
         let raw_secrets = url_secrets(url);
-        let client = Client::open(url).map_err(|e| {
-            StoreError(scrub(
+        let invalid = |e: RedisError| {
+            failure(scrub(
                 &format!("invalid Redis URL {}: {e}", redact_url(url)),
                 &raw_secrets,
             ))
-        })?;
+        };
+        let client = match tls_certificates(url, &options).map_err(invalid)? {
+            Some(certs) => Client::build_with_tls(url, certs),
+            None => Client::open(url),
+        }
+        .map_err(invalid)?;
         let info = client.get_connection_info();
         let name = match info.addr() {
             redis::ConnectionAddr::Unix(path) => format!("redis+unix://{}", path.display()),
+            addr @ redis::ConnectionAddr::TcpTls { .. } => {
+                format!("rediss://{addr}/{}", info.redis_settings().db())
+            }
             addr => format!("redis://{addr}/{}", info.redis_settings().db()),
         };
         let mut secrets = raw_secrets;
@@ -142,6 +179,7 @@ impl RedisStore {
         secrets.retain(|s| !s.is_empty());
         let store = Self {
             client,
+            wait: Wait::of(&options),
             options,
             slot: Mutex::default(),
             cas: Script::new(CAS_SCRIPT),
@@ -171,7 +209,7 @@ impl RedisStore {
     }
 
     fn error(&self, what: &str, e: &RedisError) -> StoreError {
-        StoreError(scrub(
+        failure(scrub(
             &format!("redis {what} on {}: {e}", self.name),
             &self.secrets,
         ))
@@ -322,11 +360,11 @@ impl RedisStore {
             Some(v) => ("1", v),
             None => ("0", b""),
         };
-        let k = &k;
+        let call = cas_command(&self.cas, &k, present, expected, new);
+        let (call, wait) = (&call, self.wait);
+        let cas = &self.cas;
         self.run("compare-and-swap", Retry::Never, |mut con| async move {
-            let mut call = self.cas.key(k);
-            call.arg(present).arg(expected).arg(new);
-            call.invoke_async::<i64>(&mut con).await.map(|n| n == 1)
+            cas_on(&mut con, cas, call, wait).await
         })
         .await
     }
@@ -345,13 +383,11 @@ impl RemoteKv for RedisStore {
 
     fn set<'a>(&'a self, key: &'a str, value: &'a [u8]) -> KvFuture<'a, ()> {
         Box::pin(async move {
-            let k = &self.key(key);
+            let mut set = redis::cmd("SET");
+            set.arg(self.key(key)).arg(value);
+            let (set, wait) = (&set, self.wait);
             self.run("SET", Retry::Safe, |mut con| async move {
-                redis::cmd("SET")
-                    .arg(k)
-                    .arg(value)
-                    .query_async(&mut con)
-                    .await
+                write::<(), _>(&mut con, set, wait).await
             })
             .await
         })
@@ -359,13 +395,11 @@ impl RemoteKv for RedisStore {
 
     fn delete<'a>(&'a self, key: &'a str) -> KvFuture<'a, ()> {
         Box::pin(async move {
-            let k = &self.key(key);
+            let mut del = redis::cmd("DEL");
+            del.arg(self.key(key));
+            let (del, wait) = (&del, self.wait);
             self.run("DEL", Retry::Safe, |mut con| async move {
-                redis::cmd("DEL")
-                    .arg(k)
-                    .query_async::<i64>(&mut con)
-                    .await
-                    .map(drop)
+                write::<i64, _>(&mut con, del, wait).await.map(drop)
             })
             .await
         })
@@ -377,13 +411,11 @@ impl RemoteKv for RedisStore {
 
     fn increment<'a>(&'a self, key: &'a str, delta: i64) -> KvFuture<'a, i64> {
         Box::pin(async move {
-            let k = &self.key(key);
+            let mut incr = redis::cmd("INCRBY");
+            incr.arg(self.key(key)).arg(delta);
+            let (incr, wait) = (&incr, self.wait);
             self.run("INCRBY", Retry::Never, |mut con| async move {
-                redis::cmd("INCRBY")
-                    .arg(k)
-                    .arg(delta)
-                    .query_async(&mut con)
-                    .await
+                write(&mut con, incr, wait).await
             })
             .await
         })
@@ -411,12 +443,11 @@ impl RemoteKv for RedisStore {
                     .iter()
                     .map(|(k, v)| (self.key(k), v.as_slice()))
                     .collect();
-                let pairs = &pairs;
+                let mut mset = redis::cmd("MSET");
+                mset.arg(&pairs);
+                let (mset, wait) = (&mset, self.wait);
                 self.run("MSET", Retry::Safe, |mut con| async move {
-                    redis::cmd("MSET")
-                        .arg(pairs)
-                        .query_async::<()>(&mut con)
-                        .await
+                    write::<(), _>(&mut con, mset, wait).await
                 })
                 .await?;
             }
@@ -425,9 +456,159 @@ impl RemoteKv for RedisStore {
     }
 }
 
+/// How a write waits for replicas: `WAIT replicas timeout` sent right behind it in one
+/// pipeline, so on the same connection to the same server, where `WAIT` covers every write
+/// sent before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Wait {
+    replicas: u32,
+    timeout_ms: u64,
+}
+
+impl Wait {
+    /// The replicas a write must reach.
+    pub(crate) fn replicas(self) -> u32 {
+        self.replicas
+    }
+
+    /// How long it may wait for them, in milliseconds.
+    pub(crate) fn timeout_ms(self) -> u64 {
+        self.timeout_ms
+    }
+
+    /// The wait `options` ask for, if any.
+    pub(crate) fn of(options: &RedisOptions) -> Option<Wait> {
+        (options.wait_replicas > 0).then(|| Wait {
+            replicas: options.wait_replicas,
+            timeout_ms: options.wait_timeout.as_millis().clamp(1, u64::MAX as u128) as u64,
+        })
+    }
+}
+
+/// Runs the write `cmd`; with `wait`, followed by `WAIT` in the same pipeline: its answer,
+/// or an error when fewer replicas than asked have it in time (the write may be applied:
+/// the error means "not known to be replicated", and the component treats it as a failed
+/// write).
+pub(crate) async fn write<T: FromRedisValue, C: ConnectionLike>(
+    con: &mut C,
+    cmd: &Cmd,
+    wait: Option<Wait>,
+) -> RedisResult<T> {
+    let Some(wait) = wait else {
+        return cmd.query_async(con).await;
+    };
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd.clone())
+        .cmd("WAIT")
+        .arg(wait.replicas)
+        .arg(wait.timeout_ms);
+    let (value, acked): (T, u32) = pipe.query_async(con).await?;
+    if acked < wait.replicas {
+        return Err(not_replicated(acked, wait));
+    }
+    Ok(value)
+}
+
+/// The error of a write that fewer replicas than asked acknowledged in time.
+pub(crate) fn not_replicated(acked: u32, wait: Wait) -> RedisError {
+    RedisError::from((
+        ErrorKind::Client,
+        "write not acknowledged by enough replicas",
+        format!(
+            "WAIT {} {}: {acked} acknowledged",
+            wait.replicas, wait.timeout_ms
+        ),
+    ))
+}
+
+/// The compare-and-swap of `key` as one `EVALSHA` of [`CAS_SCRIPT`] (see [`cas_on`]).
+pub(crate) fn cas_command(
+    script: &Script,
+    key: &str,
+    present: &str,
+    expected: &[u8],
+    new: &[u8],
+) -> Cmd {
+    let mut call = redis::cmd("EVALSHA");
+    call.arg(script.get_hash())
+        .arg(1)
+        .arg(key)
+        .arg(present)
+        .arg(expected)
+        .arg(new);
+    call
+}
+
+/// Runs a [`cas_command`] (with `wait`): whether it swapped. A server that does not have the
+/// script yet (`NOSCRIPT`: nothing ran) is given it (`SCRIPT LOAD`) and asked again.
+pub(crate) async fn cas_on<C: ConnectionLike>(
+    con: &mut C,
+    script: &Script,
+    call: &Cmd,
+    wait: Option<Wait>,
+) -> RedisResult<bool> {
+    match write::<i64, _>(con, call, wait).await {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.prepare_invoke().load_async(con).await?;
+            write::<i64, _>(con, call, wait).await.map(|n| n == 1)
+        }
+        done => done.map(|n| n == 1),
+    }
+}
+
+/// The certificates of a `rediss://` connection when [`RedisOptions::extra_ca`] is set: the
+/// webpki roots and the extra CA, as one PEM bundle (the Redis client takes a bundle in
+/// place of its roots, not beside them). `None` for other URLs, or without an extra CA (the
+/// client's own webpki roots then).
+pub(crate) fn tls_certificates(
+    url: &str,
+    options: &RedisOptions,
+) -> RedisResult<Option<TlsCertificates>> {
+    let Some(extra) = &options.extra_ca else {
+        return Ok(None);
+    };
+    if !url.starts_with("rediss") {
+        return Ok(None);
+    }
+    let mut bundle = extra.clone();
+    bundle.push(b'\n');
+    for cert in webpki_root_certs::TLS_SERVER_ROOT_CERTS {
+        bundle.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        for line in base64(cert.as_ref()).as_bytes().chunks(64) {
+            bundle.extend_from_slice(line);
+            bundle.push(b'\n');
+        }
+        bundle.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    Ok(Some(TlsCertificates {
+        client_tls: None,
+        root_cert: Some(bundle),
+    }))
+}
+
+/// Standard base64 with padding (PEM's body).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// The userinfo of a URL (`user:password` as written, and the password alone) and a
 /// `pass=` query value: what must never be shown.
-fn url_secrets(url: &str) -> Vec<String> {
+pub(crate) fn url_secrets(url: &str) -> Vec<String> {
     let mut out = Vec::new();
     if let Some((_, rest)) = url.split_once("://") {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -450,7 +631,7 @@ fn url_secrets(url: &str) -> Vec<String> {
 }
 
 /// The URL with its userinfo and query removed.
-fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let no_query = url.split(['?', '#']).next().unwrap_or("");
     match no_query.split_once("://") {
         Some((scheme, rest)) => {
@@ -465,7 +646,12 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-fn scrub(message: &str, secrets: &[String]) -> String {
+/// The store error of a Redis failure (`message`, secrets already scrubbed).
+pub(crate) fn failure(message: String) -> StoreError {
+    StoreError(message)
+}
+
+pub(crate) fn scrub(message: &str, secrets: &[String]) -> String {
     // Longest first, so a secret containing another is removed whole.
     let mut secrets: Vec<&String> = secrets.iter().collect();
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -475,7 +661,7 @@ fn scrub(message: &str, secrets: &[String]) -> String {
 }
 
 /// Escapes the glob characters of `SCAN MATCH`.
-fn glob_escape(s: &str) -> String {
+pub(crate) fn glob_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
@@ -507,20 +693,31 @@ mod tests {
                 },
             ))
             .expect_err("nothing listens on port 1");
-        assert!(err.0.contains("redis://127.0.0.1:1/2"), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("redis://127.0.0.1:1/2"), "{err}");
         for secret in ["s3cr", "s3cr%40t", "s3cr@t"] {
-            assert!(!err.0.contains(secret), "{err}");
+            assert!(!text.contains(secret), "{err}");
         }
         let bad = rt
             .block_on(RedisStore::open("redis://:hunter2@[bad/0"))
             .expect_err("not a URL");
-        assert!(!bad.0.contains("hunter2"), "{bad}");
+        assert!(!bad.to_string().contains("hunter2"), "{bad}");
         let unix = url_secrets("redis+unix:///run/redis.sock?db=1&pass=pw1");
         assert_eq!(unix, vec!["pw1".to_owned()]);
         assert_eq!(
             redact_url("redis+unix:///run/redis.sock?pass=pw1"),
             "redis+unix:///run/redis.sock"
         );
+    }
+
+    #[test]
+    fn base64_pads_as_pem_wants() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(&[0xff, 0xfe, 0x00, 0x01]), "//4AAQ==");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! checks every store the project runs on against the rules the component relies on
 //! (docs/embedding.md, "Key-value contract"), and a store that breaks a rule fails by name.
 //!
-//! - Our stores (memory, the embedded store, Redis through our host) run the probe in process, the
+//! - Our stores (memory, the embedded store, Redis and a Redis Cluster through our host) run
+//!   the probe in process, the
 //!   way the runtime runs the component, and must keep every rule.
 //! - Spin 4.0.2 (`spin up`, with its default SQLite store and with Redis) runs the probe over
 //!   HTTP; the rules it breaks must be exactly the known ones listed below, so the test fails
@@ -15,11 +16,13 @@
 //! only; every wait is a condition with a deadline; Spin and Redis are killed on drop.
 
 use edgehook_runtime::embedded::{self, Durability};
+use edgehook_runtime::rediscluster::RedisClusterStore;
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::{KvStore, MemoryStore};
 use edgehook_runtime::{Baseline, HostEnv, KVPROBE_WASM};
 use edgehook_testkit::http::HttpClient;
 use edgehook_testkit::redis::{redis_or_skip, shared_redis};
+use edgehook_testkit::rediscluster::shared_cluster;
 use edgehook_testkit::spin::{MANIFEST_FILE, SpinApp, SpinOptions, binary_or_skip};
 use edgehook_testkit::{rt, temp_dir};
 use serde_json::Value;
@@ -354,6 +357,30 @@ fn the_redis_store_through_our_host_keeps_every_rule() {
     check(
         &rt,
         "Redis (our host)",
+        Target::local(KvStore::Remote(Arc::new(store))),
+        &[],
+    );
+}
+
+#[test]
+fn the_redis_cluster_through_our_host_keeps_every_rule() {
+    if !redis_or_skip() {
+        return;
+    }
+    let cluster = shared_cluster();
+    let rt = rt();
+    let store = rt
+        .block_on(RedisClusterStore::open_with(
+            &cluster.url(),
+            RedisOptions {
+                prefix: format!("kvconformance:{}:", std::process::id()),
+                ..RedisOptions::default()
+            },
+        ))
+        .expect("open the Redis Cluster store");
+    check(
+        &rt,
+        "Redis Cluster, 3 primaries + 3 replicas (our host)",
         Target::local(KvStore::Remote(Arc::new(store))),
         &[],
     );

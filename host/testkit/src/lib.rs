@@ -3,7 +3,8 @@
 //! What the host's tests and the development tools (`edgehook-sim`, `edgehook-bench`,
 //! `edgehook-soak`) share, written once: fresh temporary directories, a runtime, waits with a
 //! deadline, the rule for tests that need software a machine may lack ([`skipped`]),
-//! `redis-server` and Spin as child processes ([`redis`], [`spin`]), a certificate authority
+//! `redis-server` and Spin as child processes ([`redis`], a Redis Cluster and a TLS
+//! Redis: [`rediscluster`], [`spin`]), a certificate authority
 //! for loopback HTTPS ([`tls`]), a plain HTTP client ([`http`]), an HTTP `CONNECT` proxy
 //! ([`proxy`]), how a command is run for its conventions ([`command`]), progress lines
 //! ([`progress`]), the SSRF corpus ([`ssrf`]), an independent signature check
@@ -17,6 +18,7 @@ pub mod http;
 pub mod progress;
 pub mod proxy;
 pub mod redis;
+pub mod rediscluster;
 pub mod signature;
 pub mod spin;
 pub mod ssrf;
