@@ -9,9 +9,9 @@
 //! deliveries, and `nextCursor` reads on.
 
 use crate::body::invalid;
+use crate::ctx::Ctx;
 use crate::partner;
 use edgehook_delivery::{self as delivery, HistoryFilter};
-use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::events::is_event_type;
 use edgehook_model::http::{Request, Response};
@@ -83,29 +83,27 @@ fn filter(req: &Request) -> Result<HistoryFilter, ApiError> {
 }
 
 /// A page of `sub_id`'s deliveries as `req` asks.
-fn page<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    sub_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let (limit, after) = partner::list_params(req)?;
-    let filter = filter(req)?;
-    let (found, next) = delivery::history(env, sub_id, after, limit, &filter)?;
+fn page<K: Kv>(cx: &Ctx<'_, K>, sub_id: &str) -> Result<Response, ApiError> {
+    let (limit, after) = partner::list_params(cx.req)?;
+    let filter = filter(cx.req)?;
+    let (found, next) = delivery::history(cx.env, sub_id, after, limit, &filter)?;
     let views: Vec<_> = found.iter().map(|(_, d)| d.view()).collect();
-    Ok(partner::page_json(&views, next.is_some(), next, request_id))
+    Ok(partner::page_json(
+        &views,
+        next.is_some(),
+        next,
+        cx.request_id,
+    ))
 }
 
 /// `GET /v1/webhooks/{id}/deliveries`: the caller's subscription (active or disabled).
 pub fn partner_list<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
+    cx: &Ctx<'_, K>,
     id: &str,
     client_id: &str,
-    request_id: &str,
 ) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(env, id, client_id)?;
-    page(env, req, &sub.id, request_id)
+    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    page(cx, &sub.id)
 }
 
 /// `POST /v1/webhooks/{id}/deliveries/{delivery}/replay`: the operator's replay of one
@@ -113,43 +111,34 @@ pub fn partner_list<K: Kv>(
 /// `id`. Another client's subscription, and a delivery that is not `id`'s, are 404s, as
 /// if they did not exist.
 pub fn partner_replay<K: Kv>(
-    env: &Env<'_, K>,
+    cx: &Ctx<'_, K>,
     id: &str,
     delivery_id: &str,
     client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(env, id, client_id)?;
-    let d = edgehook_delivery::replay(env, delivery_id, Some(&sub.id))?;
-    Ok(Response::data(202, d.view(), request_id))
+) -> Result<(Response, delivery::RunNow), ApiError> {
+    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    let d = edgehook_delivery::replay(cx.env, delivery_id, Some(&sub.id))?;
+    let run = delivery::RunNow::Delivery(delivery_id.to_owned());
+    Ok((cx.data(202, d.view()), run))
 }
 
 /// `GET /internal/v1/subscriptions/{id}/deliveries`: any subscription's, deleted ones too.
-pub fn operator_list<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn operator_list<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
     if !edgehook_model::ids::IdKind::Subscription.matches(id)
-        || subscriptions::load(env, id)?.is_none()
+        || subscriptions::load(cx.env, id)?.is_none()
     {
         return Err(ApiError::not_found("Subscription"));
     }
-    page(env, req, id, request_id)
+    page(cx, id)
 }
 
 /// `GET /internal/v1/deliveries`: the operator's search across subscriptions and clients,
 /// by `subscriptionId` (served by its history) or else by `clientId` and time (served by
 /// the retention day logs, `edgehook_delivery::search`), with the list filters.
-pub fn operator_search<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let (limit, cursor) = partner::list_params(req)?;
-    let filter = filter(req)?;
-    let client = param(req, "clientId")?;
+pub fn operator_search<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+    let (limit, cursor) = partner::list_params(cx.req)?;
+    let filter = filter(cx.req)?;
+    let client = param(cx.req, "clientId")?;
     if client
         .as_deref()
         .is_some_and(|c| !crate::auth::valid_client_id(c))
@@ -160,7 +149,7 @@ pub fn operator_search<K: Kv>(
             "clientId is 1 to 64 of A-Z a-z 0-9 _ . -",
         ));
     }
-    let (found, next) = match param(req, "subscriptionId")? {
+    let (found, next) = match param(cx.req, "subscriptionId")? {
         Some(sub_id) => {
             if !edgehook_model::ids::IdKind::Subscription.matches(&sub_id) {
                 return Err(invalid(
@@ -171,15 +160,20 @@ pub fn operator_search<K: Kv>(
             }
             let owner_ok = match &client {
                 None => true,
-                Some(c) => subscriptions::load(env, &sub_id)?.is_some_and(|s| s.client_id == *c),
+                Some(c) => subscriptions::load(cx.env, &sub_id)?.is_some_and(|s| s.client_id == *c),
             };
             match owner_ok {
-                true => delivery::history(env, &sub_id, cursor, limit, &filter)?,
+                true => delivery::history(cx.env, &sub_id, cursor, limit, &filter)?,
                 false => (Vec::new(), None),
             }
         }
-        None => delivery::search::search(env, client.as_deref(), &filter, cursor, limit)?,
+        None => delivery::search::search(cx.env, client.as_deref(), &filter, cursor, limit)?,
     };
     let views: Vec<_> = found.iter().map(|(_, d)| d.view()).collect();
-    Ok(partner::page_json(&views, next.is_some(), next, request_id))
+    Ok(partner::page_json(
+        &views,
+        next.is_some(),
+        next,
+        cx.request_id,
+    ))
 }

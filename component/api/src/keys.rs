@@ -4,8 +4,8 @@
 
 use crate::auth::{self, ApiKeyRecord, Scope};
 use crate::body::invalid;
+use crate::ctx::Ctx;
 use crate::partner;
-use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::http::{Request, Response};
 use edgehook_storage::kv::Kv;
@@ -85,13 +85,8 @@ fn requested_scope(req: &Request, default: Scope, allowed: &[Scope]) -> Result<S
 }
 
 /// Issues a key and answers 201 with it (shown in this response only).
-fn issued<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    scope: Scope,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let (record, key) = auth::issue(env, client_id, scope)?;
+fn issued<K: Kv>(cx: &Ctx<'_, K>, client_id: &str, scope: Scope) -> Result<Response, ApiError> {
+    let (record, key) = auth::issue(cx.env, client_id, scope)?;
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Issued<'a> {
@@ -109,69 +104,50 @@ fn issued<K: Kv>(
         id: &record.id,
         scope: record.scope.as_str(),
     };
-    Ok(Response::data(201, data, request_id))
+    Ok(cx.data(201, data))
 }
 
 /// `POST /internal/v1/clients/{clientId}/keys`: issues an API key for the client, with the
 /// body's `scope` (`partner`, the default, or `partner_read`); the key is shown only in
 /// this response.
-pub fn issue<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn issue<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
     if !auth::valid_client_id(client_id) {
         return Err(invalid_client_id());
     }
-    let scope = requested_scope(req, Scope::Partner, &[Scope::Partner, Scope::PartnerRead])?;
-    issued(env, client_id, scope, request_id)
+    let scope = requested_scope(
+        cx.req,
+        Scope::Partner,
+        &[Scope::Partner, Scope::PartnerRead],
+    )?;
+    issued(cx, client_id, scope)
 }
 
 /// `POST /internal/v1/ingest-keys`: issues an ingest key (it may only publish events).
-pub fn issue_ingest<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let scope = requested_scope(req, Scope::Ingest, &[Scope::Ingest])?;
-    issued(env, "", scope, request_id)
+pub fn issue_ingest<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+    let scope = requested_scope(cx.req, Scope::Ingest, &[Scope::Ingest])?;
+    issued(cx, "", scope)
 }
 
 /// A page of keys (`limit`, `cursor` as every list).
-fn page<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let (limit, after) = partner::list_params(req)?;
-    let (records, has_more, last) = auth::list(env, client_id, after, limit)?;
+fn page<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
+    let (limit, after) = partner::list_params(cx.req)?;
+    let (records, has_more, last) = auth::list(cx.env, client_id, after, limit)?;
     let data: Vec<KeyView<'_>> = records.iter().map(KeyView::of).collect();
-    Ok(partner::page_json(&data, has_more, last, request_id))
+    Ok(partner::page_json(&data, has_more, last, cx.request_id))
 }
 
 /// `GET /internal/v1/clients/{clientId}/keys`: the client's keys in the order they were
 /// issued, revoked ones included: id, scope, created, last used, revoked; never the key.
-pub fn list<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn list<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
     if !auth::valid_client_id(client_id) {
         return Err(invalid_client_id());
     }
-    page(env, req, client_id, request_id)
+    page(cx, client_id)
 }
 
 /// `GET /internal/v1/ingest-keys`: the ingest keys, as [`list`].
-pub fn list_ingest<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    page(env, req, "", request_id)
+pub fn list_ingest<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+    page(cx, "")
 }
 
 /// Answers a revoke.
@@ -196,28 +172,19 @@ fn revoked(record: &ApiKeyRecord, request_id: &str) -> Response {
 
 /// `DELETE /internal/v1/clients/{clientId}/keys/{keyId}`: revokes one of the client's keys
 /// (any scope) at once. 404 unless it is a live key of that client.
-pub fn revoke<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    key_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn revoke<K: Kv>(cx: &Ctx<'_, K>, client_id: &str, key_id: &str) -> Result<Response, ApiError> {
     if !auth::valid_client_id(client_id) {
         return Err(ApiError::not_found("API key"));
     }
-    let record = auth::revoke(env, client_id, key_id)?;
-    Ok(revoked(&record, request_id))
+    let record = auth::revoke(cx.env, client_id, key_id)?;
+    Ok(revoked(&record, cx.request_id))
 }
 
 /// `DELETE /internal/v1/ingest-keys/{keyId}`: revokes an ingest key at once. 404 unless it
 /// is a live ingest key.
-pub fn revoke_ingest<K: Kv>(
-    env: &Env<'_, K>,
-    key_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let record = auth::revoke(env, "", key_id)?;
-    Ok(revoked(&record, request_id))
+pub fn revoke_ingest<K: Kv>(cx: &Ctx<'_, K>, key_id: &str) -> Result<Response, ApiError> {
+    let record = auth::revoke(cx.env, "", key_id)?;
+    Ok(revoked(&record, cx.request_id))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 
 pub mod auth;
 mod body;
+pub mod ctx;
 pub mod deliveries;
 pub mod idempotency;
 pub mod keys;

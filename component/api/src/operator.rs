@@ -3,9 +3,10 @@
 //! router decides that). The key routes are [`crate::keys`]'s.
 
 use crate::auth::{self, bearer};
+use crate::ctx::Ctx;
 use crate::idempotency;
 use crate::partner;
-use edgehook_delivery::{self as delivery, Sender};
+use edgehook_delivery as delivery;
 use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::events::{EVENT_TYPES, PublishError};
@@ -34,7 +35,7 @@ pub fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request) -> Result<(), ApiError>
 
 /// `GET /internal/v1/settings`: the settings this instance runs with (the admin token is
 /// never shown, only whether it is set).
-pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
+pub fn settings<K: Kv>(cx: &Ctx<'_, K>) -> Response {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct View {
@@ -47,7 +48,7 @@ pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
         retention_days: u32,
         subscription_limit: u32,
     }
-    let s = env.settings;
+    let s = cx.env.settings;
     let view = View {
         allow_http: s.allow_http,
         allow_private_targets: s.allow_private_targets,
@@ -58,23 +59,19 @@ pub fn settings<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Response {
         retention_days: s.retention_days,
         subscription_limit: s.subscription_limit,
     };
-    Response::data(200, view, request_id)
+    cx.data(200, view)
 }
 
 /// `POST /internal/v1/events`: ingest one load event. The body is the raw load JSON, the
 /// event type is the `X-Service-Event` header, `Idempotency-Key` makes retries safe.
 /// Answers 202 with the event id, and names the deliveries to run at once.
-pub fn ingest<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<(Response, delivery::RunNow), ApiError> {
-    let content_type = req.header_str("content-type").unwrap_or("");
+pub fn ingest<K: Kv>(cx: &Ctx<'_, K>) -> Result<(Response, delivery::RunNow), ApiError> {
+    let content_type = cx.req.header_str("content-type").unwrap_or("");
     let mime = content_type.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
         return Err(ApiError::unsupported_media_type());
     }
-    let Some(event_type) = req.header_str("x-service-event") else {
+    let Some(event_type) = cx.req.header_str("x-service-event") else {
         return Err(ApiError::validation(vec![FieldError::new(
             "X-Service-Event",
             "required",
@@ -84,7 +81,7 @@ pub fn ingest<K: Kv>(
             ),
         )]));
     };
-    let key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
+    let key = match cx.req.headers.iter().find(|(n, _)| n == "idempotency-key") {
         None => None,
         Some((_, raw)) => {
             let key = std::str::from_utf8(raw).map_err(|_| idempotency::invalid_key())?;
@@ -92,7 +89,7 @@ pub fn ingest<K: Kv>(
             Some(key)
         }
     };
-    match delivery::publish_prepared(env, event_type, &req.body, key) {
+    match delivery::publish_prepared(cx.env, event_type, &cx.req.body, key) {
         Ok((receipt, prepared)) => {
             /// Keys sorted, as `serde_json::json!` writes them.
             #[derive(serde::Serialize)]
@@ -107,7 +104,7 @@ pub fn ingest<K: Kv>(
                 event_id: &receipt.event_id,
                 event_type,
             };
-            let resp = Response::data(202, accepted, request_id);
+            let resp = cx.data(202, accepted);
             let resp = if receipt.replayed {
                 resp.with_header("idempotent-replayed", "true")
             } else {
@@ -140,7 +137,7 @@ pub fn ingest<K: Kv>(
 }
 
 /// `POST /internal/v1/tick`: run due attempts now (for hosts without a timer, e.g. a cron).
-pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, request_id: &str) -> Response {
+pub fn tick<K: Kv>(cx: &Ctx<'_, K>) -> Response {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct View {
@@ -149,14 +146,14 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, request_id: &str) -> R
         next_due_ms: Option<u64>,
         succeeded: u32,
     }
-    let r = delivery::tick(env, sender);
+    let r = delivery::tick(cx.env, cx.sender);
     let view = View {
         attempted: r.attempted,
         failed: r.failed,
         next_due_ms: r.next_due_ms,
         succeeded: r.succeeded,
     };
-    Response::data(200, view, request_id)
+    cx.data(200, view)
 }
 
 fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, ApiError> {
@@ -172,18 +169,14 @@ fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, A
 /// the partner list (`limit`, `cursor`). `status=active` needs a `clientId`: a client's
 /// active subscriptions in creation order (there is no index of every active subscription
 /// across clients; each client's is its list).
-pub fn subscriptions_list<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let (limit, after) = partner::list_params(req)?;
-    let client = match req.query_param("clientId") {
+pub fn subscriptions_list<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+    let (limit, after) = partner::list_params(cx.req)?;
+    let client = match cx.req.query_param("clientId") {
         Ok(None) => None,
         Ok(Some(c)) if crate::auth::valid_client_id(&c) => Some(c),
         _ => return Err(crate::keys::invalid_client_id()),
     };
-    let active = match req.query_param("status") {
+    let active = match cx.req.query_param("status") {
         Ok(None) => false,
         Ok(Some(s)) if s == "disabled" => false,
         Ok(Some(s)) if s == "active" && client.is_some() => true,
@@ -197,12 +190,12 @@ pub fn subscriptions_list<K: Kv>(
     };
     let (records, has_more, last) = match (active, client.as_deref()) {
         (true, Some(client)) => {
-            let (found, has_more) = subscriptions::list_page(env, client, limit, after)?;
+            let (found, has_more) = subscriptions::list_page(cx.env, client, limit, after)?;
             let ids: Vec<String> = found
                 .iter()
                 .filter_map(|l| l.id().map(str::to_owned))
                 .collect();
-            let records: Vec<_> = subscriptions::load_many(env, &ids)?
+            let records: Vec<_> = subscriptions::load_many(cx.env, &ids)?
                 .into_iter()
                 .flatten()
                 .filter(|s| s.status == subscriptions::Status::Active)
@@ -210,40 +203,31 @@ pub fn subscriptions_list<K: Kv>(
             (records, has_more, found.last().map(|l| l.seq))
         }
         (_, client) => {
-            let (found, has_more) = subscriptions::disabled_page(env, client, limit, after)?;
+            let (found, has_more) = subscriptions::disabled_page(cx.env, client, limit, after)?;
             let last = found.last().map(|(seq, _)| *seq);
             (found.into_iter().map(|(_, s)| s).collect(), has_more, last)
         }
     };
     let data: Vec<_> = records.iter().map(|s| s.operator_view()).collect();
-    Ok(partner::page_json(&data, has_more, last, request_id))
+    Ok(partner::page_json(&data, has_more, last, cx.request_id))
 }
 
 /// `GET /internal/v1/subscriptions/{id}`: any client's subscription, with its state and
 /// disable reason (never its secret).
-pub fn subscription<K: Kv>(
-    env: &Env<'_, K>,
-    id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let sub = subscription_any(env, id)?;
-    Ok(Response::data(200, sub.operator_view(), request_id))
+pub fn subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
+    let sub = subscription_any(cx.env, id)?;
+    Ok(cx.data(200, sub.operator_view()))
 }
 
 /// `POST /internal/v1/subscriptions/{id}/disable`: disables it and cancels its pending
 /// deliveries. The body is empty (reason `operator`) or `{"reason": "..."}`: a reason code
 /// of 1 to 64 characters `a-z`, `0-9`, `_`, other than `deleted` (a partner's own, which no
 /// enable undoes). An already disabled one is a 409.
-pub fn disable_subscription<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let reason = disable_reason(req)?;
-    subscription_any(env, id)?;
-    match delivery::disable(env, id, &reason)? {
-        Some(sub) => Ok(Response::data(200, sub.operator_view(), request_id)),
+pub fn disable_subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
+    let reason = disable_reason(cx.req)?;
+    subscription_any(cx.env, id)?;
+    match delivery::disable(cx.env, id, &reason)? {
+        Some(sub) => Ok(cx.data(200, sub.operator_view())),
         None => Err(ApiError::conflict("The subscription is already disabled.")),
     }
 }
@@ -276,20 +260,15 @@ fn disable_reason(req: &Request) -> Result<String, ApiError> {
 /// again (failure streak reset; under its client's cap); an active one is answered as it
 /// is. One its owner deleted is a 409 `subscription_deleted`. With `{"replaySince": ms}`
 /// it also starts a replay of what failed or was skipped since then (`replay` in the body).
-pub fn enable_subscription<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn enable_subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
     // The body is read before anything changes: a bad one enables nothing.
-    let replay_since = crate::replays::replay_since(req)?;
-    match delivery::enable(env, id, None)? {
+    let replay_since = crate::replays::replay_since(cx.req)?;
+    match delivery::enable(cx.env, id, None)? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
             let Some(since) = replay_since else {
-                return Ok(Response::data(200, sub.operator_view(), request_id));
+                return Ok(cx.data(200, sub.operator_view()));
             };
-            let job = crate::replays::after_enable(env, &sub.id, None, since)?;
+            let job = crate::replays::after_enable(cx.env, &sub.id, None, since)?;
             #[derive(serde::Serialize)]
             #[serde(rename_all = "camelCase")]
             struct Enabled<'a> {
@@ -300,7 +279,7 @@ pub fn enable_subscription<K: Kv>(
             let body = Enabled {
                 data: sub.operator_view(),
                 replay: crate::replays::view(&job),
-                request_id,
+                request_id: cx.request_id,
             };
             Ok(Response::json(200, &body))
         }
@@ -314,15 +293,19 @@ pub fn enable_subscription<K: Kv>(
 }
 
 /// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
-pub fn delivery<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
-    let d = delivery::load(env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
-    Ok(Response::data(200, d.view(), request_id))
+pub fn delivery<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
+    let d = delivery::load(cx.env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
+    Ok(cx.data(200, d.view()))
 }
 
-/// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again.
-pub fn replay<K: Kv>(env: &Env<'_, K>, id: &str, request_id: &str) -> Result<Response, ApiError> {
-    let d = delivery::replay(env, id, None)?;
-    Ok(Response::data(202, d.view(), request_id))
+/// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again, and names
+/// it to run at once.
+pub fn replay<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<(Response, delivery::RunNow), ApiError> {
+    let d = delivery::replay(cx.env, id, None)?;
+    Ok((
+        cx.data(202, d.view()),
+        delivery::RunNow::Delivery(id.to_owned()),
+    ))
 }
 
 #[cfg(test)]

@@ -8,10 +8,10 @@
 //! write-only, like the secret: reads show the names only.
 
 use crate::body;
+use crate::ctx::Ctx;
 use edgehook_delivery as delivery;
-use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
-use edgehook_model::http::{Request, Response};
+use edgehook_model::http::Response;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, OptionsChange, Ordering, Scheme};
 use serde::Serialize;
@@ -188,15 +188,9 @@ pub(crate) fn headers(
 /// `PATCH /v1/webhooks/{id}`: changes `signatureScheme`, `headers`, `ordering`; answers the read,
 /// with the new `signingSecret` when the scheme changed (a new secret of its form; shown
 /// this once).
-pub fn update<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn update<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
     // Another client's subscription is 404 whatever the body (as every partner route).
-    subscriptions::owned(env, id, client_id)?;
+    subscriptions::owned(cx.env, id, client_id)?;
     let fields = [
         "signatureScheme",
         "headers",
@@ -204,7 +198,7 @@ pub fn update<K: Kv>(
         "maxInFlight",
         "rateLimit",
     ];
-    let obj = body::object(req, &fields).map_err(|e| {
+    let obj = body::object(cx.req, &fields).map_err(|e| {
         // The fields a subscription has but an update cannot change say so.
         match e.details.first().map(|d| d.field.as_str()) {
             Some(f @ ("url" | "eventTypes")) => body::invalid(
@@ -226,7 +220,7 @@ pub fn update<K: Kv>(
     if !details.is_empty() {
         return Err(ApiError::validation(details));
     }
-    let (sub, secret) = subscriptions::update_options(env, client_id, id, change)?;
+    let (sub, secret) = subscriptions::update_options(cx.env, client_id, id, change)?;
     let detail =
         serde_json::to_vec(&subscriptions::partner_detail(&sub)).map_err(ApiError::internal)?;
     let data = match secret {
@@ -240,7 +234,7 @@ pub fn update<K: Kv>(
         .concat(),
         None => detail,
     };
-    Ok(Response::data_json(200, &data, request_id))
+    Ok(Response::data_json(200, &data, cx.request_id))
 }
 
 /// The `data` of a rotation's 200.
@@ -255,14 +249,8 @@ struct Rotated<'a> {
 
 /// `POST /v1/webhooks/{id}/rotate-secret` (`{"overlapSeconds": n}`, optional, default 24 h,
 /// at most 7 days; 0: the old secret stops at once): a new secret, shown this once.
-pub fn rotate<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let obj = body::optional_object(req, &["overlapSeconds"])?.unwrap_or_default();
+pub fn rotate<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+    let obj = body::optional_object(cx.req, &["overlapSeconds"])?.unwrap_or_default();
     let overlap_s = match obj.get("overlapSeconds") {
         None => DEFAULT_OVERLAP_S,
         Some(v) => v.as_u64().filter(|s| *s <= MAX_OVERLAP_S).ok_or_else(|| {
@@ -277,9 +265,9 @@ pub fn rotate<K: Kv>(
     // The erasure is queued first: if the rotation then fails, the entry finds nothing to
     // erase; the other way round, a failure could leave an old secret with no erasure.
     if overlap_ms > 0 && edgehook_model::ids::IdKind::Subscription.matches(id) {
-        delivery::schedule_secret_erasure(env, id, env.now_ms + overlap_ms)?;
+        delivery::schedule_secret_erasure(cx.env, id, cx.env.now_ms + overlap_ms)?;
     }
-    let (sub, secret) = subscriptions::rotate(env, client_id, id, overlap_ms)?;
+    let (sub, secret) = subscriptions::rotate(cx.env, client_id, id, overlap_ms)?;
     let data = serde_json::to_vec(&Rotated {
         id: &sub.id,
         previous_secret_expires_at: sub.options.previous_secret.as_ref().map(|(_, u)| *u),
@@ -287,5 +275,5 @@ pub fn rotate<K: Kv>(
         signing_secret: &secret.0,
     })
     .map_err(ApiError::internal)?;
-    Ok(Response::data_json(200, &data, request_id))
+    Ok(Response::data_json(200, &data, cx.request_id))
 }

@@ -7,6 +7,7 @@
 //! [`subscriptions::create`]): a retry after any failure either finds nothing or finishes
 //! the same subscription.
 
+use crate::ctx::Ctx;
 use crate::idempotency::{self, Start, StoredResponse};
 use edgehook_delivery as delivery;
 use edgehook_model::env::Env;
@@ -114,15 +115,10 @@ fn validate_create(
 }
 
 /// `POST /v1/webhooks`.
-pub fn create<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let body = crate::body::json(req)?;
-    let input = validate_create(&body, env.settings.target_policy())?;
-    let idempotency_key = match req.headers.iter().find(|(n, _)| n == "idempotency-key") {
+pub fn create<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
+    let body = crate::body::json(cx.req)?;
+    let input = validate_create(&body, cx.env.settings.target_policy())?;
+    let idempotency_key = match cx.req.headers.iter().find(|(n, _)| n == "idempotency-key") {
         None => None,
         Some((_, raw)) => {
             Some(String::from_utf8(raw.clone()).map_err(|_| idempotency::invalid_key())?)
@@ -133,25 +129,25 @@ pub fn create<K: Kv>(
         Some(key) => {
             let mut h = Sha256::new();
             h.update(b"POST /v1/webhooks\n");
-            h.update(&req.body);
+            h.update(&cx.req.body);
             match idempotency::begin(
-                env,
+                cx.env,
                 client_id,
                 key,
                 &edgehook_model::ids::hex(&h.finalize()),
             )? {
-                Start::Replay(stored) => return replay(env, stored, request_id),
+                Start::Replay(stored) => return replay(cx, stored),
                 Start::Fresh(claim) => Some(claim),
             }
         }
     };
     // A failure gives the claim up only until the response is stored (in `create_fresh`).
-    let (data, id) = create_fresh(env, input, client_id, claim.as_ref())?;
+    let (data, id) = create_fresh(cx.env, input, client_id, claim.as_ref())?;
     Ok(created_response(
         201,
         &data,
         Some(location(&id)),
-        request_id,
+        cx.request_id,
         false,
     ))
 }
@@ -263,12 +259,8 @@ fn location(id: &str) -> String {
 
 /// Answers a retried create from its stored response, finishing the create if the first
 /// attempt stored its response but failed before the commit point.
-fn replay<K: Kv>(
-    env: &Env<'_, K>,
-    stored: StoredResponse,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let sub = subscriptions::activate(env, &stored.subscription_id, None)?;
+fn replay<K: Kv>(cx: &Ctx<'_, K>, stored: StoredResponse) -> Result<Response, ApiError> {
+    let sub = subscriptions::activate(cx.env, &stored.subscription_id, None)?;
     // Never the secret of a deleted subscription, nor "active" for a disabled one.
     if sub.disabled_reason.as_deref() == Some(subscriptions::DELETED) {
         return Err(subscription_deleted());
@@ -279,7 +271,7 @@ fn replay<K: Kv>(
         stored.status,
         &data,
         stored.location,
-        request_id,
+        cx.request_id,
         true,
     ))
 }
@@ -362,14 +354,9 @@ pub fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
 }
 
 /// `GET /v1/webhooks/{id}`.
-pub fn get<K: Kv>(
-    env: &Env<'_, K>,
-    id: &str,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(env, id, client_id)?;
-    let last = delivery::last_attempt(env, &sub.id)?;
+pub fn get<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    let last = delivery::last_attempt(cx.env, &sub.id)?;
     let mut detail = subscriptions::partner_detail(&sub);
     if let Some((delivery_id, a)) = &last {
         detail = detail.with_last_attempt(subscriptions::LastAttempt {
@@ -381,28 +368,22 @@ pub fn get<K: Kv>(
             succeeded: a.succeeded,
         });
     }
-    Ok(Response::data(200, detail, request_id))
+    Ok(cx.data(200, detail))
 }
 
 /// `POST /v1/webhooks/{id}/enable`: makes the caller's disabled subscription active again
 /// (its failure streak reset), under the cap; an active one is answered as it is (200, no
 /// change). A deleted one is a 404, as for read.
-pub fn enable<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    id: &str,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn enable<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
     // The body is read before anything changes: a bad one enables nothing.
-    let replay_since = crate::replays::replay_since(req)?;
-    match delivery::enable(env, id, Some(client_id))? {
+    let replay_since = crate::replays::replay_since(cx.req)?;
+    match delivery::enable(cx.env, id, Some(client_id))? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
             let data = subscriptions::partner_detail(&sub);
             let Some(since) = replay_since else {
-                return Ok(Response::data(200, data, request_id));
+                return Ok(cx.data(200, data));
             };
-            let job = crate::replays::after_enable(env, &sub.id, Some(client_id), since)?;
+            let job = crate::replays::after_enable(cx.env, &sub.id, Some(client_id), since)?;
             #[derive(Serialize)]
             #[serde(rename_all = "camelCase")]
             struct Enabled<'a> {
@@ -413,7 +394,7 @@ pub fn enable<K: Kv>(
             let body = Enabled {
                 data,
                 replay: crate::replays::view(&job),
-                request_id,
+                request_id: cx.request_id,
             };
             Ok(Response::json(200, &body))
         }
@@ -423,16 +404,11 @@ pub fn enable<K: Kv>(
 
 /// `DELETE /v1/webhooks/{id}`: disables the subscription (reason `deleted`); the record and
 /// its delivery history stay.
-pub fn delete<K: Kv>(
-    env: &Env<'_, K>,
-    id: &str,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    match subscriptions::disable(env, id, Some(client_id), subscriptions::DELETED)? {
+pub fn delete<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+    match subscriptions::disable(cx.env, id, Some(client_id), subscriptions::DELETED)? {
         Some(sub) => {
             // Committed; deliveries this misses are cancelled when they come due.
-            let _ = delivery::cancel_pending(env, &sub.id);
+            let _ = delivery::cancel_pending(cx.env, &sub.id);
             #[derive(Serialize)]
             struct Deleted<'a> {
                 id: &'a str,
@@ -442,7 +418,7 @@ pub fn delete<K: Kv>(
                 id: &sub.id,
                 status: "disabled",
             };
-            Ok(Response::data(200, deleted, request_id))
+            Ok(cx.data(200, deleted))
         }
         None => Err(ApiError::not_found("Subscription")),
     }
@@ -497,23 +473,19 @@ pub fn page_json<T: Serialize>(
 /// items as the client index stores them; see [`subscriptions::list`]); with
 /// `status=disabled`, its disabled ones (not the deleted) in the order they were disabled,
 /// each as a read shows it.
-pub fn list<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let (limit, after) = list_params(req)?;
-    if wants_disabled(req)? {
-        let (found, has_more) = subscriptions::disabled_page(env, Some(client_id), limit, after)?;
+pub fn list<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
+    let (limit, after) = list_params(cx.req)?;
+    if wants_disabled(cx.req)? {
+        let (found, has_more) =
+            subscriptions::disabled_page(cx.env, Some(client_id), limit, after)?;
         let data: Vec<_> = found
             .iter()
             .map(|(_, s)| subscriptions::partner_detail(s))
             .collect();
         let last = found.last().map(|(seq, _)| *seq);
-        return Ok(page_json(&data, has_more, last, request_id));
+        return Ok(page_json(&data, has_more, last, cx.request_id));
     }
-    let (found, has_more) = subscriptions::list_page(env, client_id, limit, after)?;
+    let (found, has_more) = subscriptions::list_page(cx.env, client_id, limit, after)?;
     // `{"data": [...], "hasMore", "nextCursor", "requestId"}`, the items as stored.
     let items = found.iter().map(Listed::view);
     let mut body = Vec::with_capacity(64 + items.clone().map(|v| v.len() + 1).sum::<usize>());
@@ -534,7 +506,7 @@ pub fn list<K: Kv>(
         _ => body.extend_from_slice(b"null"),
     }
     body.extend_from_slice(b",\"requestId\":");
-    serde_json::to_writer(&mut body, request_id).map_err(ApiError::internal)?;
+    serde_json::to_writer(&mut body, cx.request_id).map_err(ApiError::internal)?;
     body.push(b'}');
     Ok(Response::json_bytes(200, body))
 }

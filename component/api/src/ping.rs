@@ -5,8 +5,8 @@
 //! answered: the request succeeded even if the receiver did not (`succeeded`, `statusCode`,
 //! `durationMs`, `error`, `errorClass`). Nothing is stored and nothing is counted.
 
-use edgehook_delivery::{self as delivery, Sender};
-use edgehook_model::env::Env;
+use crate::ctx::Ctx;
+use edgehook_delivery as delivery;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::Response;
 use edgehook_model::ids::IdKind;
@@ -15,30 +15,19 @@ use edgehook_subscriptions::{self as subscriptions, Status, Subscription};
 
 /// `POST /v1/webhooks/{id}/test`: the caller's subscription, active or disabled (a deleted
 /// one, or another client's, is 404).
-pub fn partner<K: Kv>(
-    env: &Env<'_, K>,
-    sender: &dyn Sender,
-    id: &str,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(env, id, client_id)?;
-    Ok(send(env, sender, &sub, request_id))
+pub fn partner<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    Ok(send(cx, &sub))
 }
 
 /// `POST /internal/v1/subscriptions/{id}/test`: any client's subscription but a deleted one
 /// (409: its secret is erased, nothing can sign for it).
-pub fn operator<K: Kv>(
-    env: &Env<'_, K>,
-    sender: &dyn Sender,
-    id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn operator<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
     let not_found = || ApiError::not_found("Subscription");
     if !IdKind::Subscription.matches(id) {
         return Err(not_found());
     }
-    let sub = subscriptions::load(env, id)?.ok_or_else(not_found)?;
+    let sub = subscriptions::load(cx.env, id)?.ok_or_else(not_found)?;
     match (sub.status, sub.disabled_reason.as_deref()) {
         (Status::Pending, _) => Err(not_found()),
         (Status::Disabled, Some(subscriptions::DELETED)) => Err(ApiError::new(
@@ -46,16 +35,11 @@ pub fn operator<K: Kv>(
             "subscription_deleted",
             "The subscription was deleted by its owner: its secret is erased, so nothing can be sent to it.",
         )),
-        _ => Ok(send(env, sender, &sub, request_id)),
+        _ => Ok(send(cx, &sub)),
     }
 }
 
-fn send<K: Kv>(
-    env: &Env<'_, K>,
-    sender: &dyn Sender,
-    sub: &Subscription,
-    request_id: &str,
-) -> Response {
-    let ping = delivery::ping(env, sender, sub);
-    Response::data(200, ping.view(sub), request_id)
+fn send<K: Kv>(cx: &Ctx<'_, K>, sub: &Subscription) -> Response {
+    let ping = delivery::ping(cx.env, cx.sender, sub);
+    cx.data(200, ping.view(sub))
 }

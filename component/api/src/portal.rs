@@ -17,31 +17,27 @@
 use crate::auth::{
     self, ApiKeyRecord, COOKIE, SESSION_MAX_AGE, Scope, csrf_token, expired, expiry, session_cookie,
 };
-use edgehook_model::env::Env;
+use crate::ctx::{Caller, Ctx};
 use edgehook_model::error::ApiError;
-use edgehook_model::http::{Request, Response};
+use edgehook_model::http::Response;
 use edgehook_storage::kv::Kv;
 
 /// `POST /internal/v1/clients/{clientId}/portal-links`: a one-time link to the client's
 /// portal: its path, with the token in the fragment (which browsers never send to a
 /// server); the caller puts the origin the partner reaches in front (`edgehook
 /// portal-link` its `--public-url`, the operator's portal its own).
-pub fn mint<K: Kv>(
-    env: &Env<'_, K>,
-    client_id: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn mint<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
     if !auth::valid_client_id(client_id) {
         return Err(crate::keys::invalid_client_id());
     }
-    let (record, token) = auth::issue(env, client_id, Scope::PortalLink)?;
+    let (record, token) = auth::issue(cx.env, client_id, Scope::PortalLink)?;
     // Written out by hand (the component is size-budgeted): a valid client id, the token
     // (base64url) and numbers need no escaping. Keys sorted, as every body's.
     let link = format!(
         r#"{{"clientId":"{client_id}","expiresAt":{},"token":"{token}","url":"/portal/#token={token}"}}"#,
         expiry(&record)
     );
-    Ok(Response::data_json(201, link.as_bytes(), request_id))
+    Ok(Response::data_json(201, link.as_bytes(), cx.request_id))
 }
 
 /// The body of an exchange and of the session's read, `{clientId, csrfToken, expiresAt}`
@@ -58,12 +54,8 @@ fn session_view(status: u16, record: &ApiKeyRecord, token: &str, request_id: &st
 
 /// `POST /v1/portal/sessions` with `{"token": ...}`: consumes a link's token (unknown,
 /// used, expired: 401) and answers 201 with the session, its cookie set.
-pub fn exchange<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let body = crate::body::object(req, &["token"])?;
+pub fn exchange<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+    let body = crate::body::object(cx.req, &["token"])?;
     let Some(token) = body.get("token").and_then(|t| t.as_str()) else {
         return Err(crate::body::invalid(
             "token",
@@ -71,34 +63,32 @@ pub fn exchange<K: Kv>(
             "token must be the string after #token= in the portal link.",
         ));
     };
-    let link = auth::find(env, token)?;
-    if link.scope != Scope::PortalLink || expired(&link, env.now_ms) {
+    let link = auth::find(cx.env, token)?;
+    if link.scope != Scope::PortalLink || expired(&link, cx.env.now_ms) {
         return Err(ApiError::unauthorized());
     }
     // Used once: of two exchanges, the second finds it revoked.
-    auth::revoke(env, &link.client_id, &link.id).map_err(|_| ApiError::unauthorized())?;
-    let (record, session) = auth::issue(env, &link.client_id, Scope::PortalSession)?;
+    auth::revoke(cx.env, &link.client_id, &link.id).map_err(|_| ApiError::unauthorized())?;
+    let (record, session) = auth::issue(cx.env, &link.client_id, Scope::PortalSession)?;
     let mut cookie = format!("{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=");
     cookie.push_str(SESSION_MAX_AGE);
-    if req.tls {
+    if cx.req.tls {
         cookie.push_str("; Secure");
     }
-    Ok(session_view(201, &record, &session, request_id).with_header("set-cookie", cookie))
+    Ok(session_view(201, &record, &session, cx.request_id).with_header("set-cookie", cookie))
 }
 
 /// `GET /v1/portal/sessions/current`: the session (with its CSRF token again, for a page
 /// reloaded); `DELETE`: ends it (revoked) and clears the cookie.
-pub fn current<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    record: &ApiKeyRecord,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    if req.method == "GET" {
-        let token = session_cookie(req).unwrap_or_default();
-        return Ok(session_view(200, record, token, request_id));
+pub fn current<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
+    let Caller::Key(record) = &cx.caller else {
+        return Err(ApiError::unauthorized());
+    };
+    if cx.req.method == "GET" {
+        let token = session_cookie(cx.req).unwrap_or_default();
+        return Ok(session_view(200, record, token, cx.request_id));
     }
-    auth::revoke(env, &record.client_id, &record.id)?;
+    auth::revoke(cx.env, &record.client_id, &record.id)?;
     Ok(Response {
         status: 204,
         headers: Vec::new(),

@@ -6,6 +6,7 @@
 //! ticks run it (`edgehook_delivery::replays`).
 
 use crate::body;
+use crate::ctx::Ctx;
 use edgehook_delivery::replays::{self, NewReplay, ReplayJob, STATUS_NAMES};
 use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
@@ -164,14 +165,9 @@ fn filters(
 }
 
 /// 202 with the new job, and `Location` where its progress is read (`{prefix}/{job id}`).
-fn accepted<K: Kv>(
-    env: &Env<'_, K>,
-    new: NewReplay,
-    prefix: &str,
-    request_id: &str,
-) -> Result<Response, ApiError> {
-    let job = replays::start(env, new)?;
-    let mut resp = Response::data(202, view(&job), request_id);
+fn accepted<K: Kv>(cx: &Ctx<'_, K>, new: NewReplay, prefix: &str) -> Result<Response, ApiError> {
+    let job = replays::start(cx.env, new)?;
+    let mut resp = cx.data(202, view(&job));
     resp.headers
         .push(("location".into(), format!("{prefix}/{}", job.id)));
     Ok(resp)
@@ -181,15 +177,13 @@ fn accepted<K: Kv>(
 /// The subscription may be disabled (the job replays once it is enabled: until then its
 /// deliveries count as failed), not deleted.
 pub fn partner_start<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
+    cx: &Ctx<'_, K>,
     id: &str,
     client_id: &str,
-    request_id: &str,
 ) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(env, id, client_id)?;
-    let obj = body::object(req, &["since", "until", "status", "eventTypes"])?;
-    let (since, until, statuses, event_types) = filters(env.now_ms, &obj)?;
+    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    let obj = body::object(cx.req, &["since", "until", "status", "eventTypes"])?;
+    let (since, until, statuses, event_types) = filters(cx.env.now_ms, &obj)?;
     let new = NewReplay {
         client_id: Some(client_id.to_owned()),
         subscriptions: vec![sub.id],
@@ -199,7 +193,7 @@ pub fn partner_start<K: Kv>(
         event_types,
         search_client: None,
     };
-    accepted(env, new, "/v1/replays", request_id)
+    accepted(cx, new, "/v1/replays")
 }
 
 /// Starts the owner's replay of everything `failed` or `skipped` since `since` (the
@@ -244,11 +238,7 @@ pub fn replay_since(req: &Request) -> Result<Option<u64>, ApiError> {
 
 /// `POST /internal/v1/replays`: the operator's replay over `subscriptionIds` (1 to
 /// [`MAX_SUBSCRIPTIONS`], any clients'; a deleted or unknown one is a 422).
-pub fn operator_start<K: Kv>(
-    env: &Env<'_, K>,
-    req: &Request,
-    request_id: &str,
-) -> Result<Response, ApiError> {
+pub fn operator_start<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     let fields = [
         "since",
         "until",
@@ -257,8 +247,8 @@ pub fn operator_start<K: Kv>(
         "subscriptionIds",
         "clientId",
     ];
-    let obj = body::object(req, &fields)?;
-    let (since, until, statuses, event_types) = filters(env.now_ms, &obj)?;
+    let obj = body::object(cx.req, &fields)?;
+    let (since, until, statuses, event_types) = filters(cx.env.now_ms, &obj)?;
     let mut new = NewReplay {
         client_id: None,
         subscriptions: Vec::new(),
@@ -303,7 +293,7 @@ pub fn operator_start<K: Kv>(
                     new.subscriptions.push(id.to_owned());
                 }
             }
-            let subs = subscriptions::load_many(env, &new.subscriptions)?;
+            let subs = subscriptions::load_many(cx.env, &new.subscriptions)?;
             for (id, sub) in new.subscriptions.iter().zip(subs) {
                 let replayable = sub.is_some_and(|s| {
                     s.status != SubStatus::Pending && s.disabled_reason.as_deref() != Some(DELETED)
@@ -316,7 +306,7 @@ pub fn operator_start<K: Kv>(
             }
         }
     }
-    accepted(env, new, "/internal/v1/replays", request_id)
+    accepted(cx, new, "/internal/v1/replays")
 }
 
 fn invalid_ids(message: &str) -> ApiError {
@@ -325,13 +315,12 @@ fn invalid_ids(message: &str) -> ApiError {
 
 /// `GET /v1/replays/{job}` (the caller's own) and `GET /internal/v1/replays/{job}` (any).
 pub fn get<K: Kv>(
-    env: &Env<'_, K>,
+    cx: &Ctx<'_, K>,
     id: &str,
     client_id: Option<&str>,
-    request_id: &str,
 ) -> Result<Response, ApiError> {
-    match replays::load(env, id, client_id)? {
-        Some(job) => Ok(Response::data(200, view(&job), request_id)),
+    match replays::load(cx.env, id, client_id)? {
+        Some(job) => Ok(cx.data(200, view(&job))),
         None => Err(ApiError::not_found("Replay")),
     }
 }
@@ -339,13 +328,12 @@ pub fn get<K: Kv>(
 /// `POST /v1/replays/{job}/cancel` and `POST /internal/v1/replays/{job}/cancel`: stops a
 /// running job between steps (a finished one is answered as it is).
 pub fn cancel<K: Kv>(
-    env: &Env<'_, K>,
+    cx: &Ctx<'_, K>,
     id: &str,
     client_id: Option<&str>,
-    request_id: &str,
 ) -> Result<Response, ApiError> {
-    match replays::cancel(env, id, client_id)? {
-        Some(job) => Ok(Response::data(200, view(&job), request_id)),
+    match replays::cancel(cx.env, id, client_id)? {
+        Some(job) => Ok(cx.data(200, view(&job))),
         None => Err(ApiError::not_found("Replay")),
     }
 }

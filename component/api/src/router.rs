@@ -2,6 +2,7 @@
 //! limits, authentication, the request id on every response).
 
 use crate::auth::{self, Scope};
+use crate::ctx::{Caller, Ctx};
 use crate::{deliveries, keys, operator, options, partner, ping, portal, replays};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
@@ -18,200 +19,263 @@ pub const INGEST_BODY_LIMIT: usize = edgehook_model::events::LOAD_LIMIT;
 /// The most the shell reads of any body: anything longer is answered 413 unread.
 pub const READ_LIMIT: usize = INGEST_BODY_LIMIT;
 
-/// A recognised path. Path parameters are carried as strings and validated by handlers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+/// Who may call a route: which credentials the router checks before its handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No credentials at all (`/healthz`).
+    Open,
+    /// No credentials but a portal link's token, in the body (the link's exchange).
+    Exchange,
+    /// A portal session, about itself only (its read and its end).
+    Session,
+    /// The partner API: a `partner` key, a `partner_read` key for its `GET`s, or a portal
+    /// session; counted by the client's rate limit.
+    Partner,
+    /// Event ingest: the admin token or an `ingest` key; its body is a load.
+    Ingest,
+    /// The rest of the operator API: the admin token only.
+    Operator,
+}
+
+/// The type a path parameter is carried as (the handler validates it).
+macro_rules! param_type {
+    ($param:ident) => {
+        String
+    };
+}
+
+/// The call for the request's method among a route's: the methods but the last are
+/// compared in turn, the last is what is left ([`admit`] refused any other before).
+macro_rules! by_method {
+    ($method:expr; $last:literal => $call:expr) => {
+        reply($call)
+    };
+    ($method:expr; $first:literal => $call:expr, $($rest:tt)+) => {
+        if $method == $first {
+            reply($call)
+        } else {
+            by_method!($method; $($rest)+)
+        }
+    };
+}
+
+/// Declares every route once: its variant (with the path parameters it binds), its path
+/// as segments (a string is literal, a name binds one segment), who may call it, and per
+/// method the handler's call. From this come [`Route`], [`Route::parse`],
+/// [`Route::methods`] (so 404, 405 and `Allow`), [`Route::access`] (so the credentials
+/// and scopes checked) and `call` (the dispatch). `$cx` names the request's [`Ctx`] and
+/// `$client` the caller's client id in the calls.
+macro_rules! routes {
+    ($cx:ident, $client:ident; $(
+        $(#[doc = $doc:literal])+
+        $name:ident $(($($param:ident),+))? = [$($seg:tt),+], $access:ident {
+            $($method:literal => $call:expr),+ $(,)?
+        }
+    )+) => {
+        /// A recognised path. Path parameters are carried as strings and validated by
+        /// handlers.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Route {
+            $( $(#[doc = $doc])+ $name $(($(param_type!($param)),+))?, )+
+        }
+
+        impl Route {
+            /// Resolves a path; `None` is a 404. A trailing slash is not the same path.
+            pub fn parse(path: &str) -> Option<Route> {
+                let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+                let route = match segments.as_slice() {
+                    $( [$($seg),+] => Route::$name $(($((*$param).to_owned()),+))?, )+
+                    _ => return None,
+                };
+                Some(route)
+            }
+
+            /// The methods this route answers; anything else is a 405 with `Allow`.
+            pub fn methods(&self) -> &'static [&'static str] {
+                match self {
+                    $( Route::$name { .. } => &[$($method),+], )+
+                }
+            }
+
+            /// Who may call this route.
+            pub fn access(&self) -> Access {
+                match self {
+                    $( Route::$name { .. } => Access::$access, )+
+                }
+            }
+        }
+
+        /// Runs the route's handler for the request's method (one of
+        /// [`Route::methods`]: [`admit`] checked it).
+        fn call<K: Kv>($cx: &Ctx<'_, K>, route: Route) -> Result<Reply, ApiError> {
+            let $client = $cx.caller.client_id();
+            match route {
+                $( Route::$name $(($($param),+))? => {
+                    by_method!($cx.req.method.as_str(); $($method => $call),+)
+                } )+
+            }
+        }
+    };
+}
+
+routes! { cx, client;
     /// `/healthz`: liveness plus a store probe.
-    Health,
+    Health = ["healthz"], Open {
+        "GET" => health(cx),
+    }
     /// `/v1/webhooks`: list (GET) and create (POST).
-    Webhooks,
-    /// `/v1/webhooks/{id}`: read (GET) and delete (DELETE).
-    Webhook(String),
+    Webhooks = ["v1", "webhooks"], Partner {
+        "GET" => partner::list(cx, client),
+        "POST" => partner::create(cx, client),
+    }
+    /// `/v1/webhooks/{id}`: read (GET), change its delivery options (PATCH) and delete
+    /// (DELETE).
+    Webhook(id) = ["v1", "webhooks", id], Partner {
+        "GET" => partner::get(cx, &id, client),
+        "PATCH" => options::update(cx, &id, client),
+        "DELETE" => partner::delete(cx, &id, client),
+    }
     /// `/v1/webhooks/{id}/enable`: enable a disabled subscription again (POST).
-    WebhookEnable(String),
+    WebhookEnable(id) = ["v1", "webhooks", id, "enable"], Partner {
+        "POST" => partner::enable(cx, &id, client),
+    }
     /// `/v1/webhooks/{id}/test`: send a test delivery (`webhook.ping`) now (POST).
-    WebhookTest(String),
+    WebhookTest(id) = ["v1", "webhooks", id, "test"], Partner {
+        "POST" => ping::partner(cx, &id, client),
+    }
     /// `/v1/webhooks/{id}/rotate-secret`: a new signing secret, the old one signing beside it
     /// for an overlap (POST).
-    WebhookRotate(String),
+    WebhookRotate(id) = ["v1", "webhooks", id, "rotate-secret"], Partner {
+        "POST" => options::rotate(cx, &id, client),
+    }
+    /// `/v1/webhooks/{id}/replays`: start a replay of its deliveries by range (POST).
+    WebhookReplays(id) = ["v1", "webhooks", id, "replays"], Partner {
+        "POST" => replays::partner_start(cx, &id, client),
+    }
     /// `/v1/webhooks/{id}/deliveries`: its deliveries with their attempts, filtered (GET).
-    WebhookDeliveries(String),
+    WebhookDeliveries(id) = ["v1", "webhooks", id, "deliveries"], Partner {
+        "GET" => deliveries::partner_list(cx, &id, client),
+    }
     /// `/v1/webhooks/{id}/deliveries/{delivery}/replay`: replay one finished delivery of
     /// its own, as the operator's replay does (POST).
-    WebhookDeliveryReplay(String, String),
-    /// `/v1/webhooks/{id}/replays`: start a replay of its deliveries by range (POST).
-    WebhookReplays(String),
+    WebhookDeliveryReplay(id, dlv) = ["v1", "webhooks", id, "deliveries", dlv, "replay"], Partner {
+        "POST" => deliveries::partner_replay(cx, &id, &dlv, client),
+    }
     /// `/v1/replays/{id}`: a replay job of the caller's (GET).
-    PartnerReplay(String),
+    PartnerReplay(id) = ["v1", "replays", id], Partner {
+        "GET" => replays::get(cx, &id, Some(client)),
+    }
     /// `/v1/replays/{id}/cancel`: cancel a replay job of the caller's (POST).
-    PartnerReplayCancel(String),
+    PartnerReplayCancel(id) = ["v1", "replays", id, "cancel"], Partner {
+        "POST" => replays::cancel(cx, &id, Some(client)),
+    }
     /// `/v1/portal/sessions`: exchange a portal link's token for a session (POST; no
     /// credentials but the token).
-    PortalSessions,
+    PortalSessions = ["v1", "portal", "sessions"], Exchange {
+        "POST" => portal::exchange(cx),
+    }
     /// `/v1/portal/sessions/current`: the caller's portal session (GET), or its end
     /// (DELETE); the session cookie only.
-    PortalSession,
+    PortalSession = ["v1", "portal", "sessions", "current"], Session {
+        "GET" => portal::current(cx),
+        "DELETE" => portal::current(cx),
+    }
     /// `/internal/v1/clients/{clientId}/portal-links`: mint a one-time portal link
     /// (operator, POST).
-    PortalLinks(String),
+    PortalLinks(client_id) = ["internal", "v1", "clients", client_id, "portal-links"], Operator {
+        "POST" => portal::mint(cx, &client_id),
+    }
     /// `/internal/v1/settings`: the effective settings (operator).
-    OperatorSettings,
+    OperatorSettings = ["internal", "v1", "settings"], Operator {
+        "GET" => Ok(operator::settings(cx)),
+    }
     /// `/internal/v1/clients/{clientId}/keys`: list (GET) and issue (POST) a client's API
     /// keys (operator).
-    ClientKeys(String),
+    ClientKeys(client_id) = ["internal", "v1", "clients", client_id, "keys"], Operator {
+        "GET" => keys::list(cx, &client_id),
+        "POST" => keys::issue(cx, &client_id),
+    }
     /// `/internal/v1/clients/{clientId}/keys/{keyId}`: revoke an API key (operator).
-    ClientKey(String, String),
+    ClientKey(client_id, key) = ["internal", "v1", "clients", client_id, "keys", key], Operator {
+        "DELETE" => keys::revoke(cx, &client_id, &key),
+    }
     /// `/internal/v1/ingest-keys`: list (GET) and issue (POST) ingest keys (operator).
-    IngestKeys,
+    IngestKeys = ["internal", "v1", "ingest-keys"], Operator {
+        "GET" => keys::list_ingest(cx),
+        "POST" => keys::issue_ingest(cx),
+    }
     /// `/internal/v1/ingest-keys/{keyId}`: revoke an ingest key (operator).
-    IngestKey(String),
-    /// `/internal/v1/events`: ingest a load event (operator).
-    Events,
+    IngestKey(key) = ["internal", "v1", "ingest-keys", key], Operator {
+        "DELETE" => keys::revoke_ingest(cx, &key),
+    }
+    /// `/internal/v1/events`: ingest a load event (operator, or an ingest key).
+    Events = ["internal", "v1", "events"], Ingest {
+        "POST" => operator::ingest(cx),
+    }
     /// `/internal/v1/tick`: run due attempts (operator; for cron-driven hosts).
-    Tick,
+    Tick = ["internal", "v1", "tick"], Operator {
+        "POST" => Ok(operator::tick(cx)),
+    }
     /// `/internal/v1/subscriptions`: every client's disabled subscriptions (operator).
-    OperatorSubscriptions,
+    OperatorSubscriptions = ["internal", "v1", "subscriptions"], Operator {
+        "GET" => operator::subscriptions_list(cx),
+    }
     /// `/internal/v1/subscriptions/{id}`: read any subscription (operator).
-    OperatorSubscription(String),
+    OperatorSubscription(id) = ["internal", "v1", "subscriptions", id], Operator {
+        "GET" => operator::subscription(cx, &id),
+    }
     /// `/internal/v1/subscriptions/{id}/disable` (operator).
-    DisableSubscription(String),
+    DisableSubscription(id) = ["internal", "v1", "subscriptions", id, "disable"], Operator {
+        "POST" => operator::disable_subscription(cx, &id),
+    }
     /// `/internal/v1/subscriptions/{id}/enable` (operator).
-    EnableSubscription(String),
+    EnableSubscription(id) = ["internal", "v1", "subscriptions", id, "enable"], Operator {
+        "POST" => operator::enable_subscription(cx, &id),
+    }
     /// `/internal/v1/subscriptions/{id}/test`: send a test delivery now (operator).
-    TestSubscription(String),
+    TestSubscription(id) = ["internal", "v1", "subscriptions", id, "test"], Operator {
+        "POST" => ping::operator(cx, &id),
+    }
     /// `/internal/v1/subscriptions/{id}/deliveries`: delivery history (operator).
-    SubscriptionDeliveries(String),
+    SubscriptionDeliveries(id) = ["internal", "v1", "subscriptions", id, "deliveries"], Operator {
+        "GET" => deliveries::operator_list(cx, &id),
+    }
     /// `/internal/v1/deliveries`: search deliveries across subscriptions (operator, GET).
-    Deliveries,
+    Deliveries = ["internal", "v1", "deliveries"], Operator {
+        "GET" => deliveries::operator_search(cx),
+    }
     /// `/internal/v1/deliveries/{id}`: one delivery with its attempts (operator).
-    Delivery(String),
+    Delivery(id) = ["internal", "v1", "deliveries", id], Operator {
+        "GET" => operator::delivery(cx, &id),
+    }
     /// `/internal/v1/deliveries/{id}/replay` (operator).
-    Replay(String),
+    Replay(id) = ["internal", "v1", "deliveries", id, "replay"], Operator {
+        "POST" => operator::replay(cx, &id),
+    }
     /// `/internal/v1/replays`: start a replay by range across subscriptions (operator, POST).
-    Replays,
+    Replays = ["internal", "v1", "replays"], Operator {
+        "POST" => replays::operator_start(cx),
+    }
     /// `/internal/v1/replays/{id}`: any replay job (operator, GET).
-    OperatorReplay(String),
+    OperatorReplay(id) = ["internal", "v1", "replays", id], Operator {
+        "GET" => replays::get(cx, &id, None),
+    }
     /// `/internal/v1/replays/{id}/cancel`: cancel any replay job (operator, POST).
-    OperatorReplayCancel(String),
+    OperatorReplayCancel(id) = ["internal", "v1", "replays", id, "cancel"], Operator {
+        "POST" => replays::cancel(cx, &id, None),
+    }
+}
+
+/// A handler's answer as a [`Reply`]: one copy per kind of answer, not one per route.
+#[inline(never)]
+fn reply<T: Into<Reply>>(answer: Result<T, ApiError>) -> Result<Reply, ApiError> {
+    answer.map(Into::into)
 }
 
 impl Route {
-    /// Resolves a path; `None` is a 404. A trailing slash is not the same path.
-    pub fn parse(path: &str) -> Option<Route> {
-        let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-        let route = match segments.as_slice() {
-            ["healthz"] => Route::Health,
-            ["v1", "webhooks"] => Route::Webhooks,
-            ["v1", "webhooks", id] => Route::Webhook((*id).to_owned()),
-            ["v1", "webhooks", id, "enable"] => Route::WebhookEnable((*id).to_owned()),
-            ["v1", "webhooks", id, "test"] => Route::WebhookTest((*id).to_owned()),
-            ["v1", "webhooks", id, "rotate-secret"] => Route::WebhookRotate((*id).to_owned()),
-            ["v1", "webhooks", id, "replays"] => Route::WebhookReplays((*id).to_owned()),
-            ["v1", "webhooks", id, "deliveries"] => Route::WebhookDeliveries((*id).to_owned()),
-            ["v1", "webhooks", id, "deliveries", dlv, "replay"] => {
-                Route::WebhookDeliveryReplay((*id).to_owned(), (*dlv).to_owned())
-            }
-            ["v1", "replays", id] => Route::PartnerReplay((*id).to_owned()),
-            ["v1", "replays", id, "cancel"] => Route::PartnerReplayCancel((*id).to_owned()),
-            ["v1", "portal", "sessions"] => Route::PortalSessions,
-            ["v1", "portal", "sessions", "current"] => Route::PortalSession,
-            ["internal", "v1", "clients", client, "portal-links"] => {
-                Route::PortalLinks((*client).to_owned())
-            }
-            ["internal", "v1", "settings"] => Route::OperatorSettings,
-            ["internal", "v1", "clients", client, "keys"] => {
-                Route::ClientKeys((*client).to_owned())
-            }
-            ["internal", "v1", "clients", client, "keys", key] => {
-                Route::ClientKey((*client).to_owned(), (*key).to_owned())
-            }
-            ["internal", "v1", "ingest-keys"] => Route::IngestKeys,
-            ["internal", "v1", "ingest-keys", key] => Route::IngestKey((*key).to_owned()),
-            ["internal", "v1", "events"] => Route::Events,
-            ["internal", "v1", "tick"] => Route::Tick,
-            ["internal", "v1", "subscriptions"] => Route::OperatorSubscriptions,
-            ["internal", "v1", "subscriptions", id] => {
-                Route::OperatorSubscription((*id).to_owned())
-            }
-            ["internal", "v1", "subscriptions", id, "disable"] => {
-                Route::DisableSubscription((*id).to_owned())
-            }
-            ["internal", "v1", "subscriptions", id, "enable"] => {
-                Route::EnableSubscription((*id).to_owned())
-            }
-            ["internal", "v1", "subscriptions", id, "test"] => {
-                Route::TestSubscription((*id).to_owned())
-            }
-            ["internal", "v1", "subscriptions", id, "deliveries"] => {
-                Route::SubscriptionDeliveries((*id).to_owned())
-            }
-            ["internal", "v1", "deliveries"] => Route::Deliveries,
-            ["internal", "v1", "deliveries", id] => Route::Delivery((*id).to_owned()),
-            ["internal", "v1", "deliveries", id, "replay"] => Route::Replay((*id).to_owned()),
-            ["internal", "v1", "replays"] => Route::Replays,
-            ["internal", "v1", "replays", id] => Route::OperatorReplay((*id).to_owned()),
-            ["internal", "v1", "replays", id, "cancel"] => {
-                Route::OperatorReplayCancel((*id).to_owned())
-            }
-            _ => return None,
-        };
-        Some(route)
-    }
-
-    /// The methods this route answers; anything else is a 405 with `Allow`.
-    pub fn methods(&self) -> &'static [&'static str] {
-        match self {
-            Route::Health
-            | Route::OperatorSettings
-            | Route::OperatorSubscriptions
-            | Route::OperatorSubscription(_)
-            | Route::SubscriptionDeliveries(_)
-            | Route::PartnerReplay(_)
-            | Route::WebhookDeliveries(_)
-            | Route::Deliveries
-            | Route::OperatorReplay(_)
-            | Route::Delivery(_) => &["GET"],
-            Route::Webhooks | Route::ClientKeys(_) | Route::IngestKeys => &["GET", "POST"],
-            Route::Webhook(_) => &["GET", "PATCH", "DELETE"],
-            Route::PortalSession => &["GET", "DELETE"],
-            Route::Events
-            | Route::Tick
-            | Route::DisableSubscription(_)
-            | Route::EnableSubscription(_)
-            | Route::TestSubscription(_)
-            | Route::WebhookEnable(_)
-            | Route::WebhookTest(_)
-            | Route::WebhookRotate(_)
-            | Route::WebhookReplays(_)
-            | Route::WebhookDeliveryReplay(..)
-            | Route::PartnerReplayCancel(_)
-            | Route::Replays
-            | Route::OperatorReplayCancel(_)
-            | Route::PortalSessions
-            | Route::PortalLinks(_)
-            | Route::Replay(_) => &["POST"],
-            Route::ClientKey(..) | Route::IngestKey(_) => &["DELETE"],
-        }
-    }
-
     /// Whether the route belongs to the operator API (admin token, not API keys).
     pub fn is_operator(&self) -> bool {
-        !matches!(
-            self,
-            Route::Health
-                | Route::Webhooks
-                | Route::Webhook(_)
-                | Route::WebhookEnable(_)
-                | Route::WebhookTest(_)
-                | Route::WebhookRotate(_)
-                | Route::WebhookReplays(_)
-                | Route::WebhookDeliveries(_)
-                | Route::WebhookDeliveryReplay(..)
-                | Route::PartnerReplay(_)
-                | Route::PartnerReplayCancel(_)
-                | Route::PortalSessions
-                | Route::PortalSession
-        )
+        matches!(self.access(), Access::Ingest | Access::Operator)
     }
 
     /// Whether an API key of `scope` may call this route with `method` (the router asks
@@ -221,21 +285,46 @@ impl Route {
     /// portal session may do what a `partner` key may, and read or end itself; a portal
     /// link nothing (it is only exchanged).
     pub fn allows(&self, scope: Scope, method: &str) -> bool {
-        let own_session = matches!(self, Route::PortalSession);
+        let access = self.access();
+        let partner = matches!(access, Access::Open | Access::Exchange | Access::Partner);
         match scope {
-            Scope::Partner => !self.is_operator() && !own_session,
-            Scope::PartnerRead => !self.is_operator() && !own_session && method == "GET",
-            Scope::Ingest => matches!(self, Route::Events),
-            Scope::PortalSession => !self.is_operator(),
+            Scope::Partner => partner,
+            Scope::PartnerRead => partner && method == "GET",
+            Scope::Ingest => access == Access::Ingest,
+            Scope::PortalSession => partner || access == Access::Session,
             Scope::PortalLink => false,
         }
     }
 
-    /// The body size limit of this route.
+    /// The body size limit of this route: a load's on event ingest.
     pub fn body_limit(&self) -> usize {
-        match self {
-            Route::Events => INGEST_BODY_LIMIT,
+        match self.access() {
+            Access::Ingest => INGEST_BODY_LIMIT,
             _ => API_BODY_LIMIT,
+        }
+    }
+}
+
+/// What a handler answers: the response, and the deliveries to run once it is out.
+struct Reply {
+    response: Response,
+    run_after: Option<RunNow>,
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Self {
+        Reply {
+            response,
+            run_after: None,
+        }
+    }
+}
+
+impl From<(Response, RunNow)> for Reply {
+    fn from((response, run): (Response, RunNow)) -> Self {
+        Reply {
+            response,
+            run_after: Some(run),
         }
     }
 }
@@ -262,7 +351,7 @@ pub struct Handled {
 pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request, sender: &dyn Sender) -> Handled {
     let request_id = IdKind::Request.generate(env.entropy);
     let (response, log, run_after) = match dispatch(env, req, &request_id, sender) {
-        Ok((resp, run_after)) => (resp, None, run_after),
+        Ok(reply) => (reply.response, None, reply.run_after),
         Err(err) => {
             if err.status == 401 {
                 crate::limits::count_auth_failure(env, req);
@@ -298,116 +387,59 @@ fn dispatch<K: Kv>(
     req: &Request,
     request_id: &str,
     sender: &dyn Sender,
-) -> Result<(Response, Option<RunNow>), ApiError> {
+) -> Result<Reply, ApiError> {
     let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
+    admit(&route, req)?;
+    let caller = authorize(env, req, &route)?;
+    let cx = Ctx {
+        env,
+        req,
+        request_id,
+        sender,
+        caller,
+    };
+    call(&cx, route)
+}
+
+/// The checks before any credentials: the method (405 with `Allow`) and the body's size
+/// (413).
+fn admit(route: &Route, req: &Request) -> Result<(), ApiError> {
     if !route.methods().contains(&req.method.as_str()) {
         return Err(ApiError::method_not_allowed(route.methods()));
     }
     if req.body_truncated || req.body.len() > route.body_limit() {
         return Err(ApiError::payload_too_large(route.body_limit()));
     }
-    if matches!(route, Route::Health) {
-        return Ok((health(env, request_id)?, None));
+    Ok(())
+}
+
+/// Checks the credentials the route's [`Access`] takes (after the client address's
+/// failed attempts, but for `/healthz`), and says who is calling. A key must have a
+/// scope that [`Route::allows`] the request (else 403); a partner route counts the
+/// request against its client's rate limit.
+fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request, route: &Route) -> Result<Caller, ApiError> {
+    let access = route.access();
+    if access == Access::Open {
+        return Ok(Caller::Anonymous);
     }
     crate::limits::check_auth_failures(env, req)?;
-    if route.is_operator() {
-        authorize_operator(env, req, &route)?;
-        match route {
-            Route::Events => {
-                let (resp, run) = operator::ingest(env, req, request_id)?;
-                return Ok((resp, Some(run)));
-            }
-            Route::Replay(id) => {
-                let resp = operator::replay(env, &id, request_id)?;
-                return Ok((resp, Some(RunNow::Delivery(id))));
-            }
-            _ => {}
+    match access {
+        Access::Open | Access::Exchange => Ok(Caller::Anonymous),
+        Access::Ingest | Access::Operator => {
+            authorize_operator(env, req, route)?;
+            Ok(Caller::Operator)
         }
-        let resp = match route {
-            Route::OperatorSettings => Ok(operator::settings(env, request_id)),
-            Route::ClientKeys(client) if req.method == "GET" => {
-                keys::list(env, req, &client, request_id)
+        Access::Session | Access::Partner => {
+            let key = auth::authenticate(env, req)?;
+            if !route.allows(key.scope, &req.method) {
+                return Err(ApiError::forbidden());
             }
-            Route::ClientKeys(client) => keys::issue(env, req, &client, request_id),
-            Route::ClientKey(client, key) => keys::revoke(env, &client, &key, request_id),
-            Route::PortalLinks(client) => portal::mint(env, &client, request_id),
-            Route::IngestKeys if req.method == "GET" => keys::list_ingest(env, req, request_id),
-            Route::IngestKeys => keys::issue_ingest(env, req, request_id),
-            Route::IngestKey(key) => keys::revoke_ingest(env, &key, request_id),
-            Route::Tick => Ok(operator::tick(env, sender, request_id)),
-            Route::OperatorSubscriptions => operator::subscriptions_list(env, req, request_id),
-            Route::OperatorSubscription(id) => operator::subscription(env, &id, request_id),
-            Route::DisableSubscription(id) => {
-                operator::disable_subscription(env, req, &id, request_id)
+            if access == Access::Partner {
+                crate::limits::count_request(env, &key.client_id)?;
             }
-            Route::EnableSubscription(id) => {
-                operator::enable_subscription(env, req, &id, request_id)
-            }
-            Route::TestSubscription(id) => ping::operator(env, sender, &id, request_id),
-            Route::Replays => replays::operator_start(env, req, request_id),
-            Route::Deliveries => deliveries::operator_search(env, req, request_id),
-            Route::OperatorReplay(id) => replays::get(env, &id, None, request_id),
-            Route::OperatorReplayCancel(id) => replays::cancel(env, &id, None, request_id),
-            Route::SubscriptionDeliveries(id) => {
-                deliveries::operator_list(env, req, &id, request_id)
-            }
-            Route::Delivery(id) => operator::delivery(env, &id, request_id),
-            Route::Health
-            | Route::Webhooks
-            | Route::Webhook(_)
-            | Route::WebhookEnable(_)
-            | Route::WebhookTest(_)
-            | Route::WebhookRotate(_)
-            | Route::WebhookReplays(_)
-            | Route::WebhookDeliveries(_)
-            | Route::WebhookDeliveryReplay(..)
-            | Route::PartnerReplay(_)
-            | Route::PartnerReplayCancel(_)
-            | Route::PortalSessions
-            | Route::PortalSession
-            | Route::Events
-            | Route::Replay(_) => Err(ApiError::not_found("Route")),
-        };
-        return Ok((resp?, None));
-    }
-    if matches!(route, Route::PortalSessions) {
-        return Ok((portal::exchange(env, req, request_id)?, None));
-    }
-    let key = auth::authenticate(env, req)?;
-    if !route.allows(key.scope, &req.method) {
-        return Err(ApiError::forbidden());
-    }
-    if matches!(route, Route::PortalSession) {
-        return Ok((portal::current(env, req, &key, request_id)?, None));
-    }
-    let client_id = key.client_id;
-    crate::limits::count_request(env, &client_id)?;
-    if let Route::WebhookDeliveryReplay(id, dlv) = &route {
-        let resp = deliveries::partner_replay(env, id, dlv, &client_id, request_id)?;
-        return Ok((resp, Some(RunNow::Delivery(dlv.clone()))));
-    }
-    let resp = match (route, req.method.as_str()) {
-        (Route::Webhooks, "GET") => partner::list(env, req, &client_id, request_id),
-        (Route::Webhooks, _) => partner::create(env, req, &client_id, request_id),
-        (Route::Webhook(id), "GET") => partner::get(env, &id, &client_id, request_id),
-        (Route::Webhook(id), "PATCH") => options::update(env, req, &id, &client_id, request_id),
-        (Route::Webhook(id), _) => partner::delete(env, &id, &client_id, request_id),
-        (Route::WebhookRotate(id), _) => options::rotate(env, req, &id, &client_id, request_id),
-        (Route::WebhookEnable(id), _) => partner::enable(env, req, &id, &client_id, request_id),
-        (Route::WebhookReplays(id), _) => {
-            replays::partner_start(env, req, &id, &client_id, request_id)
+            Ok(Caller::Key(key))
         }
-        (Route::WebhookDeliveries(id), _) => {
-            deliveries::partner_list(env, req, &id, &client_id, request_id)
-        }
-        (Route::PartnerReplay(id), _) => replays::get(env, &id, Some(&client_id), request_id),
-        (Route::PartnerReplayCancel(id), _) => {
-            replays::cancel(env, &id, Some(&client_id), request_id)
-        }
-        (Route::WebhookTest(id), _) => ping::partner(env, sender, &id, &client_id, request_id),
-        _ => Err(ApiError::not_found("Route")),
-    };
-    Ok((resp?, None))
+    }
 }
 
 /// Admits a request to an operator route: the admin token always; an API key (`ehk_...`)
@@ -436,7 +468,7 @@ fn authorize_operator<K: Kv>(
 
 /// `GET /healthz`: 200 when the store answers, 503 `store_unavailable` when it does not.
 /// Reports the component's view of the time, which makes the clock seam observable.
-fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiError> {
+fn health<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     /// The body (keys sorted, as the envelope's).
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -445,12 +477,12 @@ fn health<K: Kv>(env: &Env<'_, K>, request_id: &str) -> Result<Response, ApiErro
         server_time_ms: u64,
         status: &'static str,
     }
-    env.kv.get(&HEALTH_PROBE)?;
+    cx.env.kv.get(&HEALTH_PROBE)?;
     Ok(Response::json(
         200,
         &Health {
-            request_id,
-            server_time_ms: env.now_ms,
+            request_id: cx.request_id,
+            server_time_ms: cx.env.now_ms,
             status: "ok",
         },
     ))

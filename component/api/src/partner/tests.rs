@@ -3,6 +3,11 @@
 
 use super::*;
 use edgehook_storage::keys;
+
+/// The context of a request `id` of `env`'s, its credentials not checked.
+fn cx<'a, K: Kv>(env: &'a Env<'a, K>, req: &'a Request, id: &'a str) -> Ctx<'a, K> {
+    Ctx::new(env, req, id, &edgehook_delivery::NoNetwork)
+}
 use edgehook_subscriptions::Status;
 
 /// Found by the `cursor` fuzz target: `u64::from_str_radix` and `usize::from_str` take a
@@ -44,17 +49,15 @@ fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
         .body(format!(
             r#"{{"url":"https://h{n}.example.com/x","eventTypes":["load.created"]}}"#
         ));
-    let resp = create(env, &req, "acme", "req_1")?;
+    let resp = create(&cx(env, &req, "req_1"), "acme")?;
     let v: Value = serde_json::from_slice(&resp.body).expect("json");
     Ok(v["data"]["id"].as_str().expect("id").to_owned())
 }
 
 fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<String> {
     let resp = list(
-        env,
-        &Request::new("GET", "/v1/webhooks?limit=100"),
+        &cx(env, &Request::new("GET", "/v1/webhooks?limit=100"), "req_2"),
         "acme",
-        "req_2",
     )
     .expect("list");
     let v: Value = serde_json::from_slice(&resp.body).expect("list is JSON");
@@ -127,7 +130,12 @@ fn a_create_or_delete_cut_short_anywhere_never_lists_what_is_not_active() {
     for n in 1.. {
         let victim = active_ids(&kv)[0].clone();
         kv.fail_at(Some(n));
-        let done = delete(&env, &victim, "acme", "req_3").is_ok();
+        let done = delete(
+            &cx(&env, &Request::new("DELETE", "/"), "req_3"),
+            &victim,
+            "acme",
+        )
+        .is_ok();
         kv.fail_at(None);
         assert_eq!(list_ids(&env), active_ids(&kv), "delete failing at op {n}");
         if done {
@@ -220,12 +228,12 @@ fn a_create_whose_commit_reported_an_error_is_replayed_by_its_retry_not_made_twi
         .header("idempotency-key", "k")
         .body(r#"{"url":"https://h.example.com/x","eventTypes":["load.created"]}"#);
     let env_of = |kv| Env::new(1_000, kv, &settings, &entropy);
-    let first = create(&env_of(&flaky), &req, "acme", "req_1");
+    let first = create(&cx(&env_of(&flaky), &req, "req_1"), "acme");
     assert!(first.is_err(), "the commit reported an error");
     assert!(flaky.tripped.get());
     let made = active_ids(&kv);
     assert_eq!(made.len(), 1, "the commit did apply");
-    let retry = create(&env_of(&flaky), &req, "acme", "req_2").expect("retry");
+    let retry = create(&cx(&env_of(&flaky), &req, "req_2"), "acme").expect("retry");
     assert_eq!(retry.status, 201);
     let v: Value = serde_json::from_slice(&retry.body).expect("json");
     assert_eq!(v["data"]["id"].as_str(), Some(made[0].as_str()), "replayed");
@@ -241,10 +249,12 @@ fn a_create_whose_commit_reported_an_error_is_replayed_by_its_retry_not_made_twi
 /// One page of acme's list: the ids, `hasMore`, `nextCursor`.
 fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<String>, bool, Option<String>) {
     let resp = list(
-        env,
-        &Request::new("GET", &format!("/v1/webhooks?{query}")),
+        &cx(
+            env,
+            &Request::new("GET", &format!("/v1/webhooks?{query}")),
+            "req_p",
+        ),
         "acme",
-        "req_p",
     )
     .expect("list");
     assert!(
@@ -333,18 +343,23 @@ fn a_create_replayed_after_a_delete_is_409_and_after_a_disable_says_disabled() {
         let v: Value = serde_json::from_slice(&resp.body).expect("json");
         v["data"]["id"].as_str().expect("id").to_owned()
     };
-    let first = create(&env, &req("gone"), "acme", "req_1").expect("create");
+    let first = create(&cx(&env, &req("gone"), "req_1"), "acme").expect("create");
     let deleted = id_of(&first);
-    delete(&env, &deleted, "acme", "req_2").expect("delete");
-    let err = create(&env, &req("gone"), "acme", "req_3").expect_err("deleted");
+    delete(
+        &cx(&env, &Request::new("DELETE", "/"), "req_2"),
+        &deleted,
+        "acme",
+    )
+    .expect("delete");
+    let err = create(&cx(&env, &req("gone"), "req_3"), "acme").expect_err("deleted");
     assert_eq!((err.status, err.code), (409, "subscription_deleted"));
     assert!(!err.message.contains("whsec_"));
-    let second = create(&env, &req("off"), "acme", "req_4").expect("create");
+    let second = create(&cx(&env, &req("off"), "req_4"), "acme").expect("create");
     let off = id_of(&second);
     edgehook_delivery::disable(&env, &off, "gone")
         .expect("disable")
         .expect("active");
-    let replay = create(&env, &req("off"), "acme", "req_5").expect("replay");
+    let replay = create(&cx(&env, &req("off"), "req_5"), "acme").expect("replay");
     let v: Value = serde_json::from_slice(&replay.body).expect("json");
     assert_eq!(replay.status, 201);
     assert_eq!(
@@ -363,7 +378,7 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     let env = Env::new(1_000, &kv, &settings, &entropy);
     let id = create_one(&env, 0).expect("create");
     let read = |env: &Env<'_, MemoryKv>, client: &str| -> Result<Value, ApiError> {
-        let resp = get(env, &id, client, "req_r")?;
+        let resp = get(&cx(env, &Request::new("GET", "/"), "req_r"), &id, client)?;
         Ok(serde_json::from_slice(&resp.body).expect("json"))
     };
     let v = read(&env, "acme").expect("active");
@@ -381,26 +396,36 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     assert!(v["data"].get("signingSecret").is_none());
     assert_eq!(read(&env, "globex").expect_err("other").status, 404);
     assert!(list_ids(&env).is_empty(), "list shows active ones");
-    let enabled = enable(&env, &Request::new("POST", "/"), &id, "acme", "req_e").expect("enable");
+    let enabled =
+        enable(&cx(&env, &Request::new("POST", "/"), "req_e"), &id, "acme").expect("enable");
     let v: Value = serde_json::from_slice(&enabled.body).expect("json");
     assert_eq!(v["data"]["status"], "active");
     assert_eq!(list_ids(&env), vec![id.clone()]);
     assert_eq!(
-        enable(&env, &Request::new("POST", "/"), &id, "acme", "req_e")
+        enable(&cx(&env, &Request::new("POST", "/"), "req_e"), &id, "acme")
             .expect("again")
             .status,
         200
     );
     assert_eq!(
-        enable(&env, &Request::new("POST", "/"), &id, "globex", "req_e")
-            .expect_err("other")
-            .status,
+        enable(
+            &cx(&env, &Request::new("POST", "/"), "req_e"),
+            &id,
+            "globex"
+        )
+        .expect_err("other")
+        .status,
         404
     );
-    delete(&env, &id, "acme", "req_d").expect("delete");
+    delete(
+        &cx(&env, &Request::new("DELETE", "/"), "req_d"),
+        &id,
+        "acme",
+    )
+    .expect("delete");
     assert_eq!(read(&env, "acme").expect_err("deleted").status, 404);
     assert_eq!(
-        enable(&env, &Request::new("POST", "/"), &id, "acme", "req_e")
+        enable(&cx(&env, &Request::new("POST", "/"), "req_e"), &id, "acme")
             .expect_err("deleted")
             .status,
         404
@@ -430,12 +455,14 @@ fn list_status_is_active_or_disabled() {
     let env = Env::new(1_000, &kv, &settings, &entropy);
     let [a, b] = [0, 1].map(|n| create_one(&env, n).expect("create"));
     edgehook_delivery::disable(&env, &a, "gone").expect("disable");
-    delete(&env, &b, "acme", "req_d").expect("delete");
+    delete(&cx(&env, &Request::new("DELETE", "/"), "req_d"), &b, "acme").expect("delete");
     let resp = list(
-        &env,
-        &Request::new("GET", "/v1/webhooks?status=disabled"),
+        &cx(
+            &env,
+            &Request::new("GET", "/v1/webhooks?status=disabled"),
+            "req_l",
+        ),
         "acme",
-        "req_l",
     )
     .expect("list");
     let v: Value = serde_json::from_slice(&resp.body).expect("json");

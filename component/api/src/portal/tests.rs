@@ -5,7 +5,8 @@ use super::*;
 use crate::auth::{LINK_TTL_MS, SESSION_TTL_MS};
 use crate::router::{Handled, handle};
 use edgehook_model::config::Settings;
-use edgehook_model::env::SeededEntropy;
+use edgehook_model::env::{Env, SeededEntropy};
+use edgehook_model::http::Request;
 use edgehook_storage::kv::MemoryKv;
 
 const T0: u64 = 1_767_225_600_000;
