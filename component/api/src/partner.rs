@@ -17,7 +17,7 @@ use edgehook_model::validate;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, Listed, NewSubscription, Subscription};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Default page size of list.
@@ -25,8 +25,20 @@ pub const DEFAULT_LIMIT: usize = 50;
 /// Largest page size of list.
 pub const MAX_LIMIT: usize = 100;
 
+/// The fields a create body may have.
+const CREATE_FIELDS: [&str; 7] = [
+    "url",
+    "eventTypes",
+    "signatureScheme",
+    "headers",
+    "ordering",
+    "maxInFlight",
+    "rateLimit",
+];
+
 /// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
-/// as `eventType` is caught instead of silently creating a subscription without it.
+/// as `eventType` is caught instead of silently creating a subscription without it. Every
+/// problem is reported: unknown fields, the delivery options, `url`, `eventTypes`.
 fn validate_create(
     body: &Value,
     policy: validate::TargetPolicy,
@@ -38,45 +50,67 @@ fn validate_create(
             "the body must be a JSON object with url and eventTypes",
         )]));
     };
-    let mut details = Vec::new();
-    for key in obj.keys() {
-        let known = [
-            "url",
-            "eventTypes",
-            "signatureScheme",
-            "headers",
-            "ordering",
-            "maxInFlight",
-            "rateLimit",
-        ];
-        if !known.contains(&key.as_str()) {
-            details.push(FieldError::new(
+    let mut details = unknown_fields(obj);
+    let options = delivery_options(obj, &mut details);
+    let url = target_url(obj.get("url"), policy, &mut details);
+    let event_types = match validate::event_types(obj.get("eventTypes")) {
+        Ok(t) => Some(t),
+        Err(errs) => {
+            details.extend(errs);
+            None
+        }
+    };
+    match (url, event_types) {
+        (Some(url), Some(event_types)) if details.is_empty() => Ok(NewSubscription {
+            url,
+            event_types,
+            options,
+        }),
+        _ => Err(ApiError::validation(details)),
+    }
+}
+
+/// A 422 detail for each field a create body does not know.
+fn unknown_fields(obj: &Map<String, Value>) -> Vec<FieldError> {
+    obj.keys()
+        .filter(|key| !CREATE_FIELDS.contains(&key.as_str()))
+        .map(|key| {
+            FieldError::new(
                 key.clone(),
                 "unknown_field",
                 format!(
                     "unknown field {}; a subscription has url, eventTypes, signatureScheme, headers, ordering, maxInFlight and rateLimit",
                     edgehook_model::error::quoted(key)
                 ),
-            ));
-        }
-    }
-    let options = subscriptions::DeliveryOptions {
-        scheme: crate::options::scheme(obj, &mut details).unwrap_or_default(),
-        headers: crate::options::headers(obj, &mut details).unwrap_or_default(),
-        ordering: crate::options::ordering(obj, &mut details).unwrap_or_default(),
-        max_in_flight: crate::options::limit(
-            obj,
-            "maxInFlight",
-            crate::options::MAX_IN_FLIGHT,
-            &mut details,
-        )
-        .map_or(0, |n| n as u16),
-        rate_limit: crate::options::limit(obj, "rateLimit", crate::options::MAX_RATE, &mut details)
-            .unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// The delivery options of a create body (each absent one its default).
+fn delivery_options(
+    obj: &Map<String, Value>,
+    details: &mut Vec<FieldError>,
+) -> subscriptions::DeliveryOptions {
+    use crate::options::{MAX_IN_FLIGHT, MAX_RATE, headers, limit, ordering, scheme};
+    subscriptions::DeliveryOptions {
+        scheme: scheme(obj, details).unwrap_or_default(),
+        headers: headers(obj, details).unwrap_or_default(),
+        ordering: ordering(obj, details).unwrap_or_default(),
+        max_in_flight: limit(obj, "maxInFlight", MAX_IN_FLIGHT, details).map_or(0, |n| n as u16),
+        rate_limit: limit(obj, "rateLimit", MAX_RATE, details).unwrap_or(0),
         previous_secret: None,
         slow_until: None,
-    };
-    let url = match obj.get("url") {
+    }
+}
+
+/// The `url` of a create body: required, a string, a target the policy allows.
+fn target_url(
+    url: Option<&Value>,
+    policy: validate::TargetPolicy,
+    details: &mut Vec<FieldError>,
+) -> Option<String> {
+    match url {
         None => {
             details.push(FieldError::new("url", "required", "url is required"));
             None
@@ -96,21 +130,6 @@ fn validate_create(
             ));
             None
         }
-    };
-    let event_types = match validate::event_types(obj.get("eventTypes")) {
-        Ok(t) => Some(t),
-        Err(errs) => {
-            details.extend(errs);
-            None
-        }
-    };
-    match (url, event_types) {
-        (Some(url), Some(event_types)) if details.is_empty() => Ok(NewSubscription {
-            url,
-            event_types,
-            options,
-        }),
-        _ => Err(ApiError::validation(details)),
     }
 }
 

@@ -65,28 +65,45 @@ pub(crate) fn view(job: &ReplayJob) -> JobView<'_> {
 }
 
 /// The filters of a replay request: `since` (required, ms since the epoch), `until`
-/// (excluded; default: just after now), `status` (default `["failed","skipped"]`), `eventTypes` (default all).
-/// `allowed` names the other fields the route takes.
+/// (excluded; default: just after now), `status` (default `["failed","skipped"]`),
+/// `eventTypes` (default all). Every problem is reported, in that order.
 fn filters(
     env_now: u64,
     obj: &Map<String, Value>,
 ) -> Result<(u64, u64, Vec<Status>, Vec<String>), ApiError> {
     let mut errors = Vec::new();
-    let time = |field: &str, errors: &mut Vec<FieldError>| match obj.get(field) {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_u64() {
-            Some(t) => Some(t),
-            None => {
-                errors.push(FieldError::new(
-                    field,
-                    "invalid_type",
-                    "Expected a time in milliseconds since the Unix epoch.",
-                ));
-                None
-            }
-        },
-    };
-    let since = time("since", &mut errors);
+    let (since, until) = range(env_now, obj, &mut errors);
+    let statuses = statuses(obj.get("status"), &mut errors);
+    let event_types = event_types(obj.get("eventTypes"), &mut errors);
+    match (since, errors.is_empty()) {
+        (Some(since), true) => Ok((since, until, statuses, event_types)),
+        _ => Err(ApiError::validation(errors)),
+    }
+}
+
+/// A time field (ms since the epoch), `None` when it is absent or null, or not a time
+/// (reported).
+fn time(obj: &Map<String, Value>, field: &str, errors: &mut Vec<FieldError>) -> Option<u64> {
+    let v = obj.get(field).filter(|v| !v.is_null())?;
+    let t = v.as_u64();
+    if t.is_none() {
+        errors.push(FieldError::new(
+            field,
+            "invalid_type",
+            "Expected a time in milliseconds since the Unix epoch.",
+        ));
+    }
+    t
+}
+
+/// `since` (required) and `until` (by default up to and including this millisecond),
+/// which must be after it.
+fn range(
+    env_now: u64,
+    obj: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> (Option<u64>, u64) {
+    let since = time(obj, "since", errors);
     if since.is_none() && !errors.iter().any(|e| e.field == "since") {
         errors.push(FieldError::new(
             "since",
@@ -94,8 +111,7 @@ fn filters(
             "Required: where the range starts (ms since the Unix epoch).",
         ));
     }
-    // By default up to and including this millisecond.
-    let until = time("until", &mut errors).unwrap_or(env_now + 1);
+    let until = time(obj, "until", errors).unwrap_or(env_now + 1);
     if since.is_some_and(|s| s >= until) {
         errors.push(FieldError::new(
             "until",
@@ -103,7 +119,12 @@ fn filters(
             "`until` must be after `since`.",
         ));
     }
-    let statuses = match obj.get("status") {
+    (since, until)
+}
+
+/// `status`: a non-empty array of status names, each once (default: failed and skipped).
+fn statuses(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<Status> {
+    match value {
         None | Some(Value::Null) => vec![Status::Failed, Status::Skipped],
         Some(Value::Array(names)) if !names.is_empty() => {
             let mut statuses = Vec::new();
@@ -128,8 +149,12 @@ fn filters(
             ));
             Vec::new()
         }
-    };
-    let event_types = match obj.get("eventTypes") {
+    }
+}
+
+/// `eventTypes`: an array of event types, each once (default: empty, every type).
+fn event_types(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String> {
+    match value {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(types)) => {
             let mut out: Vec<String> = Vec::new();
@@ -157,10 +182,6 @@ fn filters(
             ));
             Vec::new()
         }
-    };
-    match (since, errors.is_empty()) {
-        (Some(since), true) => Ok((since, until, statuses, event_types)),
-        _ => Err(ApiError::validation(errors)),
     }
 }
 
