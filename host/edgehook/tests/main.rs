@@ -1,12 +1,13 @@
 //! The `edgehook` binary's integration tests: `edgehook serve` and the operator commands as
 //! processes (README's quickstart as written, command-line conventions, start-up, signals,
-//! hardening), and several servers on one Redis. One test binary with a module per area
+//! hardening), several servers on one Redis, and on a Redis Cluster under failure. One test binary with a module per area
 //! (`cargo test -p edgehook --test system <module>::`), so wasmtime is linked once rather
 //! than once per file.
 
 mod common;
 
 mod backup;
+mod cluster;
 mod conventions;
 mod egress;
 mod hardening;

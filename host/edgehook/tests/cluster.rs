@@ -1,0 +1,457 @@
+//! Three `edgehook serve` instances on a Redis Cluster (3 primaries + 3 replicas, started by
+//! the test on loopback ports: [`edgehook_testkit::rediscluster`]) under a steady publish
+//! load, with a ledger of every event accepted (202): one primary is killed (`SIGKILL`)
+//! mid-load and started again once its replica has taken over (it rejoins as a replica),
+//! and later one `serve` instance is killed and started again. Then every delivery the
+//! ledger expects must reach the receiver: with `--kv-wait-replicas 1`, none may be lost.
+//! Duplicates (a delivery sent again after its instance died before recording it) are
+//! counted by delivery id.
+//!
+//! The short run is part of `cargo test`; the long one, with and without the wait, is
+//! `cargo test -p edgehook --test system cluster::long -- --ignored --nocapture`
+//! (`EDGEHOOK_CLUSTER_SECONDS`, `EDGEHOOK_CLUSTER_RATE`, and `EDGEHOOK_BIN` for a release
+//! binary; its figures are in BENCHMARKS.md). Without `redis-server` these tests are
+//! skipped, except under CI.
+
+mod measure;
+
+use crate::common::Proc;
+use edgehook::cli::Remote;
+use edgehook_component::delivery::delivery_id;
+use edgehook_testkit::redis::redis_or_skip;
+use edgehook_testkit::rediscluster::RedisCluster;
+use edgehook_testkit::{rt, temp_dir};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One run's shape.
+struct Run {
+    /// `--kv-wait-replicas`.
+    wait_replicas: u32,
+    /// Events published per second, in total.
+    rate: u32,
+    /// How long the load lasts.
+    load: Duration,
+    /// When (from the load's start) a primary is killed.
+    kill_primary_at: Duration,
+    /// When a `serve` instance is killed.
+    kill_serve_at: Duration,
+    /// Subscriptions each event fans out to.
+    subscriptions: usize,
+}
+
+/// What a run saw.
+#[derive(Debug, Default)]
+struct Report {
+    accepted: usize,
+    refused: BTreeMap<String, usize>,
+    expected: usize,
+    delivered: usize,
+    lost: usize,
+    duplicates: usize,
+    failover: Duration,
+    cluster_whole: Duration,
+    serve_ready: Duration,
+    drained: Duration,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "accepted {} (not accepted: {:?}), deliveries expected {}, delivered {}, lost {}, \
+             duplicates {}; primary killed -> replica serving {:.1} s -> cluster whole {:.1} s; \
+             serve killed -> restarted and ready {:.1} s; last delivery {:.1} s after the load",
+            self.accepted,
+            self.refused,
+            self.expected,
+            self.delivered,
+            self.lost,
+            self.duplicates,
+            self.failover.as_secs_f64(),
+            self.cluster_whole.as_secs_f64(),
+            self.serve_ready.as_secs_f64(),
+            self.drained.as_secs_f64(),
+        )
+    }
+}
+
+/// A loopback receiver answering 200, counting requests per delivery id.
+struct Receiver {
+    port: u16,
+    counts: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+fn receiver(rt: &tokio::runtime::Runtime) -> Receiver {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind the receiver");
+    let port = listener.local_addr().expect("addr").port();
+    let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let c = counts.clone();
+    rt.spawn(edgehook::receiver::serve_on(
+        listener,
+        move |head: http::request::Parts, _| {
+            let c = c.clone();
+            async move {
+                let id = head
+                    .headers
+                    .get("x-service-delivery-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                *c.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(id)
+                    .or_default() += 1;
+                hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"ok")))
+            }
+        },
+    ));
+    Receiver { port, counts }
+}
+
+/// The `edgehook` binary: `EDGEHOOK_BIN` (e.g. a release build, for the long run), else the
+/// one cargo built for this test.
+fn binary() -> PathBuf {
+    std::env::var_os("EDGEHOOK_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_edgehook")),
+        PathBuf::from,
+    )
+}
+
+/// A `serve` instance on the cluster.
+struct Instance {
+    proc: Proc,
+    base: String,
+    dir: PathBuf,
+}
+
+fn serve(cluster: &RedisCluster, token: &str, wait: u32, name: &str) -> Instance {
+    let dir = temp_dir(name);
+    let mut command = Command::new(binary());
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ])
+        .args(["--allow-http", "--allow-private-targets"])
+        .args(["--kv", &cluster.url(), "--admin-token", token])
+        .args(["--kv-wait-replicas", &wait.to_string()])
+        .args(["--kv-retry-for-ms", "15000"])
+        .args(["--set", "attempt_timeout_ms=2000"])
+        .current_dir(&dir);
+    let mut proc = Proc::spawn(command);
+    let base = format!("http://{}", proc.address());
+    Instance { proc, base, dir }
+}
+
+/// Polls `ready` every 20 ms for at most `within`; panics naming `what` otherwise.
+fn until(what: &str, within: Duration, mut ready: impl FnMut() -> Result<(), String>) {
+    let end = Instant::now() + within;
+    loop {
+        let seen = match ready() {
+            Ok(()) => return,
+            Err(seen) => seen,
+        };
+        assert!(
+            Instant::now() < end,
+            "{what}: not within {within:?}: {seen}"
+        );
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+}
+
+fn call(
+    rt: &tokio::runtime::Runtime,
+    remote: &Remote,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> (u16, Value) {
+    let json = [("content-type".to_owned(), "application/json".to_owned())];
+    let (status, text) = rt
+        .block_on(remote.call(method, path, body.map(String::into_bytes), &json))
+        .unwrap_or_else(|e| panic!("{method} {path}: {e:#}"));
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn ready(rt: &tokio::runtime::Runtime, base: &str) -> bool {
+    let probe = Remote::new(base, "none").expect("client");
+    rt.block_on(probe.call("GET", "/readyz", None, &[]))
+        .is_ok_and(|(status, _)| status == 200)
+}
+
+/// The ledger of the publish load: every accepted event's id, and how many were refused.
+#[derive(Default)]
+struct Ledger {
+    accepted: Vec<String>,
+    /// Publishes not accepted, by answer (a status, or `no answer`).
+    refused: BTreeMap<String, usize>,
+}
+
+fn run(shape: &Run) -> Report {
+    let rt = rt();
+    let mut cluster = RedisCluster::start(3, 1, 1000);
+    let recv = receiver(&rt);
+    let token = format!("cluster-token-{}", std::process::id());
+    let mut instances: Vec<Instance> = (0..3)
+        .map(|i| {
+            serve(
+                &cluster,
+                &token,
+                shape.wait_replicas,
+                &format!("cluster-serve-{i}"),
+            )
+        })
+        .collect();
+    let operator = Remote::new(&instances[0].base, &token).expect("client");
+    let (status, issued) = call(
+        &rt,
+        &operator,
+        "POST",
+        "/internal/v1/clients/acme/keys",
+        None,
+    );
+    assert_eq!(status, 201, "{issued}");
+    let key = issued["data"]["apiKey"]
+        .as_str()
+        .expect("apiKey")
+        .to_owned();
+    let partner = Remote::new(&instances[1].base, &key).expect("client");
+    let mut subs = Vec::new();
+    for i in 0..shape.subscriptions {
+        let body = format!(
+            r#"{{"url":"http://127.0.0.1:{}/s{i}","eventTypes":["load.updated"]}}"#,
+            recv.port
+        );
+        let (status, out) = call(&rt, &partner, "POST", "/v1/webhooks", Some(body));
+        assert_eq!(status, 201, "{out}");
+        subs.push(out["data"]["id"].as_str().expect("id").to_owned());
+    }
+
+    // The load: `rate` publishes a second, round robin over the live instances, each in a
+    // task of its own (a publish held up by a failover does not hold up the next).
+    let live: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(
+        instances.iter().map(|i| i.base.clone()).collect(),
+    ));
+    let ledger: Arc<Mutex<Ledger>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (live, ledger, stop, token) =
+            (live.clone(), ledger.clone(), stop.clone(), token.clone());
+        let every = Duration::from_secs_f64(1.0 / f64::from(shape.rate));
+        rt.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            let mut n = 0u64;
+            let mut tasks = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                tick.tick().await;
+                let base = {
+                    let live = live.lock().unwrap_or_else(|p| p.into_inner());
+                    live[n as usize % live.len()].clone()
+                };
+                let (ledger, token) = (ledger.clone(), token.clone());
+                let body = format!(r#"{{"id":"L{n}","status":"IN_TRANSIT"}}"#);
+                n += 1;
+                tasks.push(tokio::spawn(async move {
+                    let remote = Remote::new(&base, &token).expect("client");
+                    let headers = [
+                        ("content-type".to_owned(), "application/json".to_owned()),
+                        ("x-service-event".to_owned(), "load.updated".to_owned()),
+                    ];
+                    let answer = remote
+                        .call(
+                            "POST",
+                            "/internal/v1/events",
+                            Some(body.into_bytes()),
+                            &headers,
+                        )
+                        .await;
+                    let mut ledger = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                    match answer {
+                        Ok((202, text)) => {
+                            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                            match v["data"]["eventId"].as_str() {
+                                Some(id) => ledger.accepted.push(id.to_owned()),
+                                None => {
+                                    *ledger.refused.entry("202 without id".into()).or_default() += 1
+                                }
+                            }
+                        }
+                        Ok((status, _)) => {
+                            *ledger.refused.entry(status.to_string()).or_default() += 1
+                        }
+                        Err(_) => *ledger.refused.entry("no answer".into()).or_default() += 1,
+                    }
+                }));
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+        })
+    };
+
+    let started = Instant::now();
+    let mut report = Report::default();
+    // A primary dies mid-load; once its replica serves its slots it comes back (as a
+    // replica: starting it before the failover would bring back an empty primary).
+    std::thread::park_timeout(shape.kill_primary_at);
+    let victim = cluster.primaries()[0];
+    cluster.kill(victim);
+    let killed = Instant::now();
+    until("a replica to take over", Duration::from_secs(30), || {
+        let primaries = cluster.primaries();
+        if primaries.len() == 3 && !primaries.contains(&victim) {
+            Ok(())
+        } else {
+            Err(format!("primaries {primaries:?}"))
+        }
+    });
+    report.failover = killed.elapsed();
+    cluster.restart(victim);
+    cluster.wait_whole(Duration::from_secs(60));
+    report.cluster_whole = killed.elapsed();
+
+    // Later a `serve` instance dies and is started again.
+    if let Some(left) = shape.kill_serve_at.checked_sub(started.elapsed()) {
+        std::thread::park_timeout(left);
+    }
+    let gone = instances.remove(2);
+    live.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|b| *b != gone.base);
+    let mut gone = gone;
+    gone.proc.kill();
+    let killed = Instant::now();
+    let back = serve(&cluster, &token, shape.wait_replicas, "cluster-serve-2b");
+    until(
+        "the restarted instance to be ready",
+        Duration::from_secs(60),
+        || {
+            if ready(&rt, &back.base) {
+                Ok(())
+            } else {
+                Err("not ready".into())
+            }
+        },
+    );
+    report.serve_ready = killed.elapsed();
+    live.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(back.base.clone());
+    instances.push(back);
+
+    if let Some(left) = shape.load.checked_sub(started.elapsed()) {
+        std::thread::park_timeout(left);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    rt.block_on(load).expect("the load");
+    let load_ended = Instant::now();
+
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap_or_else(|p| p.into_inner()));
+    let expected: BTreeSet<String> = ledger
+        .accepted
+        .iter()
+        .flat_map(|e| subs.iter().map(move |s| delivery_id(e, s)))
+        .collect();
+    let counts = || {
+        recv.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    };
+    // Every expected delivery arrives, or, after 60 s of waiting, the ones missing count as
+    // lost.
+    let drain = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < drain {
+        let got = counts();
+        if expected.iter().all(|id| got.contains_key(id)) {
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+    report.drained = load_ended.elapsed();
+    let got = counts();
+    report.accepted = ledger.accepted.len();
+    report.refused = ledger.refused;
+    report.expected = expected.len();
+    report.delivered = expected.iter().filter(|id| got.contains_key(*id)).count();
+    report.lost = report.expected - report.delivered;
+    report.duplicates = got
+        .iter()
+        .filter(|(id, _)| expected.contains(*id))
+        .map(|(_, n)| n - 1)
+        .sum();
+    drop(instances);
+    drop(gone);
+    report
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.proc.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_primary_and_an_instance_killed_under_load_lose_nothing_acknowledged() {
+    if !redis_or_skip() {
+        return;
+    }
+    let report = run(&Run {
+        wait_replicas: 1,
+        rate: 20,
+        load: Duration::from_secs(12),
+        kill_primary_at: Duration::from_secs(3),
+        kill_serve_at: Duration::from_secs(8),
+        subscriptions: 2,
+    });
+    println!("3 serve on a Redis Cluster, --kv-wait-replicas 1: {report}");
+    assert!(report.accepted > 100, "the load ran: {report}");
+    assert_eq!(report.lost, 0, "nothing acknowledged may be lost: {report}");
+    assert!(
+        report.duplicates * 10 <= report.expected,
+        "duplicates stay a few (a delivery sent again after its instance died): {report}"
+    );
+}
+
+/// The long run, with the wait and without: `cargo test -p edgehook --test system
+/// cluster::long -- --ignored --nocapture`.
+#[test]
+#[ignore = "long: a minute of load per run, twice; its figures are in BENCHMARKS.md"]
+fn long() {
+    if !redis_or_skip() {
+        return;
+    }
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let seconds = env("EDGEHOOK_CLUSTER_SECONDS", 60);
+    let rate = env("EDGEHOOK_CLUSTER_RATE", 50) as u32;
+    for wait_replicas in [1, 0] {
+        let report = run(&Run {
+            wait_replicas,
+            rate,
+            load: Duration::from_secs(seconds),
+            kill_primary_at: Duration::from_secs(seconds / 4),
+            kill_serve_at: Duration::from_secs(seconds * 2 / 3),
+            subscriptions: 10,
+        });
+        println!(
+            "cluster long run: {seconds} s at {rate} events/s x 10, --kv-wait-replicas \
+             {wait_replicas}: {report}"
+        );
+    }
+}
