@@ -7,6 +7,7 @@
 
 use crate::common::*;
 use edgehook::cli::Remote;
+use edgehook_component::storage::keys;
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,7 +37,7 @@ fn a_backup_taken_under_load_starts_a_server_with_everything_before_it() {
     let key = issued["data"]["apiKey"].as_str().expect("key").to_owned();
     let subs: Vec<String> = (0..3)
         .map(|i| {
-            let url = format!("http://127.0.0.1:{}/s{i}", recv.port);
+            let url = format!("http://127.0.0.1:{}/s{i}", recv.port());
             let (status, text) = post_subscription(&rt, &base, &key, &url, "load.created");
             assert_eq!(status, 201, "{text}");
             let v: Value = serde_json::from_str(&text).expect("json");
@@ -69,11 +70,9 @@ fn a_backup_taken_under_load_starts_a_server_with_everything_before_it() {
             }
         })
     };
-    let end = std::time::Instant::now() + DEADLINE;
-    while accepted.load(Ordering::SeqCst) < 30 {
-        assert!(std::time::Instant::now() < end, "no load");
-        std::thread::park_timeout(std::time::Duration::from_millis(10));
-    }
+    wait_for("30 events accepted", || {
+        accepted.load(Ordering::SeqCst) >= 30
+    });
     let before = accepted.load(Ordering::SeqCst);
     let out = std::process::Command::new(BIN)
         .args(["backup", "--to", "copy"])
@@ -146,20 +145,21 @@ fn a_backup_taken_under_load_starts_a_server_with_everything_before_it() {
         stats.contains(" keys, ") && stats.contains(" bytes on disk"),
         "{stats}"
     );
-    let (ok, keys, err) = store(&[
+    let (ok, listed, err) = store(&[
         "keys",
         "--data-dir",
         "copy",
         "--prefix",
-        "sub:",
+        keys::SUBSCRIPTION_PREFIX,
         "--limit",
         "2",
     ]);
     assert!(ok, "{err}");
-    let keys: Vec<&str> = keys.lines().collect();
-    assert_eq!(keys.len(), 2, "{keys:?}");
-    assert!(keys.iter().all(|k| k.starts_with("sub:")), "{keys:?}");
-    let (ok, value, err) = store(&["get", "--data-dir", "copy", keys[0]]);
+    let listed: Vec<&str> = listed.lines().collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let subscription_record = |k: &&str| k.starts_with(keys::SUBSCRIPTION_PREFIX);
+    assert!(listed.iter().all(subscription_record), "{listed:?}");
+    let (ok, value, err) = store(&["get", "--data-dir", "copy", listed[0]]);
     assert!(ok && !value.trim().is_empty(), "{err}");
     let (ok, _, err) = store(&["get", "--data-dir", "copy", "no:such:key"]);
     assert!(!ok && err.contains("no such key"), "{err}");

@@ -5,31 +5,10 @@
 //! start naming the flag.
 
 use crate::common::*;
-use bytes::Bytes;
 use edgehook::cli::Remote;
 use edgehook_testkit::proxy::{Connect, ConnectProxy};
-use http_body_util::Full;
 use serde_json::Value;
 use std::process::Command;
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
-
-/// A loopback receiver answering 200 that hands every request (head and raw body) to the
-/// returned channel; its port.
-fn recording_receiver(
-    rt: &tokio::runtime::Runtime,
-) -> (u16, Receiver<(http::request::Parts, Bytes)>) {
-    let (tx, rx) = channel();
-    let tx = std::sync::Mutex::new(tx);
-    let tx = std::sync::Arc::new(tx);
-    let port = rt
-        .block_on(edgehook::receiver::loopback(move |head, body| {
-            let _ = tx.lock().expect("lock").send((head, body));
-            async { hyper::Response::new(Full::new(Bytes::from_static(b"ok"))) }
-        }))
-        .expect("receiver");
-    (port, rx)
-}
 
 /// Creates a subscription of `url` to `event` with `key`: its id and signing secret.
 fn subscribe(
@@ -51,8 +30,8 @@ fn serve_sends_every_delivery_through_the_egress_proxy_and_never_around_it() {
     let dir = temp_dir("egress");
     let rt = rt();
     let proxy = rt.block_on(ConnectProxy::start());
-    let (first_port, first) = recording_receiver(&rt);
-    let (second_port, second) = recording_receiver(&rt);
+    let (first, second) = (receiver(&rt), receiver(&rt));
+    let (first_port, second_port) = (first.port(), second.port());
     let proxy_url = format!("http://edgehook:hunter2@127.0.0.1:{}", proxy.port);
     let args = [
         "serve",
@@ -89,16 +68,15 @@ fn serve_sends_every_delivery_through_the_egress_proxy_and_never_around_it() {
     let (_, secret) = subscribe(&rt, &base, &key, &url, "load.created");
     let load = br#"{"id":"L1","status":"ASSIGNED"}"#;
     publish_event(&rt, &operator, "load.created", load);
-    let (head, body) = first.recv_timeout(DEADLINE).expect("the delivery arrived");
-    let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
-    assert_eq!(header("x-service-event"), Some("load.created"));
-    assert_eq!(&body[..], load, "the load's bytes as published");
+    let delivery = wait_for("the delivery", || first.received().into_iter().next());
+    assert_eq!(delivery.header("x-service-event"), Some("load.created"));
+    assert_eq!(&delivery.body[..], load, "the load's bytes as published");
     assert!(
         edgehook_testkit::signature::verifies(
             &secret,
-            header("x-service-timestamp"),
-            header("x-service-signature"),
-            &body
+            delivery.header("x-service-timestamp"),
+            delivery.header("x-service-signature"),
+            &delivery.body
         ),
         "signed as usual"
     );
@@ -128,22 +106,17 @@ fn serve_sends_every_delivery_through_the_egress_proxy_and_never_around_it() {
         .as_str()
         .expect("deliveryId")
         .to_owned();
-    let end = Instant::now() + DEADLINE;
-    let attempt = loop {
+    let attempt = wait_for("the attempt's record", || {
         let path = format!("/internal/v1/deliveries/{delivery}");
         let (_, text) = rt
             .block_on(operator.call("GET", &path, None, &[]))
             .expect("delivery");
         let record: Value = serde_json::from_str(&text).expect("json");
-        if let Some(a) = record["data"]["attempts"].get(0) {
-            break a.clone();
-        }
-        assert!(Instant::now() < end, "no attempt recorded: {text}");
-        std::thread::park_timeout(Duration::from_millis(20));
-    };
+        record["data"]["attempts"].get(0).cloned().ok_or(text)
+    });
     assert_eq!(attempt["errorClass"], "connection", "{attempt}");
     assert_eq!(attempt["error"], "connection refused", "{attempt}");
-    assert!(second.try_recv().is_err(), "nothing went around the proxy");
+    assert_eq!(second.hits(), 0, "nothing went around the proxy");
     assert_eq!(proxy.connects().len(), 2, "{:?}", proxy.connects());
     let out = server.drain().join("\n");
     assert!(!out.contains("hunter2"), "the password was printed:\n{out}");

@@ -115,7 +115,11 @@ fn busy_session(server: &mut Proc, base: &str, token: &str) -> (String, String, 
     ];
     let mut subs = Vec::new();
     for target in [
-        format!("http://127.0.0.1:{}/services/T0/{}", recv.port, secrets[0]),
+        format!(
+            "http://127.0.0.1:{}/services/T0/{}",
+            recv.port(),
+            secrets[0]
+        ),
         format!("http://127.0.0.1:{closed}/services/T0/{}", secrets[1]),
     ] {
         let body = format!(r#"{{"url":"{target}","eventTypes":["load.created"]}}"#);

@@ -7,37 +7,17 @@ use crate::common::*;
 use edgehook::cli::Remote;
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::Value as Json;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// Events published in the test.
 const EVENTS: usize = 40;
 
-/// A loopback receiver: `/ok` answers 200, anything else 500; it counts requests per path.
-fn receiver_ok_and_failing(
-    rt: &tokio::runtime::Runtime,
-) -> (u16, Arc<Mutex<BTreeMap<String, usize>>>) {
-    let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
-    let seen = counts.clone();
-    let port = rt
-        .block_on(edgehook::receiver::loopback(
-            move |head: http::request::Parts, _| {
-                let seen = seen.clone();
-                async move {
-                    let path = head.uri.path().to_owned();
-                    *seen.lock().expect("lock").entry(path.clone()).or_default() += 1;
-                    let status = if path == "/ok" { 200 } else { 500 };
-                    let mut resp = hyper::Response::new(http_body_util::Full::new(
-                        bytes::Bytes::from_static(b"-"),
-                    ));
-                    *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-                    resp
-                }
-            },
-        ))
-        .expect("receiver");
-    (port, counts)
+/// A loopback receiver: `/ok` answers 200, anything else 500.
+fn receiver_ok_and_failing(rt: &tokio::runtime::Runtime) -> Receiver {
+    let receiver = Receiver::builder().answer_by(|request, _| match request.path.as_str() {
+        "/ok" => Answer::status(200).body("-"),
+        _ => Answer::status(500).body("-"),
+    });
+    rt.block_on(receiver.start())
 }
 
 fn scrape(rt: &tokio::runtime::Runtime, url: &str) -> Scrape {
@@ -76,7 +56,8 @@ fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
 fn metrics_scraped_under_load_add_up_to_what_the_receivers_saw() {
     let dir = temp_dir("metrics");
     let rt = rt();
-    let (port, seen) = receiver_ok_and_failing(&rt);
+    let recv = receiver_ok_and_failing(&rt);
+    let port = recv.port();
     let metrics_port = edgehook_testkit::free_port();
     let metrics_listen = format!("127.0.0.1:{metrics_port}");
     let mut server = Proc::start(
@@ -159,23 +140,24 @@ fn metrics_scraped_under_load_add_up_to_what_the_receivers_saw() {
     assert!(scrapes > 0);
 
     // Every failing delivery ends after its third attempt, about 2 s after its event.
-    let deadline = Instant::now() + DEADLINE;
-    let last = loop {
+    let last = wait_for("every failed delivery", || {
         let now = scrape(&rt, &metrics_url);
         let failed = value(&now, "edgehook_deliveries_total", &[("outcome", "failed")]);
         if failed as usize == EVENTS {
-            break now;
+            Ok(now)
+        } else {
+            Err(format!("{failed} of {EVENTS} failed deliveries"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{failed} of {EVENTS} failed deliveries"
-        );
-        std::thread::park_timeout(Duration::from_millis(50));
-    };
-    let seen = seen.lock().expect("lock").clone();
-    let ok = seen.get("/ok").copied().unwrap_or(0);
-    let fail = seen.get("/fail").copied().unwrap_or(0);
-    assert_eq!((ok, fail), (EVENTS, 3 * EVENTS), "the receivers: {seen:?}");
+    });
+    let (ok, fail) = (
+        recv.received_on("/ok").len(),
+        recv.received_on("/fail").len(),
+    );
+    assert_eq!(
+        (ok, fail, recv.hits()),
+        (EVENTS, 3 * EVENTS, 4 * EVENTS),
+        "the receivers"
+    );
     let attempts = |class| {
         value(
             &last,

@@ -3,64 +3,37 @@
 //! least that long (the retry delays are set to 1 s, Retry-After asks for 3 s).
 
 use crate::common::*;
-use bytes::Bytes;
 use edgehook::cli::Remote;
+use edgehook_testkit::receiver::Received;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[test]
 fn serve_sends_own_headers_and_honours_retry_after() {
     let dir = temp_dir("options");
     let rt = rt();
-    // Answers the first request 503 with Retry-After: 3, then 200; keeps each one's arrival
-    // time and headers.
-    let seen: Arc<Mutex<Vec<(Instant, http::HeaderMap)>>> = Arc::default();
-    let keep = seen.clone();
-    let port = rt
-        .block_on(edgehook::receiver::loopback(
-            move |head: http::request::Parts, _: Bytes| {
-                let keep = keep.clone();
-                async move {
-                    let first = {
-                        let mut seen = keep.lock().expect("lock");
-                        seen.push((Instant::now(), head.headers.clone()));
-                        seen.len() == 1
-                    };
-                    let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::new()));
-                    if first {
-                        *resp.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
-                        resp.headers_mut()
-                            .insert("retry-after", http::HeaderValue::from_static("3"));
-                    }
-                    resp
-                }
-            },
-        ))
-        .expect("receiver");
+    // Answers the first request 503 with Retry-After: 3, then 200.
+    let recv = Receiver::builder().answer_by(|_, earlier| match earlier {
+        [] => Answer::status(503).header("retry-after", "3"),
+        _ => Answer::status(200),
+    });
+    let recv = rt.block_on(recv.start());
     let mut server = Proc::start(&serve_to_loopback("retry_delays_ms=1000,1000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let body = json!({
-        "url": format!("http://127.0.0.1:{port}/in"),
+        "url": recv.url("/in"),
         "eventTypes": ["load.created"],
         "headers": {"X-Receiver-Token": "tok-42"},
     });
     create_subscription(&rt, &base, &key, &body);
     publish_event(&rt, &operator, "load.created", br#"{"id":"L1"}"#);
-    let deadline = Instant::now() + DEADLINE;
-    while seen.lock().expect("lock").len() < 2 {
-        assert!(Instant::now() < deadline, "the retry did not arrive");
-        std::thread::park_timeout(Duration::from_millis(50));
+    wait_for("the retry", || recv.hits() >= 2);
+    let seen = recv.received();
+    for r in &seen {
+        assert_eq!(r.header("x-receiver-token"), Some("tok-42"));
     }
-    let seen = seen.lock().expect("lock").clone();
-    for (_, h) in &seen {
-        assert_eq!(
-            h.get("x-receiver-token").and_then(|v| v.to_str().ok()),
-            Some("tok-42")
-        );
-    }
-    let gap = seen[1].0 - seen[0].0;
+    let gap = seen[1].at - seen[0].at;
     assert!(
         gap >= Duration::from_millis(2000),
         "retried after {gap:?}, Retry-After said 3 s"
@@ -79,31 +52,16 @@ fn serve_sends_own_headers_and_honours_retry_after() {
 fn serve_delivers_a_fifo_subscription_in_publish_order() {
     let dir = temp_dir("fifo");
     let rt = rt();
-    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-    let keep = seen.clone();
-    let port = rt
-        .block_on(edgehook::receiver::loopback(
-            move |_: http::request::Parts, body: Bytes| {
-                let keep = keep.clone();
-                async move {
-                    let first = {
-                        let mut seen = keep.lock().expect("lock");
-                        seen.push(String::from_utf8_lossy(&body).into_owned());
-                        seen.len() == 1
-                    };
-                    let mut resp = hyper::Response::new(http_body_util::Full::new(Bytes::new()));
-                    if first {
-                        *resp.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-                    }
-                    resp
-                }
-            },
-        ))
-        .expect("receiver");
+    // Fails the first request, answers 200 to the others.
+    let recv = Receiver::builder().answer_by(|_, earlier| match earlier {
+        [] => Answer::status(500),
+        _ => Answer::status(200),
+    });
+    let recv = rt.block_on(recv.start());
     let mut server = Proc::start(&serve_to_loopback("retry_delays_ms=1000,1000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let body = json!({
-        "url": format!("http://127.0.0.1:{port}/in"),
+        "url": recv.url("/in"),
         "eventTypes": ["load.created"],
         "ordering": "fifo",
     });
@@ -112,16 +70,14 @@ fn serve_delivers_a_fifo_subscription_in_publish_order() {
         let load = format!("{{\"id\":\"L{n}\"}}");
         publish_event(&rt, &operator, "load.created", load.as_bytes());
     }
-    let deadline = Instant::now() + DEADLINE;
-    while seen.lock().expect("lock").len() < 4 {
-        assert!(
-            Instant::now() < deadline,
-            "not all delivered: {:?}",
-            seen.lock()
-        );
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
-    let seen = seen.lock().expect("lock").clone();
+    let seen = wait_for("every delivery", || {
+        let seen: Vec<String> = recv.received().iter().map(Received::text).collect();
+        if seen.len() >= 4 {
+            Ok(seen)
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    });
     assert_eq!(
         seen,
         [
@@ -142,34 +98,27 @@ fn serve_delivers_a_fifo_subscription_in_publish_order() {
 fn a_slow_receiver_does_not_slow_a_fast_one() {
     let dir = temp_dir("pacing");
     let rt = rt();
-    let arrived: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
-    let slow_seen: Arc<Mutex<usize>> = Arc::default();
-    let (keep, slow) = (arrived.clone(), slow_seen.clone());
-    let port = rt
-        .block_on(edgehook::receiver::loopback(
-            move |head: http::request::Parts, body: Bytes| {
-                let (keep, slow) = (keep.clone(), slow.clone());
-                async move {
-                    if head.uri.path() == "/slow" {
-                        *slow.lock().expect("lock") += 1;
-                        // The slow receiver: it answers after 5 s.
-                        tokio::time::sleep(Duration::from_secs(5)).await;
-                    } else {
-                        let v: Value = serde_json::from_slice(&body).unwrap_or_default();
-                        let id = v["id"].as_str().unwrap_or("").to_owned();
-                        keep.lock().expect("lock").insert(id, Instant::now());
-                    }
-                    hyper::Response::new(http_body_util::Full::new(Bytes::new()))
-                }
-            },
-        ))
-        .expect("receiver");
+    // `/slow` answers after 5 s, `/fast` at once.
+    let recv = Receiver::builder().answer_by(|request, _| match request.path.as_str() {
+        "/slow" => Answer::status(200).after(Duration::from_secs(5)),
+        _ => Answer::status(200),
+    });
+    let recv = rt.block_on(recv.start());
+    // When each event first reached the fast receiver, by its id.
+    let arrived = || -> BTreeMap<String, Instant> {
+        let mut arrived = BTreeMap::new();
+        for r in recv.received_on("/fast") {
+            let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            let id = v["id"].as_str().unwrap_or("").to_owned();
+            arrived.entry(id).or_insert(r.at);
+        }
+        arrived
+    };
     let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=10000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let partner = Remote::new(&base, &key).expect("partner");
     let subscribe = |path: &str| -> String {
-        let url = format!("http://127.0.0.1:{port}{path}");
-        let body = json!({"url": url, "eventTypes": ["load.created"]});
+        let body = json!({"url": recv.url(path), "eventTypes": ["load.created"]});
         let data = create_subscription(&rt, &base, &key, &body);
         data["id"].as_str().expect("id").to_owned()
     };
@@ -196,26 +145,28 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
                 .expect("publish");
             if status != 202 {
                 let line = server.wait_for("the error line", |l| l.contains("\"level\":\"error\""));
-                let slow_now = *slow_seen.lock().expect("lock");
+                let slow_now = recv.received_on("/slow").len();
                 panic!("{phase} {n}: {status} {text}\n{line}\nslow requests so far: {slow_now}");
             }
             sent.push((id, sent_at));
         }
-        let deadline = Instant::now() + DEADLINE;
-        let mut latencies = Vec::new();
-        for (id, at) in sent {
-            let arrival = loop {
-                if let Some(a) = arrived.lock().expect("lock").get(&id) {
-                    break *a;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{id} never reached the fast receiver"
-                );
-                std::thread::park_timeout(Duration::from_millis(10));
-            };
-            latencies.push(arrival.saturating_duration_since(at));
-        }
+        let arrivals = wait_for("every event at the fast receiver", || {
+            let arrivals = arrived();
+            let missing: Vec<&String> = sent
+                .iter()
+                .map(|(id, _)| id)
+                .filter(|id| !arrivals.contains_key(*id))
+                .collect();
+            if missing.is_empty() {
+                Ok(arrivals)
+            } else {
+                Err(format!("never arrived: {missing:?}"))
+            }
+        });
+        let mut latencies: Vec<Duration> = sent
+            .iter()
+            .map(|(id, at)| arrivals[id].saturating_duration_since(*at))
+            .collect();
         latencies.sort();
         latencies
     };
@@ -224,35 +175,20 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
     // The slow receiver joins, and shows slow once: its first attempt takes its 5 s.
     let slow_id = subscribe("/slow");
     publish_event(&rt, &operator, "load.created", br#"{"id":"W"}"#);
-    let deadline = Instant::now() + DEADLINE;
-    while !arrived.lock().expect("lock").contains_key("W") || *slow_seen.lock().expect("lock") == 0
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the warm-up event did not arrive"
-        );
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+    wait_for("the warm-up event", || {
+        arrived().contains_key("W") && !recv.received_on("/slow").is_empty()
+    });
     // Its attempt ends 5 s after it began, recorded; then the receiver counts as slow.
     let slow_list = format!("/v1/webhooks/{slow_id}/deliveries");
-    let deadline = Instant::now() + DEADLINE;
-    loop {
+    wait_for("the slow attempt's record", || {
         let (_, text) = rt
             .block_on(partner.call("GET", &slow_list, None, &[]))
             .expect("deliveries");
         let v: Value = serde_json::from_str(&text).expect("json");
-        if v["data"][0]["attempts"]
+        v["data"][0]["attempts"]
             .as_array()
             .is_some_and(|a| !a.is_empty())
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the slow attempt was never recorded"
-        );
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
+    });
     let beside = run("B");
     let p99 = |l: &[Duration]| l[l.len() * 99 / 100 - 1];
     let (a, b) = (p99(&alone), p99(&beside));

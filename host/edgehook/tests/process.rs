@@ -68,7 +68,7 @@ fn a_sigkill_mid_way_loses_no_delivery() {
     let dir = temp_dir("sigkill");
     let rt = rt();
     let recv = receiver(&rt);
-    let port = recv.port;
+    let port = recv.port();
     let args = serve_to_loopback("attempt_timeout_ms=1000");
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
@@ -92,7 +92,7 @@ fn a_sigkill_mid_way_loses_no_delivery() {
     for n in 0..events {
         if n == events - 1 {
             // The last event's attempts will be in flight when the process dies.
-            recv.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+            recv.hold();
         }
         let body = format!(r#"{{"id":"L{n}"}}"#).into_bytes();
         let (status, _) = rt
@@ -100,22 +100,16 @@ fn a_sigkill_mid_way_loses_no_delivery() {
             .expect("publish");
         assert_eq!(status, 202);
     }
-    let end = Instant::now() + DEADLINE;
-    while recv.held.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < end, "no attempt reached the receiver");
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+    wait_for("an attempt at the receiver", || recv.held() > 0);
     server.kill(); // SIGKILL, with attempts in flight
-    recv.hold.store(false, std::sync::atomic::Ordering::SeqCst);
-    recv.release.notify_waiters();
+    recv.release();
     let accepted = events;
 
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
     let operator = Remote::new(&base, &token).expect("client");
     let expected = accepted * subs.len();
-    let end = Instant::now() + DEADLINE;
-    loop {
+    wait_for("every delivery to finish after the restart", || {
         let mut finished = 0;
         let mut attempts_ok = true;
         for sub in &subs {
@@ -131,15 +125,12 @@ fn a_sigkill_mid_way_loses_no_delivery() {
         }
         assert!(attempts_ok, "never more than 3 attempts");
         if finished == expected {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{finished} of {expected} finished"))
         }
-        assert!(
-            Instant::now() < end,
-            "only {finished} of {expected} deliveries finished after the restart"
-        );
-        std::thread::park_timeout(Duration::from_millis(200));
-    }
-    let counts = recv.counts.lock().expect("lock").clone();
+    });
+    let counts = per_delivery(&recv);
     assert_eq!(
         counts.len(),
         expected,
@@ -333,13 +324,10 @@ fn sigterm(server: &Proc) {
 /// Waits (up to the deadline) for `server` to exit; returns its status and how long it took.
 fn wait_exit(server: &mut Proc) -> (std::process::ExitStatus, Duration) {
     let started = Instant::now();
-    loop {
-        if let Some(status) = server.child.try_wait().expect("try_wait") {
-            return (status, started.elapsed());
-        }
-        assert!(started.elapsed() < DEADLINE, "the server did not exit");
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+    let status = wait_for("the server to exit", || {
+        server.child.try_wait().expect("try_wait")
+    });
+    (status, started.elapsed())
 }
 
 /// `edgehook serve`'s shutdown grace period (`serve::SHUTDOWN_GRACE`).
@@ -347,17 +335,16 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 #[test]
 fn sigterm_lets_a_delivery_in_flight_finish() {
-    use std::sync::atomic::Ordering;
     let dir = temp_dir("sigterm-delivery");
     let rt = rt();
     let recv = receiver(&rt);
-    recv.hold.store(true, Ordering::SeqCst);
+    recv.hold();
     // A long attempt timeout: the held attempt can only end by the receiver answering.
     let args = serve_to_loopback("attempt_timeout_ms=50000");
     let mut server = Proc::start(&args, &dir);
     let base = format!("http://{}", server.address());
     let key = issue_key(&dir, &base);
-    let url = format!("http://127.0.0.1:{}/hook", recv.port);
+    let url = recv.url("/hook");
     let sub_id = subscribe(&rt, &base, &key, &url, "load.created")["id"]
         .as_str()
         .expect("id")
@@ -368,16 +355,9 @@ fn sigterm_lets_a_delivery_in_flight_finish() {
         Some(br#"{"id":"L-1"}"#),
     );
     assert!(ok, "{out}");
-    let end = Instant::now() + DEADLINE;
-    while recv.held.load(Ordering::SeqCst) == 0 {
-        assert!(
-            Instant::now() < end,
-            "the attempt never reached the receiver"
-        );
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+    wait_for("the attempt at the receiver", || recv.held() > 0);
     let dlv_id = {
-        let counts = recv.counts.lock().expect("lock");
+        let counts = per_delivery(&recv);
         assert_eq!(counts.len(), 1, "{counts:?}");
         counts.keys().next().expect("one delivery").clone()
     };
@@ -389,8 +369,7 @@ fn sigterm_lets_a_delivery_in_flight_finish() {
         server.child.try_wait().expect("try_wait").is_none(),
         "the server waits for the attempt in flight"
     );
-    recv.hold.store(false, Ordering::SeqCst);
-    recv.release.notify_waiters();
+    recv.release();
     let (status, took) = wait_exit(&mut server);
     assert!(status.success(), "{status:?}");
     assert!(took < SHUTDOWN_GRACE, "stopped after {took:?}");
@@ -421,7 +400,7 @@ fn sigterm_lets_a_delivery_in_flight_finish() {
     let attempts = shown["data"]["attempts"].as_array().expect("attempts");
     assert_eq!(attempts.len(), 1, "{out}");
     assert_eq!(attempts[0]["statusCode"], 200, "{out}");
-    assert_eq!(recv.counts.lock().expect("lock")[&dlv_id], 1);
+    assert_eq!(per_delivery(&recv)[&dlv_id], 1);
     drop(again);
 }
 

@@ -6,70 +6,27 @@
 //! by the test kit's own HMAC (not the component's).
 
 use crate::common::*;
-use bytes::Bytes;
 use edgehook::cli::Remote;
-use http_body_util::Full;
+use edgehook_testkit::receiver::Received;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 const ALERT_SECRET: &str = "whsec_the-operators-alert-secret-0123";
 
-/// What the receiver got: path, headers (lower-case names) and body, in arrival order.
-type Seen = Arc<Mutex<Vec<(String, Vec<(String, String)>, Vec<u8>)>>>;
-
-/// A loopback receiver that records every request and answers 500 while `failing`.
-fn receiver(rt: &tokio::runtime::Runtime) -> (u16, Seen, Arc<AtomicBool>) {
-    let seen: Seen = Arc::default();
+/// A loopback receiver that keeps every request and answers 500 while `failing` (and 200
+/// to the operator's alerts, on `/alerts`).
+fn receiver(rt: &tokio::runtime::Runtime) -> (Receiver, Arc<AtomicBool>) {
     let failing = Arc::new(AtomicBool::new(true));
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (s, f) = (seen.clone(), failing.clone());
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, body: Bytes| {
-            let (s, f) = (s.clone(), f.clone());
-            async move {
-                let headers = head
-                    .headers
-                    .iter()
-                    .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_owned()))
-                    .collect();
-                let path = head.uri.path().to_owned();
-                let alert = path == "/alerts";
-                s.lock().expect("lock").push((path, headers, body.to_vec()));
-                let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"")));
-                if !alert && f.load(Ordering::SeqCst) {
-                    *resp.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-                }
-                resp
-            }
-        },
-    ));
-    (port, seen, failing)
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_str())
-}
-
-/// Waits until `done` holds of what the receiver got.
-fn wait_for(
-    seen: &Seen,
-    what: &str,
-    done: impl Fn(&[(String, Vec<(String, String)>, Vec<u8>)]) -> bool,
-) {
-    let end = Instant::now() + DEADLINE;
-    while !done(&seen.lock().expect("lock")) {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+    let f = failing.clone();
+    let receiver = Receiver::builder().answer_by(move |request, _| {
+        if request.path != "/alerts" && f.load(Ordering::SeqCst) {
+            Answer::status(500)
+        } else {
+            Answer::status(200)
+        }
+    });
+    (rt.block_on(receiver.start()), failing)
 }
 
 fn call(
@@ -121,7 +78,8 @@ fn the_recovery_story_holds_on_redis_too() {
 fn story(name: &str, store: &[String], token: Option<String>) {
     let dir = temp_dir(name);
     let rt = rt();
-    let (port, seen, failing) = receiver(&rt);
+    let (recv, failing) = receiver(&rt);
+    let port = recv.port();
     let alert_url = format!("alert_url=http://127.0.0.1:{port}/alerts");
     let alert_secret = format!("alert_secret={ALERT_SECRET}");
     let args = [
@@ -193,38 +151,24 @@ fn story(name: &str, store: &[String], token: Option<String>) {
     // The receiver fails: three attempts, the delivery fails, the subscription is disabled,
     // the operator is alerted, signed with the alert secret.
     publish(1);
-    wait_for(&seen, "the alert", |s| {
-        s.iter().any(|(p, _, _)| p == "/alerts")
-    });
-    let (_, alert_headers, alert_body) = seen
-        .lock()
-        .expect("lock")
-        .iter()
-        .find(|(p, _, _)| p == "/alerts")
-        .cloned()
-        .expect("alert");
+    wait_for("the alert", || !recv.received_on("/alerts").is_empty());
+    let alert = recv.received_on("/alerts").remove(0);
     assert_eq!(
-        header(&alert_headers, "x-service-event"),
+        alert.header("x-service-event"),
         Some("subscription.disabled")
     );
     assert!(edgehook_testkit::signature::verifies(
         ALERT_SECRET,
-        header(&alert_headers, "x-service-timestamp"),
-        header(&alert_headers, "x-service-signature"),
-        &alert_body
+        alert.header("x-service-timestamp"),
+        alert.header("x-service-signature"),
+        &alert.body
     ));
-    let alert: Value = serde_json::from_slice(&alert_body).expect("json");
+    let alert: Value = serde_json::from_slice(&alert.body).expect("json");
     assert_eq!(
         (&alert["subscriptionId"], &alert["disabledReason"]),
         (&json!(id), &json!("repeated_failures"))
     );
-    let failed_attempts = seen
-        .lock()
-        .expect("lock")
-        .iter()
-        .filter(|(p, _, _)| p == "/in")
-        .count();
-    assert_eq!(failed_attempts, 3);
+    assert_eq!(recv.received_on("/in").len(), 3, "three failed attempts");
 
     // Events keep coming: recorded as skipped, nothing sent.
     for n in 2..=4 {
@@ -253,14 +197,7 @@ fn story(name: &str, store: &[String], token: Option<String>) {
         .iter()
         .map(|d| d["id"].as_str().expect("id").to_owned())
         .collect();
-    assert_eq!(
-        seen.lock()
-            .expect("lock")
-            .iter()
-            .filter(|(p, _, _)| p == "/in")
-            .count(),
-        3
-    );
+    assert_eq!(recv.received_on("/in").len(), 3);
 
     // The partner fixes the receiver and enables with replaySince.
     failing.store(false, Ordering::SeqCst);
@@ -274,15 +211,13 @@ fn story(name: &str, store: &[String], token: Option<String>) {
     assert_eq!(status, 200, "{enabled}");
     assert_eq!(enabled["data"]["status"], "active");
     // What reached the subscription's URL (the alerts go to /alerts).
-    type Request = (String, Vec<(String, String)>, Vec<u8>);
-    let delivered = |s: &[Request]| -> Vec<Request> {
-        s.iter().filter(|(p, _, _)| p == "/in").cloned().collect()
-    };
-    wait_for(&seen, "every missed event", |s| delivered(s).len() >= 3 + 4);
-    let replayed: Vec<_> = delivered(&seen.lock().expect("lock"))[3..].to_vec();
+    wait_for("every missed event", || {
+        recv.received_on("/in").len() >= 3 + 4
+    });
+    let replayed = recv.received_on("/in").split_off(3);
     let mut ids: Vec<String> = replayed
         .iter()
-        .map(|(_, h, _)| header(h, "x-service-delivery-id").expect("id").to_owned())
+        .map(|r| r.header("x-service-delivery-id").expect("id").to_owned())
         .collect();
     ids.sort();
     missed.sort();
@@ -290,10 +225,7 @@ fn story(name: &str, store: &[String], token: Option<String>) {
         ids, missed,
         "every missed event, under its original delivery id"
     );
-    let mut loads: Vec<String> = replayed
-        .iter()
-        .map(|(_, _, b)| String::from_utf8_lossy(b).into_owned())
-        .collect();
+    let mut loads: Vec<String> = replayed.iter().map(Received::text).collect();
     loads.sort();
     assert_eq!(
         loads,
@@ -304,36 +236,36 @@ fn story(name: &str, store: &[String], token: Option<String>) {
             r#"{"id":"L-4"}"#
         ]
     );
-    for (_, headers, body) in &replayed {
+    for r in &replayed {
         assert!(
             edgehook_testkit::signature::verifies(
                 &secret,
-                header(headers, "x-service-timestamp"),
-                header(headers, "x-service-signature"),
-                body
+                r.header("x-service-timestamp"),
+                r.header("x-service-signature"),
+                &r.body
             ),
             "signed with the subscription's secret"
         );
     }
     let job = enabled["replay"]["id"].as_str().expect("job");
-    let end = Instant::now() + DEADLINE;
-    loop {
+    let progress = wait_for("the replay job to finish", || {
         let (_, progress) = call(&rt, &partner, "GET", &format!("/v1/replays/{job}"), None);
         if progress["data"]["state"] == "done" {
-            assert_eq!(
-                (&progress["data"]["total"], &progress["data"]["done"]),
-                (&json!(4), &json!(4))
-            );
-            break;
+            Ok(progress)
+        } else {
+            Err(progress)
         }
-        assert!(Instant::now() < end, "the job did not finish: {progress}");
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
+    });
+    assert_eq!(
+        (&progress["data"]["total"], &progress["data"]["done"]),
+        (&json!(4), &json!(4))
+    );
     // The enable was alerted too.
-    wait_for(&seen, "the enable's alert", |s| {
-        s.iter().any(|(p, h, _)| {
-            p == "/alerts" && header(h, "x-service-event") == Some("subscription.enabled")
-        })
+    wait_for("the enable's alert", || {
+        let alerts = recv.received_on("/alerts");
+        alerts
+            .iter()
+            .any(|r| r.header("x-service-event") == Some("subscription.enabled"))
     });
     drop(server);
 }

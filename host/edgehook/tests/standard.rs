@@ -5,11 +5,10 @@
 //! the packages the test is skipped, and fails under CI.
 
 use crate::common::*;
-use bytes::Bytes;
 use edgehook::cli::Remote;
+use edgehook_testkit::receiver::Received;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 fn standard_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/verify/standard")
@@ -42,34 +41,13 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
     };
     let dir = temp_dir("standard");
     let rt = rt();
-    // A receiver that keeps every request's headers and body.
-    let captured: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let keep = captured.clone();
-    let port = rt
-        .block_on(edgehook::receiver::loopback(
-            move |head: http::request::Parts, body: Bytes| {
-                let keep = keep.clone();
-                async move {
-                    let headers: serde_json::Map<String, Value> = head
-                        .headers
-                        .iter()
-                        .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_str().unwrap_or(""))))
-                        .collect();
-                    let body = String::from_utf8_lossy(&body).into_owned();
-                    keep.lock()
-                        .expect("lock")
-                        .push(json!({"headers": headers, "body": body}));
-                    hyper::Response::new(http_body_util::Full::new(Bytes::from_static(b"ok")))
-                }
-            },
-        ))
-        .expect("receiver");
+    let recv = receiver(&rt);
     let mut server = Proc::start(&serve_to_loopback("attempt_timeout_ms=2000"), &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let partner = Remote::new(&base, &key).expect("partner");
     let json_headers = [("content-type".to_owned(), "application/json".to_owned())];
     let body = json!({
-        "url": format!("http://127.0.0.1:{port}/hooks"),
+        "url": recv.url("/hooks"),
         "eventTypes": ["load.created"],
         "signatureScheme": "standard",
     });
@@ -84,20 +62,22 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
         let load = format!("{{ \"id\" : \"L{n}\", \"note\": \"caf\\u00e9\" }}");
         publish_event(&rt, &operator, "load.created", load.as_bytes());
     };
-    let wait_for = |n: usize| {
-        let deadline = std::time::Instant::now() + DEADLINE;
-        while captured.lock().expect("lock").len() < n {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "deliveries did not arrive"
-            );
-            std::thread::park_timeout(std::time::Duration::from_millis(20));
-        }
+    // Each delivery as the verifiers read it: its headers and its body.
+    let captured = |n: usize| -> Vec<Value> {
+        wait_for("the deliveries", || recv.hits() >= n);
+        let as_json = |r: &Received| {
+            let headers: serde_json::Map<String, Value> = r
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str().to_owned(), json!(v.to_str().unwrap_or(""))))
+                .collect();
+            json!({"headers": headers, "body": r.text()})
+        };
+        recv.received().iter().map(as_json).collect()
     };
     for n in 0..3 {
         publish(n);
     }
-    wait_for(3);
     let run = |secret: &str, deliveries: &[Value]| -> (bool, String) {
         let file = dir.join(format!("captured-{}.json", deliveries.len()));
         std::fs::write(&file, serde_json::to_vec(deliveries).expect("json")).expect("write");
@@ -117,7 +97,7 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
         }
         (all, out)
     };
-    let before: Vec<Value> = captured.lock().expect("lock").clone();
+    let before = captured(3);
     let (ok, out) = run(&old, &before);
     assert!(ok, "{out}");
     assert_eq!(out.matches("verified dlv_").count(), 6, "{out}");
@@ -138,8 +118,7 @@ fn the_official_standard_webhooks_libraries_verify_real_deliveries() {
         .expect("secret")
         .to_owned();
     publish(3);
-    wait_for(4);
-    let during = vec![captured.lock().expect("lock")[3].clone()];
+    let during = captured(4).split_off(3);
     assert_eq!(
         during[0]["headers"]["webhook-signature"]
             .as_str()

@@ -1,13 +1,12 @@
-//! The real outbound sender of `edgehook serve`, against loopback servers: the SSRF guard at
+//! The real outbound sender of `edgehook serve`, against the test kit's loopback receiver: the SSRF guard at
 //! send time, no redirects, the per-attempt timeout.
 
 use bytes::Bytes;
 use edgehook_runtime::net::{NetOptions, NetOutbound, Resolve, ResolveFuture, StaticResolver};
 use edgehook_runtime::outbound::Outbound;
+use edgehook_testkit::receiver::{Answer, Receiver};
 use edgehook_testkit::ssrf::{corpus, expected_lookups, host_of};
 use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,49 +20,20 @@ pub(crate) fn request(url: &str) -> http::Request<wasmtime_wasi_http::WasiBody> 
     http::Request::post(url).body(body).expect("request")
 }
 
-/// A loopback server answering every request with `status` (and a Location header), or never
-/// answering when `status` is 0. Returns its port and a request counter.
-pub(crate) async fn server(status: u16) -> (u16, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let h = h.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |_req| {
-                    let h = h.clone();
-                    async move {
-                        h.fetch_add(1, Ordering::SeqCst);
-                        if status == 0 {
-                            std::future::pending::<()>().await;
-                        }
-                        let resp = hyper::Response::builder()
-                            .status(status)
-                            .header("location", "http://127.0.0.1:1/elsewhere")
-                            .body(Full::new(Bytes::new()))
-                            .expect("response");
-                        Ok::<_, std::convert::Infallible>(resp)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    (port, hits)
+/// The test kit's receiver answering every request with `status` (and a Location header),
+/// or never answering when `status` is 0.
+pub(crate) async fn server(status: u16) -> Receiver {
+    let answer = match status {
+        0 => Answer::never(),
+        _ => Answer::status(status).header("location", "http://127.0.0.1:1/elsewhere"),
+    };
+    Receiver::builder().answer(answer).start().await
 }
 
 #[tokio::test]
 async fn private_addresses_are_refused_at_send_time_unless_allowed() {
-    let (port, hits) = server(200).await;
+    let receiver = server(200).await;
+    let port = receiver.port();
     let strict = NetOutbound::new(&NetOptions::default()).expect("client");
     for url in [
         format!("https://127.0.0.1:{port}/"),
@@ -82,18 +52,14 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
         .await
         .err();
     assert!(matches!(err, Some(HttpError::HttpRequestDenied)), "{err:?}");
-    assert_eq!(
-        hits.load(Ordering::SeqCst),
-        0,
-        "nothing reached the private address"
-    );
+    assert_eq!(receiver.hits(), 0, "nothing reached the private address");
     let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let resp = open
         .send(request(&format!("http://127.0.0.1:{port}/")), None)
         .await
         .expect("allowed");
     assert_eq!(resp.status(), 200);
-    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(receiver.hits(), 1);
 }
 
 /// Each switch alone allows what it says and nothing else: `allow_http` lets plain `http` to
@@ -103,7 +69,8 @@ async fn private_addresses_are_refused_at_send_time_unless_allowed() {
 #[tokio::test]
 async fn each_outbound_switch_alone_still_refuses_the_other() {
     use edgehook_runtime::net::{Refusal, check_target};
-    let (port, hits) = server(200).await;
+    let receiver = server(200).await;
+    let port = receiver.port();
     let dns = StaticResolver::new([(
         "hooks.example.test".to_owned(),
         vec![IpAddr::from([127, 0, 0, 1])],
@@ -148,24 +115,25 @@ async fn each_outbound_switch_alone_still_refuses_the_other() {
     let url = format!("http://127.0.0.1:{port}/");
     let err = sender.send(request(&url), None).await.err();
     assert!(matches!(err, Some(HttpError::HttpRequestDenied)), "{err:?}");
-    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing was sent");
+    assert_eq!(receiver.hits(), 0, "nothing was sent");
 }
 
 #[tokio::test]
 async fn redirects_are_not_followed() {
-    let (port, hits) = server(302).await;
+    let receiver = server(302).await;
+    let port = receiver.port();
     let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let resp = open
         .send(request(&format!("http://127.0.0.1:{port}/")), None)
         .await
         .expect("answered");
     assert_eq!(resp.status(), 302, "the 3xx is handed back as is");
-    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(receiver.hits(), 1);
 }
 
 #[tokio::test]
 async fn the_attempt_timeout_is_honoured() {
-    let (port, _) = server(0).await;
+    let port = server(0).await.port();
     let open = NetOutbound::new(&NetOptions::open()).expect("client");
     let options = RequestOptions {
         first_byte_timeout: Some(Duration::from_millis(200)),
@@ -200,51 +168,19 @@ async fn refused_connections_are_reported() {
 /// The name (besides 127.0.0.1) in the test TLS server's certificate.
 pub(crate) const TLS_NAME: &str = "hooks.example.test";
 
-/// A TLS server on loopback with a leaf certificate for 127.0.0.1 and [`TLS_NAME`] issued by
-/// a fresh CA;
-/// returns its port and the CA certificate as PEM.
-async fn tls_server() -> (u16, String) {
-    let (port, ca_pem, _) = counting_tls_server().await;
-    (port, ca_pem)
-}
-
-/// [`tls_server`], also counting the TCP connections it accepts.
-pub(crate) async fn counting_tls_server() -> (u16, String, Arc<AtomicUsize>) {
-    let (acceptor, ca_pem) = edgehook_testkit::tls::acceptor(&["127.0.0.1", TLS_NAME]);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+/// The test kit's receiver over HTTPS, its certificate for 127.0.0.1 and [`TLS_NAME`]
+/// issued by a fresh CA.
+pub(crate) async fn tls_server() -> Receiver {
+    Receiver::builder()
+        .tls(&["127.0.0.1", TLS_NAME])
+        .start()
         .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            counter.fetch_add(1, Ordering::SeqCst);
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc = service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                        Bytes::from_static(b"ok"),
-                    )))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    (port, ca_pem, accepted)
 }
 
 #[tokio::test]
 async fn https_is_verified_against_the_webpki_roots_plus_an_extra_ca() {
-    let (port, ca_pem) = tls_server().await;
+    let server = tls_server().await;
+    let (port, ca_pem) = (server.port(), server.ca_pem());
     let url = format!("https://127.0.0.1:{port}/hook");
     // The webpki roots alone do not trust a private CA.
     let roots_only = NetOutbound::new(&NetOptions::open()).expect("client");
@@ -299,33 +235,6 @@ fn with_port(url: &str, port: u16) -> String {
     format!("{scheme}://{userinfo}{host}:{port}{tail}")
 }
 
-/// Loopback listeners on one port (127.0.0.1 and, where the machine has it, ::1) that count
-/// every connection accepted.
-async fn connection_counter() -> (u16, Arc<AtomicUsize>) {
-    let accepted = Arc::new(AtomicUsize::new(0));
-    for _ in 0..20 {
-        let v4 = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = v4.local_addr().expect("addr").port();
-        let v6 = match tokio::net::TcpListener::bind(("::1", port)).await {
-            Ok(l) => Some(l),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
-            Err(_) => None, // no IPv6 loopback here
-        };
-        for listener in std::iter::once(v4).chain(v6) {
-            let accepted = accepted.clone();
-            tokio::spawn(async move {
-                while listener.accept().await.is_ok() {
-                    accepted.fetch_add(1, Ordering::SeqCst);
-                }
-            });
-        }
-        return (port, accepted);
-    }
-    panic!("no port free on both loopback addresses");
-}
-
 #[tokio::test]
 async fn every_corpus_url_is_refused_by_the_sender_without_resolving_or_connecting() {
     let entries = corpus();
@@ -334,7 +243,9 @@ async fn every_corpus_url_is_refused_by_the_sender_without_resolving_or_connecti
         "the corpus has {} entries",
         entries.len()
     );
-    let (port, accepted) = connection_counter().await;
+    // Listening on one port of 127.0.0.1 and ::1, counting every connection.
+    let listening = Receiver::builder().both_loopbacks().start().await;
+    let port = listening.port();
     let dns = StaticResolver::new(
         entries
             .iter()
@@ -381,7 +292,7 @@ async fn every_corpus_url_is_refused_by_the_sender_without_resolving_or_connecti
         unexpressible < entries.len() / 4,
         "most entries reach the sender"
     );
-    assert_eq!(accepted.load(Ordering::SeqCst), 0, "no connection was made");
+    assert_eq!(listening.connections(), 0, "no connection was made");
     // Only names nothing in the URL gives away were resolved; local names, names that
     // spell an address, and IP literals in every notation were refused without a lookup.
     let mut asked = dns.asked();
@@ -392,7 +303,8 @@ async fn every_corpus_url_is_refused_by_the_sender_without_resolving_or_connecti
 
 #[tokio::test]
 async fn the_sender_connects_to_the_address_its_resolver_answered() {
-    let (port, hits) = server(200).await;
+    let receiver = server(200).await;
+    let port = receiver.port();
     let dns = StaticResolver::new([(
         "hooks.example.test".to_owned(),
         vec![IpAddr::from([127, 0, 0, 1])],
@@ -404,7 +316,7 @@ async fn the_sender_connects_to_the_address_its_resolver_answered() {
         .await
         .expect("delivered to the pinned address");
     assert_eq!(resp.status(), 200);
-    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(receiver.hits(), 1);
     assert_eq!(dns.asked(), ["hooks.example.test"]);
     // A name the resolver does not know is "not found", not a lookup elsewhere.
     let err = open
@@ -444,7 +356,8 @@ impl Resolve for FirstLookupOnly {
 
 #[tokio::test]
 async fn sequential_deliveries_to_one_host_reuse_one_connection() {
-    let (port, ca_pem, accepted) = counting_tls_server().await;
+    let server = tls_server().await;
+    let (port, ca_pem) = (server.port(), server.ca_pem());
     let dir = edgehook_testkit::temp_dir("pool");
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, ca_pem).expect("write ca");
@@ -473,7 +386,7 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
         assert_eq!(resp.status(), 200);
     }
     assert_eq!(
-        accepted.load(Ordering::SeqCst),
+        server.connections(),
         1,
         "{deliveries} deliveries, one after another, over one TLS connection"
     );
@@ -484,40 +397,13 @@ async fn sequential_deliveries_to_one_host_reuse_one_connection() {
 /// second burst is carried by the same connections (none opened and closed per burst).
 #[tokio::test]
 async fn a_burst_to_one_receiver_stays_within_its_connection_limit() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    // Requests in flight at the receiver now, and the most seen at once.
-    let flight = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
-    let (a, f) = (accepted.clone(), flight.clone());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            a.fetch_add(1, Ordering::SeqCst);
-            let f = f.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |_req| {
-                    let f = f.clone();
-                    async move {
-                        let now = f.0.fetch_add(1, Ordering::SeqCst) + 1;
-                        f.1.fetch_max(now, Ordering::SeqCst);
-                        // Let every other attempt of the burst run before answering.
-                        for _ in 0..50 {
-                            tokio::task::yield_now().await;
-                        }
-                        f.0.fetch_sub(1, Ordering::SeqCst);
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            Bytes::from_static(b"ok"),
-                        )))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
+    // Each answer waits a little, so that every other attempt of the burst runs meanwhile.
+    let receiver = Receiver::builder()
+        .answer(Answer::ok().after(Duration::from_millis(20)))
+        .keep_nothing()
+        .start()
+        .await;
+    let port = receiver.port();
     let limit = 4;
     let sender = Arc::new(
         NetOutbound::new(&NetOptions {
@@ -536,12 +422,12 @@ async fn a_burst_to_one_receiver_stays_within_its_connection_limit() {
             let status = sent.expect("task").expect("delivered").status();
             assert_eq!(status, 200, "burst {burst}");
         }
-        let most = flight.1.load(Ordering::SeqCst);
+        let most = receiver.most_in_flight();
         assert!(
             most <= limit,
             "burst {burst}: {most} requests in flight at once"
         );
-        let opened = accepted.load(Ordering::SeqCst);
+        let opened = receiver.connections();
         assert!(
             opened <= limit,
             "burst {burst}: {opened} connections opened"

@@ -5,7 +5,7 @@
 //! reaches the proxy, and a proxy that refuses the tunnel fails the attempt without the
 //! delivery going around it.
 
-use crate::net::{FirstLookupOnly, TLS_NAME, counting_tls_server, request, server};
+use crate::net::{FirstLookupOnly, TLS_NAME, request, server, tls_server};
 use edgehook_runtime::net::{NetOptions, NetOutbound, StaticResolver};
 use edgehook_runtime::outbound::Outbound;
 use edgehook_runtime::proxy::EgressProxy;
@@ -13,7 +13,7 @@ use edgehook_testkit::proxy::{Connect, ConnectProxy};
 use edgehook_testkit::ssrf::{corpus, host_of};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 use wasmtime_wasi_http::Error as HttpError;
 
@@ -32,7 +32,8 @@ fn loopback_dns(name: &str) -> StaticResolver {
 
 #[tokio::test]
 async fn deliveries_tunnel_through_the_proxy_to_the_address_the_host_resolved() {
-    let (port, hits) = server(200).await;
+    let receiver = server(200).await;
+    let port = receiver.port();
     let proxy = ConnectProxy::start().await;
     let dns = loopback_dns("hooks.example.test");
     let url = format!("http://user:pa%3Ass@127.0.0.1:{}", proxy.port);
@@ -47,7 +48,7 @@ async fn deliveries_tunnel_through_the_proxy_to_the_address_the_host_resolved() 
         .await
         .expect("delivered through the proxy");
     assert_eq!(resp.status(), 200);
-    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(receiver.hits(), 1);
     assert_eq!(
         dns.asked(),
         ["hooks.example.test"],
@@ -65,7 +66,8 @@ async fn deliveries_tunnel_through_the_proxy_to_the_address_the_host_resolved() 
 
 #[tokio::test]
 async fn https_through_the_tunnel_is_verified_for_the_name_and_pooled_per_target() {
-    let (port, ca_pem, accepted) = counting_tls_server().await;
+    let server = tls_server().await;
+    let (port, ca_pem) = (server.port(), server.ca_pem());
     let proxy = ConnectProxy::start().await;
     let dir = edgehook_testkit::temp_dir("proxy-tls");
     let ca_file = dir.join("ca.pem");
@@ -90,7 +92,7 @@ async fn https_through_the_tunnel_is_verified_for_the_name_and_pooled_per_target
             .unwrap_or_else(|e| panic!("delivery {n}: {e:?}"));
         assert_eq!(resp.status(), 200);
     }
-    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one TLS connection");
+    assert_eq!(server.connections(), 1, "one TLS connection");
     assert_eq!(proxy.accepted(), 1, "one connection to the proxy");
     let asked: Vec<String> = proxy.connects().into_iter().map(|c| c.authority).collect();
     assert_eq!(asked, [format!("127.0.0.1:{port}")], "one CONNECT");
@@ -200,7 +202,8 @@ async fn targets_the_ssrf_rules_refuse_never_reach_the_proxy() {
 
 #[tokio::test]
 async fn a_proxy_refusing_the_tunnel_fails_the_attempt_and_nothing_goes_around_it() {
-    let (port, hits) = server(200).await;
+    let receiver = server(200).await;
+    let port = receiver.port();
     let target = format!("http://127.0.0.1:{port}/hook");
     let proxy = ConnectProxy::start().await;
     proxy.answer_with(403);
@@ -220,9 +223,5 @@ async fn a_proxy_refusing_the_tunnel_fails_the_attempt_and_nothing_goes_around_i
     let err = sender.send(request(&target), None).await.err();
     assert!(matches!(err, Some(HttpError::ConnectionRefused)), "{err:?}");
     // The target was reachable directly all along, and never reached.
-    assert_eq!(
-        hits.load(Ordering::SeqCst),
-        0,
-        "no delivery went around the proxy"
-    );
+    assert_eq!(receiver.hits(), 0, "no delivery went around the proxy");
 }

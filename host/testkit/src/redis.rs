@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A `redis-server` child on a loopback port; killed on drop.
 pub struct RedisServer {
@@ -50,11 +50,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("restart redis-server");
-        let end = Instant::now() + DEADLINE;
-        while !pong(self.port) {
-            assert!(Instant::now() < end, "redis-server did not come back");
-            std::thread::park_timeout(Duration::from_millis(10));
-        }
+        crate::wait_for("redis-server to come back", || pong(self.port));
     }
 }
 
@@ -100,25 +96,20 @@ pub fn start_redis() -> RedisServer {
             port,
             dir: dir.clone(),
         };
-        let end = Instant::now() + DEADLINE;
-        loop {
+        let answered = crate::poll(DEADLINE, Duration::from_millis(10), || {
             if pong(port) {
-                return server;
+                return Some(true);
             }
-            if server
-                .child
-                .try_wait()
-                .expect("redis-server status")
-                .is_some()
-            {
-                break; // exited: most likely the port was taken
-            }
-            assert!(
-                Instant::now() < end,
+            let status = server.child.try_wait().expect("redis-server status");
+            status.map(|_| false) // exited: most likely the port was taken
+        });
+        match answered {
+            Ok(true) => return server,
+            Ok(false) => {}
+            Err(_) => panic!(
                 "redis-server did not answer on port {port}; its log:\n{}",
                 std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default()
-            );
-            std::thread::park_timeout(Duration::from_millis(10));
+            ),
         }
         // Keep the directory for the next try.
         server.dir = PathBuf::new();

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The Spin CLI to run: `$SPIN_BIN` if set (whether or not it exists: a wrong path is then
 /// an error where it is used, not a silent skip), else `<repo>/../shared/tools/spin` if that
@@ -142,22 +142,30 @@ impl SpinApp {
     /// Polls `/healthz` until it answers (any HTTP status: whether it is 200 is the caller's
     /// check). `Ok(false)`: Spin exited (e.g. the port was taken).
     fn wait_ready(&mut self, timeout: Duration) -> Result<bool> {
-        let end = Instant::now() + timeout;
-        loop {
+        let mut status_error = None;
+        let answered = crate::poll(timeout, crate::POLL, || {
             if http_answers(&self.addr, "/healthz") {
-                return Ok(true);
+                return Some(true);
             }
-            if self.child.try_wait()?.is_some() {
-                return Ok(false);
+            match self.child.try_wait() {
+                Ok(None) => None,
+                Ok(Some(_)) => Some(false),
+                Err(e) => {
+                    status_error = Some(e);
+                    Some(false)
+                }
             }
-            if Instant::now() > end {
-                bail!(
-                    "spin up did not answer /healthz on {} within {timeout:?}; its output:\n{}",
-                    self.addr,
-                    self.log()
-                );
-            }
-            std::thread::park_timeout(Duration::from_millis(20));
+        });
+        if let Some(e) = status_error {
+            return Err(e.into());
+        }
+        match answered {
+            Ok(answered) => Ok(answered),
+            Err(_) => bail!(
+                "spin up did not answer /healthz on {} within {timeout:?}; its output:\n{}",
+                self.addr,
+                self.log()
+            ),
         }
     }
 

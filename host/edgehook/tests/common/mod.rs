@@ -1,19 +1,17 @@
 //! The harness shared by the process-level tests: the real `edgehook` binary as a child
-//! process with its output lines, and a loopback receiver (temporary directories, a runtime
-//! and the deadline are [`edgehook_testkit`]'s).
+//! process with its output lines (the receiver, temporary directories, a runtime and the
+//! deadline are [`edgehook_testkit`]'s).
 
-use bytes::Bytes;
-use http_body_util::Full;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, channel};
 use std::time::Instant;
 
-pub use edgehook_testkit::{DEADLINE, rt, temp_dir};
+pub use edgehook_testkit::receiver::{Answer, Receiver};
+pub use edgehook_testkit::{DEADLINE, rt, temp_dir, wait_for};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
@@ -21,7 +19,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_edgehook");
 /// A running `edgehook` process with its output lines.
 pub struct Proc {
     pub child: Child,
-    lines: Receiver<String>,
+    lines: mpsc::Receiver<String>,
     /// Every line read so far.
     pub seen: Vec<String>,
 }
@@ -152,65 +150,19 @@ impl Drop for Proc {
     }
 }
 
-/// A loopback receiver that counts requests per delivery id and answers 200, except that
-/// while `hold` is set it keeps requests waiting (in flight) until released.
-pub struct TestReceiver {
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-    /// Requests received per delivery id.
-    pub counts: Arc<Mutex<BTreeMap<String, usize>>>,
-    /// While set, requests are held (in flight) until `release` is notified.
-    pub hold: Arc<std::sync::atomic::AtomicBool>,
-    /// Releases held requests.
-    pub release: Arc<tokio::sync::Notify>,
-    /// How many requests were held.
-    pub held: Arc<std::sync::atomic::AtomicUsize>,
+/// The test kit's receiver (200 `ok`, every request kept), started on `rt`.
+pub fn receiver(rt: &tokio::runtime::Runtime) -> Receiver {
+    rt.block_on(Receiver::start())
 }
 
-/// Starts a receiver on `rt` (the receiver `edgehook listen` runs on).
-pub fn receiver(rt: &tokio::runtime::Runtime) -> TestReceiver {
-    use std::sync::atomic::Ordering;
-    let r = TestReceiver {
-        port: 0,
-        counts: Arc::default(),
-        hold: Arc::default(),
-        release: Arc::default(),
-        held: Arc::default(),
-    };
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (c, hold, release, held) = (
-        r.counts.clone(),
-        r.hold.clone(),
-        r.release.clone(),
-        r.held.clone(),
-    );
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, _| {
-            let (c, hold, release, held) = (c.clone(), hold.clone(), release.clone(), held.clone());
-            async move {
-                let id = head
-                    .headers
-                    .get("x-service-delivery-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned();
-                *c.lock().expect("lock").entry(id).or_default() += 1;
-                if hold.load(Ordering::SeqCst) {
-                    held.fetch_add(1, Ordering::SeqCst);
-                    let released = release.notified();
-                    if hold.load(Ordering::SeqCst) {
-                        released.await;
-                    }
-                }
-                hyper::Response::new(Full::new(Bytes::from_static(b"ok")))
-            }
-        },
-    ));
-    TestReceiver { port, ..r }
+/// How many requests `receiver` got per delivery id (`X-Service-Delivery-Id`; none: "").
+pub fn per_delivery(receiver: &Receiver) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for r in receiver.received() {
+        let id = r.header("x-service-delivery-id").unwrap_or("").to_owned();
+        *counts.entry(id).or_default() += 1;
+    }
+    counts
 }
 
 /// `POST /v1/webhooks` for `url` and `event` with API key `key` on the server at `base`: the
