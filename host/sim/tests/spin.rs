@@ -42,7 +42,7 @@ use edgehook_testkit::rt;
 use edgehook_testkit::spin::binary_or_skip;
 use harness::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The loopback receiver is a private target: a development setting.
 const LOOPBACK_TARGETS: &[(&str, &str)] = &[("allow_private_targets", "true")];
@@ -751,24 +751,26 @@ fn spin_retries_through_the_tick_route() {
         w.stop("attempt 1");
     };
     // Tick until it sends the retry (due about a second after attempt 1 failed).
-    let end = Instant::now() + WAIT;
-    loop {
+    let ticked = edgehook_testkit::poll(WAIT, Duration::from_millis(100), || {
+        // A tick that fails is a failure of its own: the wait ends.
         let Some(r) = w.call("tick", 200, post("/internal/v1/tick", Who::Operator)) else {
-            break;
+            return Ok(None);
         };
-        if r.data()["attempted"].as_u64().unwrap_or(0) >= 1 {
+        match r.data()["attempted"].as_u64().unwrap_or(0) {
+            0 => Err(r.text),
+            _ => Ok(Some(r)),
+        }
+    });
+    match ticked {
+        Ok(Some(r)) => {
             let ok = r.data()["succeeded"] == 1;
             w.check("the tick sent the retry", ok, format!("tick: {}", r.text));
-            break;
         }
-        if Instant::now() > end {
-            w.fail(
-                "the tick sent the retry",
-                format!("not within {WAIT:?}: {}", r.text),
-            );
-            break;
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
+        Ok(None) => {}
+        Err(last) => w.fail(
+            "the tick sent the retry",
+            format!("not within {WAIT:?}: {}", last.unwrap_or_default()),
+        ),
     }
     let got = receiver.wait_for("/flaky/1", 2);
     let retry = got.get(1);

@@ -49,7 +49,7 @@ pub async fn start(receiver: u16, subscriptions: usize) -> Result<u16> {
         gate: Arc::new(Semaphore::new(PER_TARGET)),
         sent: AtomicU64::new(0),
     });
-    edgehook::receiver::loopback(move |head, body| {
+    let port = edgehook_testkit::receiver::loopback(move |head, body| {
         let forwarder = forwarder.clone();
         async move {
             let kind = head
@@ -69,7 +69,8 @@ pub async fn start(receiver: u16, subscriptions: usize) -> Result<u16> {
             response
         }
     })
-    .await
+    .await?;
+    Ok(port)
 }
 
 /// The forwarder's state: each event type's URLs, the pooled client, the receiver's gate.

@@ -13,16 +13,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// A plain hyper server answering every request with `body`; the throughput baseline.
+/// The test kit's bare receiver answering every request with `body`, counted in `hits`;
+/// the throughput baseline.
 pub async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
-    edgehook::receiver::loopback(move |_, _| {
+    let port = edgehook_testkit::receiver::loopback(move |_, _| {
         let (body, hits) = (body.clone(), hits.clone());
         async move {
             hits.fetch_add(1, Ordering::Relaxed);
             hyper::Response::new(Full::new(body))
         }
     })
-    .await
+    .await?;
+    Ok(port)
 }
 
 /// The empty component behind the same kind of hyper server: every request is read whole,
@@ -30,7 +32,7 @@ pub async fn plain_server(body: Bytes, hits: Arc<AtomicUsize>) -> Result<u16> {
 /// floor of any one-instance-per-request server on this machine.
 pub async fn empty_component_server(env: HostEnv) -> Result<u16> {
     let baseline = Arc::new(Baseline::new()?);
-    edgehook::receiver::loopback(move |head, body| {
+    let port = edgehook_testkit::receiver::loopback(move |head, body| {
         let (baseline, env) = (baseline.clone(), env.clone());
         async move {
             let req = hyper::Request::from_parts(head, Full::new(body));
@@ -44,7 +46,8 @@ pub async fn empty_component_server(env: HostEnv) -> Result<u16> {
             }
         }
     })
-    .await
+    .await?;
+    Ok(port)
 }
 
 /// What a load run measured.

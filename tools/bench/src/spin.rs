@@ -26,11 +26,11 @@ use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
 use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_sim::spin::{self, SpinApp, SpinOptions};
+use edgehook_testkit::receiver::Receiver;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The operator token both servers get (as the other sections' `env`).
@@ -145,23 +145,6 @@ async fn start_spin(binary: &Path) -> Result<SpinApp> {
         .await?
 }
 
-/// A loopback receiver answering 200, counting requests and waking waiters on each.
-async fn receiver() -> Result<(u16, Arc<AtomicUsize>, Arc<tokio::sync::Notify>)> {
-    let hits = Arc::new(AtomicUsize::new(0));
-    let arrived = Arc::new(tokio::sync::Notify::new());
-    let (h, a) = (hits.clone(), arrived.clone());
-    let port = edgehook::receiver::loopback(move |_, _| {
-        let (h, a) = (h.clone(), a.clone());
-        async move {
-            h.fetch_add(1, Ordering::SeqCst);
-            a.notify_waiters();
-            hyper::Response::new(Full::new(Bytes::from_static(b"ok")))
-        }
-    })
-    .await?;
-    Ok((port, hits, arrived))
-}
-
 /// How the one-at-a-time measurements connect.
 #[derive(Clone, Copy)]
 enum Connect {
@@ -209,13 +192,12 @@ async fn publish_to_delivery(
     port: u16,
     n: usize,
     how: Connect,
-    hits: &AtomicUsize,
-    arrived: &tokio::sync::Notify,
+    receiver: &Receiver,
 ) -> Result<Vec<Duration>> {
     let mut kept = None;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let before = hits.load(Ordering::SeqCst);
+        let before = receiver.hits();
         let mut publish = request("POST", "/internal/v1/events", ADMIN, LOAD);
         let event = http::HeaderValue::from_static("load.updated");
         publish.headers_mut().insert("x-service-event", event);
@@ -224,16 +206,7 @@ async fn publish_to_delivery(
             .await?
             .call(publish, 202)
             .await?;
-        let delivered = async {
-            loop {
-                let next = arrived.notified();
-                if hits.load(Ordering::SeqCst) > before {
-                    return;
-                }
-                next.await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), delivered)
+        tokio::time::timeout(Duration::from_secs(30), receiver.hits_reach(before + 1))
             .await
             .context("the delivery did not arrive within 30 s")?;
         out.push(t.elapsed());
@@ -284,14 +257,15 @@ pub async fn spin_vs_serve(
     duration: Duration,
     connections: usize,
 ) -> Result<Vec<Row>> {
-    let (receiver, hits, arrived) = receiver().await?;
+    // The test kit's receiver: 200 at once, every request counted, none kept.
+    let receiver = Receiver::builder().keep_nothing().start().await;
     let serve_port = start_serve().await?;
     let spin = start_spin(binary).await?;
     let spin_port: u16 = spin.addr.rsplit(':').next().unwrap_or("").parse()?;
-    let serve = set_up(serve_port, receiver)
+    let serve = set_up(serve_port, receiver.port())
         .await
         .context("setting up serve")?;
-    let spin_target = set_up(spin_port, receiver)
+    let spin_target = set_up(spin_port, receiver.port())
         .await
         .with_context(|| format!("setting up Spin; its output:\n{}", spin.log_tail(20)))?;
     let targets = [&serve, &spin_target];
@@ -323,14 +297,14 @@ pub async fn spin_vs_serve(
     let names = [format!("list of {LISTED}, {connections} conns")];
     compare(&mut rows, &names, "r/s", targets, throughput(list)).await;
     let events = (n / 4).max(10);
-    let (hits, arrived) = (&hits, &arrived);
+    let receiver = &receiver;
     for (how, label) in [
         (Connect::KeepAlive, "kept conn"),
         (Connect::Fresh, "new conns"),
     ] {
         let names = ["p50", "p99"].map(|p| format!("publish to delivery, {p}, {label}"));
         compare(&mut rows, &names, "us", targets, |port, _| async move {
-            let times = publish_to_delivery(port, events, how, hits, arrived).await?;
+            let times = publish_to_delivery(port, events, how, receiver).await?;
             Ok(vec![
                 percentile_us(&times, 0.5),
                 percentile_us(&times, 0.99),

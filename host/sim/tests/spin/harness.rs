@@ -1,20 +1,19 @@
-//! The Spin suite's harness: the HTTPS receiver, and [`Walk`], which sends the steps to one
+//! The Spin suite's harness: the test kit's receiver over HTTPS, and [`Walk`], which sends the steps to one
 //! Spin application and collects failures by step name. (Whether it can run, and what
 //! happens without Spin or Redis: [`edgehook_testkit::spin`], [`edgehook_testkit::skipped`].)
 
 use bytes::Bytes;
 use edgehook_sim::spin::{self, SpinApp, SpinOptions};
 use edgehook_testkit::http::HttpClient;
+use edgehook_testkit::receiver::Answer;
+pub use edgehook_testkit::receiver::Received;
 use edgehook_testkit::redis::{RedisServer, redis_installed, start_redis};
-use edgehook_testkit::skipped;
 use edgehook_testkit::spin::binary_or_skip;
-use http_body_util::{BodyExt as _, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use edgehook_testkit::{POLL, skipped};
+use http_body_util::Full;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The admin token the walks give Spin.
 pub const ADMIN: &str = "spin-suite-admin-token";
@@ -23,55 +22,18 @@ pub const ADMIN: &str = "spin-suite-admin-token";
 pub const WAIT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------------------
-// The receiver: HTTPS on 127.0.0.1, answering by path, recording every request
+// The receiver: the test kit's, over HTTPS on 127.0.0.1, answering by path
 
-/// One request the receiver got.
-#[derive(Clone)]
-pub struct Received {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Bytes,
-}
+/// The test kit's receiver over HTTPS on a free port of 127.0.0.1 (certificate for
+/// `127.0.0.1` issued by a fresh CA), every request kept. Paths `/ok/...` answer 200,
+/// `/fail/...` 500, `/gone/...` 410, `/flaky/...` 500 to its first request and 200 after,
+/// others 404.
+pub struct Receiver(edgehook_testkit::receiver::Receiver);
 
-impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Requests received so far, and a signal for each new one.
-#[derive(Default)]
-struct Inbox {
-    got: Mutex<Vec<Received>>,
-    arrived: Condvar,
-}
-
-/// An HTTPS server on a free port of 127.0.0.1, certificate for `127.0.0.1` issued by a fresh
-/// CA. Paths `/ok/...` answer 200, `/fail/...` 500, `/gone/...` 410, `/flaky/...` 500 to
-/// its first request and 200 after, others 404.
-pub struct Receiver {
-    port: u16,
-    ca_pem: String,
-    inbox: Arc<Inbox>,
-}
-
-/// Records the request, then answers by its path.
-async fn receive(
-    inbox: Arc<Inbox>,
-    req: hyper::Request<hyper::body::Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
-    let (head, body) = req.into_parts();
-    let body = body.collect().await?.to_bytes();
-    let path = head.uri.path().to_owned();
-    let seen = {
-        let got = inbox.got.lock().expect("inbox");
-        got.iter().filter(|r| r.path == path).count()
-    };
-    let status = match path.split('/').nth(1) {
+/// The answer to `request` by its path, `earlier` the requests before it.
+fn by_path(request: &Received, earlier: &[Received]) -> Answer {
+    let seen = earlier.iter().filter(|r| r.path == request.path).count();
+    let status = match request.path.split('/').nth(1) {
         Some("ok") => 200,
         Some("fail") => 500,
         Some("gone") => 410,
@@ -79,74 +41,31 @@ async fn receive(
         Some("flaky") => 200,
         _ => 404,
     };
-    let headers = head.headers.iter().map(|(n, v)| {
-        let v = String::from_utf8_lossy(v.as_bytes()).into_owned();
-        (n.as_str().to_owned(), v)
-    });
-    let received = Received {
-        method: head.method.to_string(),
-        path,
-        headers: headers.collect(),
-        body,
-    };
-    inbox.got.lock().expect("inbox").push(received);
-    inbox.arrived.notify_all();
-    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"receiver says hi")));
-    *resp.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-    Ok(resp)
+    Answer::status(status).body("receiver says hi")
 }
 
 impl Receiver {
     pub fn start(rt: &tokio::runtime::Runtime) -> Receiver {
-        let (acceptor, ca_pem) = edgehook_testkit::tls::acceptor(&["127.0.0.1"]);
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let inbox = Arc::new(Inbox::default());
-        let shared = inbox.clone();
-        rt.spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, inbox) = (acceptor.clone(), shared.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let svc = service_fn(move |req| receive(inbox.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), svc)
-                        .await;
-                });
-            }
-        });
-        Receiver {
-            port,
-            ca_pem,
-            inbox,
-        }
+        let receiver = edgehook_testkit::receiver::Receiver::builder()
+            .tls(&["127.0.0.1"])
+            .answer_by(by_path);
+        Receiver(rt.block_on(receiver.start()))
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
+        self.0.url(path)
     }
 
     /// The requests received on `path` so far.
     pub fn on(&self, path: &str) -> Vec<Received> {
-        let got = self.inbox.got.lock().expect("inbox");
-        got.iter().filter(|r| r.path == path).cloned().collect()
+        self.0.received_on(path)
     }
 
     /// Waits (up to [`WAIT`]) until `path` has received `n` requests; returns them all (fewer
     /// if the wait ran out).
     pub fn wait_for(&self, path: &str, n: usize) -> Vec<Received> {
-        let count = |got: &Vec<Received>| got.iter().filter(|r| r.path == path).count();
-        let got = self.inbox.got.lock().expect("inbox");
-        let (got, _) = self
-            .inbox
-            .arrived
-            .wait_timeout_while(got, WAIT, |got| count(got) < n)
-            .expect("inbox");
-        got.iter().filter(|r| r.path == path).cloned().collect()
+        let _ = edgehook_testkit::poll(WAIT, POLL, || self.on(path).len() >= n);
+        self.on(path)
     }
 
     /// The runtime-config table that makes Spin trust this receiver's CA for 127.0.0.1, and
@@ -159,7 +78,7 @@ impl Receiver {
         );
         let file = (
             "receiver-ca.pem".to_owned(),
-            self.ca_pem.clone().into_bytes(),
+            self.0.ca_pem().as_bytes().to_vec(),
         );
         (table, file)
     }
@@ -408,19 +327,24 @@ impl Walk {
 
     /// `GET path` as the operator until `done` holds of its `data` (up to [`WAIT`]).
     pub fn poll(&mut self, step: &str, path: &str, done: impl Fn(&Value) -> bool) -> Option<Resp> {
-        let end = Instant::now() + WAIT;
-        loop {
+        let polled = edgehook_testkit::poll(WAIT, Duration::from_millis(25), || {
             let resp = self.send(&get(path, Who::Operator));
             if resp.status == 200 && done(resp.data()) {
+                Ok(resp)
+            } else {
+                Err(format!("{} {}", resp.status, resp.text))
+            }
+        });
+        match polled {
+            Ok(resp) => {
                 eprintln!("ok     {step} on {}", self.store);
-                return Some(resp);
+                Some(resp)
             }
-            if Instant::now() > end {
-                let last = format!("not within {WAIT:?}; last: {} {}", resp.status, resp.text);
-                self.fail(step, last);
-                return None;
+            Err(last) => {
+                let last = last.unwrap_or_default();
+                self.fail(step, format!("not within {WAIT:?}; last: {last}"));
+                None
             }
-            std::thread::park_timeout(Duration::from_millis(25));
         }
     }
 
