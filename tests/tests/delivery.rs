@@ -341,7 +341,7 @@ fn history_covers_every_attempt_and_outlives_deletion_until_retention() {
         .store()
         .snapshot()
         .keys()
-        .filter(|k| k.starts_with("dlv:") || k.starts_with("evt:"))
+        .filter(|k| k.starts_with(keys::DELIVERY_PREFIX) || k.starts_with(keys::EVENT_PREFIX))
         .cloned()
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");

@@ -201,7 +201,7 @@ fn audit(
         .iter()
         .filter(|id| {
             snapshot
-                .get(&format!("sub:{id}"))
+                .get(keys::subscription(id).as_str())
                 .and_then(|b| subscription_record(b))
                 .is_some_and(|s| s["status"] == "disabled")
         })
@@ -236,7 +236,7 @@ fn audit(
     }
     let event_records: Vec<EventRecord> = snapshot
         .iter()
-        .filter(|(k, _)| k.starts_with("evt:") && !k.ends_with(":body"))
+        .filter(|(k, _)| k.starts_with(keys::EVENT_PREFIX) && !k.ends_with(":body"))
         .map(|(k, v)| EventRecord::decode(v).map_err(|e| format!("{k}: {e:?}")))
         .collect::<Result<_, _>>()?;
     if event_records.len() != events {
@@ -284,7 +284,7 @@ fn audit(
         for sub in &event.subscriptions {
             let id = edgehook_component::delivery::delivery_id(&event.id, sub);
             let Some(d) = snapshot
-                .get(&format!("dlv:{id}"))
+                .get(keys::delivery(&id).as_str())
                 .and_then(|b| edgehook_component::delivery::Delivery::decode(b).ok())
                 .and_then(|d| serde_json::to_value(d.view()).ok())
             else {

@@ -144,8 +144,8 @@ fn delete_disables_and_keeps_the_record() {
     assert_eq!(resp.json()["data"], json!({"id": id, "status": "disabled"}));
     assert!(list_ids(&mut sim, &key).is_empty());
     gone_to_its_owner(&mut sim, &id, &key);
-    let record =
-        subscription_record(&sim.store().snapshot()[&format!("sub:{id}")]).expect("record kept");
+    let record = subscription_record(&sim.store().snapshot()[keys::subscription(&id).as_str()])
+        .expect("record kept");
     assert_eq!(record["status"], "disabled");
     assert_eq!(record["disabledReason"], "deleted");
     let fanout = fanout_in(&sim.store().snapshot(), "load.created");
@@ -494,7 +494,7 @@ fn a_create_refused_at_the_cap_writes_nothing() {
     let changed: Vec<&String> = after
         .keys()
         .chain(before.keys())
-        .filter(|k| before.get(*k) != after.get(*k) && !k.starts_with("rate:"))
+        .filter(|k| before.get(*k) != after.get(*k) && !k.starts_with(keys::RATE_PREFIX))
         .collect();
     assert!(changed.is_empty(), "refused creates wrote {changed:?}");
 }
@@ -507,9 +507,11 @@ fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
     create(&mut sim, &key, URL, &["load.created"]);
     create(&mut sim, &key, URL, &["load.created"]);
     // As if two creates had failed after counting themselves.
-    sim.store().set("client:acme:live", b"4").expect("set");
+    sim.store()
+        .set(&keys::client_live("acme"), b"4")
+        .expect("set");
     create(&mut sim, &key, URL, &["load.created"]);
-    let live = sim.store().snapshot()["client:acme:live"].clone();
+    let live = sim.store().snapshot()[keys::client_live("acme").as_str()].clone();
     assert!(
         live.starts_with(b"3 "),
         "the recount corrected the counter (count, then the writer's nonce): {:?}",
@@ -601,8 +603,8 @@ fn tenants_cannot_see_or_touch_each_other() {
     let after = sim.store().snapshot();
     for id in &a_ids {
         assert_eq!(
-            before.get(&format!("sub:{id}")),
-            after.get(&format!("sub:{id}"))
+            before.get(keys::subscription(id).as_str()),
+            after.get(keys::subscription(id).as_str())
         );
     }
     assert_eq!(list_ids(&mut sim, &a), a_ids);

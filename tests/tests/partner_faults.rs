@@ -63,7 +63,11 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
         }
         for t in ["load.created", "load.updated"] {
             for id in fanout(&sim, t) {
-                let rec = sim.store().snapshot().get(&format!("sub:{id}")).cloned();
+                let rec = sim
+                    .store()
+                    .snapshot()
+                    .get(keys::subscription(&id).as_str())
+                    .cloned();
                 let status = rec
                     .map(|r| subscription_record(&r).expect("a readable record")["status"].clone());
                 assert_ne!(status, Some(json!("active")), "fault at op {n}");

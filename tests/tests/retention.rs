@@ -13,7 +13,7 @@ use std::time::Duration;
 fn record(sim: &edgehook_sim::sim::Simulation, id: &str) -> Subscription {
     let snapshot = sim.store().snapshot();
     let bytes = snapshot
-        .get(&format!("sub:{id}"))
+        .get(keys::subscription(id).as_str())
         .expect("the record stays");
     Subscription::decode(bytes).expect("decode")
 }
@@ -61,7 +61,7 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
         sim.store()
             .snapshot()
             .into_keys()
-            .filter(|k| k.contains(gone.as_str()) && *k != format!("sub:{gone}"))
+            .filter(|k| k.contains(gone.as_str()) && *k != keys::subscription(&gone))
             .collect()
     };
     assert!(
@@ -77,7 +77,7 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
         .store()
         .snapshot()
         .keys()
-        .any(|k| k.starts_with("evt:") || k.starts_with("ret:"))
+        .any(|k| k.starts_with(keys::EVENT_PREFIX) || k.starts_with(keys::RETENTION_PREFIX))
     {
         sim.tick().expect("tick");
         ticks += 1;
@@ -91,7 +91,7 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
     let snapshot = sim.store().snapshot();
     let left: Vec<&String> = snapshot
         .keys()
-        .filter(|k| k.starts_with("dlv:") || k.starts_with("idem:"))
+        .filter(|k| k.starts_with(keys::DELIVERY_PREFIX) || k.starts_with(keys::IDEMPOTENCY_PREFIX))
         .collect();
     assert!(left.is_empty(), "{left:?}");
     assert!(record(&sim, &gone).signing_secret.is_erased());
@@ -99,16 +99,19 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
     // is dropped; a page is its key and its parts' keys); its deliveries are gone with
     // their events.
     assert!(!record(&sim, &kept).signing_secret.is_erased());
-    let last_page = format!("subdlv:{kept}:p1");
+    let log = keys::subscription_deliveries(&kept);
+    let last_page = keys::log_page(&log, 1);
     let history: Vec<&String> = snapshot
         .keys()
-        .filter(|k| k.starts_with(&format!("subdlv:{kept}:p")))
+        .filter(|k| {
+            k.strip_prefix(log.as_str())
+                .is_some_and(|rest| rest.starts_with(":p"))
+        })
         .collect();
-    assert!(history.contains(&&last_page), "{history:?}");
-    assert!(
-        history
-            .iter()
-            .all(|k| *k == &last_page || k.starts_with(&format!("{last_page}."))),
-        "{history:?}"
-    );
+    assert!(history.iter().any(|k| **k == last_page), "{history:?}");
+    let of_last_page = |k: &str| {
+        k.strip_prefix(last_page.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    };
+    assert!(history.iter().all(|k| of_last_page(k)), "{history:?}");
 }

@@ -432,7 +432,7 @@ fn a_key_issued_before_scopes_keeps_working_and_is_listed_from_its_first_use() {
     let snapshot = sim.store().snapshot();
     let (name, bytes) = snapshot
         .iter()
-        .find(|(k, _)| k.starts_with("apikey:"))
+        .find(|(k, _)| k.starts_with(keys::API_KEY_PREFIX))
         .expect("a key record");
     let record = ApiKeyRecord::decode(bytes).expect("decodes");
     let mut w = Writer::new(0xA1, 128);
@@ -444,7 +444,7 @@ fn a_key_issued_before_scopes_keeps_working_and_is_listed_from_its_first_use() {
     sim.store().set(name, &w.finish()).expect("set");
     for k in snapshot
         .keys()
-        .filter(|k| k.starts_with("client:acme:keys"))
+        .filter(|k| k.starts_with(keys::client_keys("acme").as_str()))
     {
         sim.store().delete(k).expect("delete");
     }

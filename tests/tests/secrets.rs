@@ -223,7 +223,10 @@ fn no_response_or_log_line_carries_a_secret_a_key_or_the_admin_token_but_its_own
 
     // Store failures are logged by the component: the log must not carry secrets either.
     sim.store().set_faults(Faults {
-        fail_prefixes: vec!["sub:".into(), "dlv:".into()],
+        fail_prefixes: vec![
+            keys::SUBSCRIPTION_PREFIX.into(),
+            keys::DELIVERY_PREFIX.into(),
+        ],
         ..Faults::default()
     });
     let r = create_with(&mut sim, &key, &body, &[]);

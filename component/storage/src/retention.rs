@@ -164,6 +164,7 @@ mod tests {
             vec![1],
             "day 0 is gone"
         );
-        assert!(kv.dump().keys().all(|k| !k.starts_with("ret:0:")));
+        let day0 = keys::retention(0);
+        assert!(kv.dump().keys().all(|k| !k.starts_with(day0.as_str())));
     }
 }

@@ -3,6 +3,7 @@
 //! list a tenth of its time).
 
 use bytes::Bytes;
+use edgehook_component::storage::keys::RATE_PREFIX;
 use edgehook_runtime::embedded::{self, Durability, FjallStore};
 use edgehook_runtime::store::{KvBackend, KvStore};
 use edgehook_runtime::{HostEnv, Runtime};
@@ -53,12 +54,16 @@ async fn the_rate_limits_counts_live_in_memory_beside_the_embedded_store_and_sti
     }
     assert_eq!(statuses, [200, 200, 429], "the limit holds");
     let counters = store.counters().expect("the embedded store's counters");
-    assert_eq!(keys(counters.as_ref(), "rate:acme:").len(), 1);
-    assert_eq!(keys(store.as_ref(), "rate:"), Vec::<String>::new());
+    assert_eq!(
+        keys(counters.as_ref(), RATE_PREFIX).len(),
+        1,
+        "acme's one minute"
+    );
+    assert_eq!(keys(store.as_ref(), RATE_PREFIX), Vec::<String>::new());
     // Not in the journal either: the reopened store has the API key, and no count.
     drop((env, store, counters));
     let store = Arc::new(embedded::open(&dir, Durability::Always).expect("reopened"));
-    assert_eq!(keys(store.as_ref(), "rate:"), Vec::<String>::new());
+    assert_eq!(keys(store.as_ref(), RATE_PREFIX), Vec::<String>::new());
     let listed = rt
         .handle(&served(&store), request("GET", "/v1/webhooks", &key))
         .await;

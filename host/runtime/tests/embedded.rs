@@ -5,6 +5,7 @@
 //! kept out of the engine. The key-value rules themselves are the conformance suite's
 //! (`kv_conformance`).
 
+use edgehook_component::storage::keys;
 use edgehook_runtime::embedded::{self, Durability, FjallStore};
 use edgehook_runtime::store::KvBackend;
 use edgehook_testkit::{DEADLINE, temp_dir};
@@ -167,8 +168,9 @@ fn the_counters_bucket_is_in_memory_beside_the_engine() {
     let dir = temp_dir("embedded-counters");
     let store = open(&dir);
     let counters = store.counters().expect("a counters store of its own");
-    assert_eq!(counters.increment("rate:acme:1", 1), Ok(1));
-    assert_eq!(store.get("rate:acme:1"), Ok(None));
+    let count = keys::rate("acme", 1);
+    assert_eq!(counters.increment(&count, 1), Ok(1));
+    assert_eq!(store.get(&count), Ok(None));
     drop((counters, store));
     assert_eq!(open(&dir).len(), Ok(0), "nothing of it in the journal");
     let _ = std::fs::remove_dir_all(&dir);

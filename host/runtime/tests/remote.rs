@@ -2,6 +2,7 @@
 //! its replies are on their way, the runtime's threads serve other requests.
 
 use bytes::Bytes;
+use edgehook_component::storage::keys;
 use edgehook_runtime::store::{KvBackend, KvFuture, KvStore, MemoryStore, RemoteKv};
 use edgehook_runtime::{HostEnv, Runtime};
 use http_body_util::Full;
@@ -127,7 +128,7 @@ fn requests_waiting_on_a_remote_store_hold_no_thread() {
 }
 
 fn four_wait_one_answers(rt: &tokio::runtime::Runtime) {
-    let (store, gate, holds) = Gated::new("apikey:");
+    let (store, gate, holds) = Gated::new(keys::API_KEY_PREFIX);
     let config: BTreeMap<String, String> = [("admin_token".to_owned(), "t".to_owned())]
         .into_iter()
         .collect();

@@ -7,6 +7,7 @@ use crate::sim::Simulation;
 use crate::simnet::Reply;
 use anyhow::{Context as _, Result, bail, ensure};
 use edgehook_component::delivery::Delivery;
+use edgehook_component::storage::keys;
 use edgehook_component::subscriptions::Subscription;
 use edgehook_testkit::progress::Progress;
 use serde_json::Value;
@@ -217,12 +218,12 @@ fn audit(sim: &Simulation, wall: Duration) -> Result<Outcome> {
         ..Outcome::default()
     };
     for (key, value) in sim.store().snapshot() {
-        if key.starts_with("sub:") {
+        if key.starts_with(keys::SUBSCRIPTION_PREFIX) {
             let sub = Subscription::decode(&value)
                 .map_err(|e| anyhow::anyhow!("{key}: {}", e.log.unwrap_or(e.message)))?;
             o.disabled += usize::from(sub.disabled_reason.as_deref() == Some("repeated_failures"));
         }
-        if !key.starts_with("dlv:") {
+        if !key.starts_with(keys::DELIVERY_PREFIX) {
             continue;
         }
         let d: Value = serde_json::to_value(

@@ -1,6 +1,7 @@
 //! Helpers shared by the black-box tests: one place that knows how to talk to the API.
 
 use edgehook_component::storage::applog::decode_page;
+pub use edgehook_component::storage::keys;
 use edgehook_runtime::HttpResponse;
 use edgehook_sim::sim::{SimBuilder, Simulation};
 use serde_json::{Value, json};
@@ -11,10 +12,15 @@ pub fn fanout_in(
     snapshot: &std::collections::BTreeMap<String, Vec<u8>>,
     event_type: &str,
 ) -> Vec<String> {
-    let prefix = format!("fanout:{event_type}:p");
+    let index = keys::fanout(event_type);
+    let is_page = |k: &str| {
+        k.strip_prefix(index.as_str())
+            .is_some_and(|rest| rest.starts_with(":p"))
+    };
     snapshot
-        .range(prefix.clone()..)
-        .take_while(|(k, _)| k.starts_with(&prefix))
+        .range(index.as_str().to_owned()..)
+        .skip_while(|(k, _)| !is_page(k))
+        .take_while(|(k, _)| is_page(k))
         .flat_map(|(_, page)| decode_page(page).expect("a fan-out page"))
         .map(|entry| String::from_utf8(entry.item).expect("an id"))
         .collect()
@@ -25,8 +31,8 @@ pub fn fanout_in(
 /// own reader: a record it cannot read fails the test.
 pub fn subscription_records(snapshot: &std::collections::BTreeMap<String, Vec<u8>>) -> Vec<Value> {
     snapshot
-        .range("sub:".to_owned()..)
-        .take_while(|(k, _)| k.starts_with("sub:"))
+        .range(keys::SUBSCRIPTION_PREFIX.to_owned()..)
+        .take_while(|(k, _)| k.starts_with(keys::SUBSCRIPTION_PREFIX))
         .map(|(k, v)| subscription_record(v).unwrap_or_else(|| panic!("{k} does not decode")))
         .collect()
 }

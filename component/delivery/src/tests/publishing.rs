@@ -108,7 +108,7 @@ fn a_keyless_fan_out_writes_its_body_records_and_event_in_one_batch_after_their_
     // Every history entry (a compare-and-swap of its part) before the batch.
     let cas = ops.cas.borrow().clone();
     let history_at: Vec<usize> = (0..cas.len())
-        .filter(|i| cas[*i].starts_with("subdlv:"))
+        .filter(|i| cas[*i].starts_with(keys::SUBSCRIPTION_DELIVERIES_PREFIX))
         .collect();
     assert_eq!(history_at.len(), 3, "{cas:?}");
     assert!(history_at.iter().all(|i| i < cas_before), "{cas:?}");
@@ -178,7 +178,7 @@ fn a_keyed_publish_never_overwrites_a_delivery_a_concurrent_one_already_sent() {
         let report = run_now(&env, &sent, &RunNow::Event(receipt.event_id));
         assert_eq!(report.succeeded, 1);
     };
-    let hooked = HookKv::new(&kv, "dlv:", other);
+    let hooked = HookKv::new(&kv, keys::DELIVERY_PREFIX, other);
     let env = Env::new(now, &hooked, &settings, &entropy);
     let (receipt, prepared) = publish_prepared(&env, "load.created", br#"{"id":"L"}"#, Some("k1"))
         .expect("first publish");
@@ -216,7 +216,7 @@ fn keyed_race(
         let receipt = publish(&env, "load.created", theirs, Some("k1")).expect("other publish");
         accepted.set(Some(receipt));
     };
-    let hooked = HookKv::new(&kv, "evt:", other);
+    let hooked = HookKv::new(&kv, keys::EVENT_PREFIX, other);
     let env = Env::new(now, &hooked, &settings, &entropy);
     let outcome = publish(&env, "load.created", mine, Some("k1"));
     let accepted = accepted.take().expect("the other one ran");

@@ -230,7 +230,10 @@ fn a_replay_job_cut_short_at_any_store_operation_leaves_nothing_half_made_and_fi
             tick(&at(now + 3_000), &sent);
             let left = replay_keys(&kv);
             assert!(left.is_empty(), "fault at {fail_at}: {left:?}");
-            let dir = kv.get("rpldir").expect("get").unwrap_or_default();
+            let dir = kv
+                .get(&keys::REPLAY_DIRECTORY)
+                .expect("get")
+                .unwrap_or_default();
             assert!(dir.is_empty(), "fault at {fail_at}: {dir:?}");
             continue;
         };
@@ -251,7 +254,10 @@ fn a_replay_job_cut_short_at_any_store_operation_leaves_nothing_half_made_and_fi
         );
         // Retired whatever failed: its selections gone, off the ticks' list.
         assert_eq!(selection_records(&kv, &job.id), 0, "fault at {fail_at}");
-        let dir = kv.get("rpldir").expect("get").unwrap_or_default();
+        let dir = kv
+            .get(&keys::REPLAY_DIRECTORY)
+            .expect("get")
+            .unwrap_or_default();
         assert!(dir.is_empty(), "fault at {fail_at}: {dir:?}");
         for id in &ids {
             let d = stored_delivery(&kv, &keys::delivery(id).to_string());

@@ -36,9 +36,14 @@ fn leftovers(kv: &MemoryKv, sub: &str) -> Vec<String> {
         .filter(|k| *k != keys::subscription(sub))
         .filter(|k| {
             k.contains(sub)
-                || ["dlv:", "evt:", "ret:", "subdlv:"]
-                    .iter()
-                    .any(|p| k.starts_with(p))
+                || [
+                    keys::DELIVERY_PREFIX,
+                    keys::EVENT_PREFIX,
+                    keys::RETENTION_PREFIX,
+                    keys::SUBSCRIPTION_DELIVERIES_PREFIX,
+                ]
+                .iter()
+                .any(|p| k.starts_with(p))
         })
         .collect()
 }
@@ -48,7 +53,11 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
     let kv = MemoryKv::new();
     let settings = Settings::default();
     let sub = deleted_with_history(&kv, &settings, 300);
-    assert!(kv.dump().keys().any(|k| k.starts_with("subdlv:")));
+    assert!(
+        kv.dump()
+            .keys()
+            .any(|k| k.starts_with(keys::SUBSCRIPTION_DELIVERIES_PREFIX))
+    );
     assert!(stored_subscription(&kv, &sub).signing_secret.is_erased());
     let entropy = SeededEntropy::new(13);
     let later = T0 + (u64::from(settings.retention_days) + 3) * DAY_MS;

@@ -59,7 +59,7 @@ fn a_tick_between_queue_entry_and_record_does_not_lose_the_delivery() {
     let sent = Counting(Cell::new(0));
     // Another instance ticks after the queue entry is written, before the record is
     // (at the subscription's history entry, which comes between them).
-    let hooked = HookKv::new(&kv, "subdlv:", || {
+    let hooked = HookKv::new(&kv, keys::SUBSCRIPTION_DELIVERIES_PREFIX, || {
         let report = tick(&env(&kv), &sent);
         assert_eq!(report.attempted, 0, "no record yet: nothing to send");
         assert!(
@@ -298,7 +298,7 @@ fn a_delivery_another_tick_holds_is_looked_at_again_when_its_lease_runs_out() {
     let now = 1_767_225_600_000;
     let sub = active_subscription(&kv);
     let id = queued(&kv, &sub, &["evt_a"], now).remove(0);
-    let hooked = HookKv::new(&kv, "dlv:", || {
+    let hooked = HookKv::new(&kv, keys::DELIVERY_PREFIX, || {
         let bytes = kv.get(&keys::delivery(&id)).expect("get").expect("record");
         let mut d = Delivery::decode(&bytes).expect("record");
         d.lease_until = Some(now + 15_000);
@@ -367,7 +367,7 @@ fn a_tick_between_a_replays_queue_entry_and_its_record_does_not_lose_the_replay(
         1
     );
     let at = now + 120_000;
-    let hooked = HookKv::new(&kv, "dlv:", || {
+    let hooked = HookKv::new(&kv, keys::DELIVERY_PREFIX, || {
         let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
         assert_eq!(report.attempted, 0, "the record is not pending yet");
     });
@@ -416,18 +416,20 @@ fn a_fan_out_resumed_after_its_events_second_settled_is_not_lost_to_a_tick() {
     let events: Vec<String> = kv
         .dump()
         .keys()
-        .filter(|k| k.starts_with("evt:") && !k.ends_with(":body"))
+        .filter(|k| k.starts_with(keys::EVENT_PREFIX) && !k.ends_with(":body"))
         .cloned()
         .collect();
     assert_eq!(events.len(), 1, "its event is recorded: {events:?}");
     let event_id = stored_event(&kv, &events[0]).id;
     assert!(
-        kv.dump().keys().all(|k| !k.starts_with("dlv:")),
+        kv.dump()
+            .keys()
+            .all(|k| !k.starts_with(keys::DELIVERY_PREFIX)),
         "no delivery made"
     );
     let at = now + 120_000;
     let sent = Counting(Cell::new(0));
-    let hooked = HookKv::new(&kv, "subdlv:", || {
+    let hooked = HookKv::new(&kv, keys::SUBSCRIPTION_DELIVERIES_PREFIX, || {
         let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
         assert_eq!(report.attempted, 0, "no record yet");
     });
@@ -689,7 +691,7 @@ fn a_tick_between_a_skipped_deliverys_replay_entry_and_its_record_does_not_lose_
     edgehook_subscriptions::enable(&Env::new(at, &kv, &settings, &entropy), &sub, None)
         .expect("enable");
     let sent = Counting(Cell::new(0));
-    let hooked = HookKv::new(&kv, "dlv:", || {
+    let hooked = HookKv::new(&kv, keys::DELIVERY_PREFIX, || {
         let report = tick(&Env::new(at, &kv, &settings, &entropy), &sent);
         assert_eq!(report.attempted, 0, "the record is not pending yet");
     });

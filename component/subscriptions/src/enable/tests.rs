@@ -247,7 +247,7 @@ impl Kv for Racing<'_> {
         self.inner.cas_begin(key.key_str())
     }
     fn cas_swap(&self, cas: Self::Cas, value: &[u8]) -> Result<bool, KvError> {
-        let trip = cas.0.starts_with("sub:") && !self.tripped.replace(true);
+        let trip = cas.0.starts_with(keys::SUBSCRIPTION_PREFIX) && !self.tripped.replace(true);
         if trip && let Some(before) = self.before.borrow_mut().take() {
             before();
         }
