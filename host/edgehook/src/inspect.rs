@@ -121,5 +121,5 @@ fn open(data_dir: &Path) -> Result<FjallStore> {
 }
 
 fn err(e: edgehook_runtime::store::StoreError) -> anyhow::Error {
-    anyhow::anyhow!(e.0)
+    anyhow::anyhow!(e)
 }

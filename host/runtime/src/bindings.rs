@@ -117,8 +117,9 @@ pub(crate) fn own_request_options(
     added
 }
 
+/// A store failure as `wasi:keyvalue` says one: `other`, with its text.
 fn kv_error(e: StoreError) -> store::Error {
-    store::Error::Other(e.0)
+    store::Error::Other(e.to_string())
 }
 
 impl store::Host for State {

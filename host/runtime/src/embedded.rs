@@ -111,7 +111,7 @@ pub struct Copied {
 }
 
 fn err(e: fjall::Error) -> StoreError {
-    StoreError(format!("store: {e}"))
+    StoreError::Backend(format!("store: {e}"))
 }
 
 fn io_err(e: fjall::Error) -> std::io::Error {
@@ -195,7 +195,7 @@ impl FjallStore {
             }
         }
         batch.commit().map_err(io_err)?;
-        copy.flush().map_err(|e| std::io::Error::other(e.0))?;
+        copy.flush().map_err(std::io::Error::other)?;
         drop(copy);
         Ok(Copied {
             keys,
@@ -256,8 +256,7 @@ impl KvBackend for FjallStore {
             .take(limit)
             .map(|item| {
                 let key = item.key().map_err(err)?;
-                String::from_utf8(key.to_vec())
-                    .map_err(|_| StoreError("store: a key is not UTF-8".into()))
+                String::from_utf8(key.to_vec()).map_err(|_| StoreError::KeyNotUtf8)
             })
             .collect()
     }

@@ -648,7 +648,7 @@ pub(crate) fn redact_url(url: &str) -> String {
 
 /// The store error of a Redis failure (`message`, secrets already scrubbed).
 pub(crate) fn failure(message: String) -> StoreError {
-    StoreError(message)
+    StoreError::Backend(message)
 }
 
 pub(crate) fn scrub(message: &str, secrets: &[String]) -> String {

@@ -11,13 +11,33 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-/// A store failure, surfaced to the guest as `wasi:keyvalue/store.error.other`.
+/// A store failure, surfaced to the guest as `wasi:keyvalue/store.error.other` with its
+/// [`Display`](std::fmt::Display) text (the host's bindings map it; the guest sees no other
+/// shape of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The backend failed or refused: I/O, the engine, the network, a server's error reply,
+    /// an unusable address. Its own words, secrets scrubbed.
+    Backend(String),
+    /// A fault [`MemoryStore`]'s [`Faults`] injected, at this operation's number.
+    Injected(u64),
+    /// An increment of a key whose value is not a counter.
+    NotACounter(String),
+    /// An increment that would take a counter past `i64`.
+    CounterOverflow(String),
+    /// A key in the store is not UTF-8 (a listing cannot name it).
+    KeyNotUtf8,
+}
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            StoreError::Backend(what) => f.write_str(what),
+            StoreError::Injected(n) => write!(f, "injected fault (operation {n})"),
+            StoreError::NotACounter(key) => write!(f, "{key} does not hold a counter"),
+            StoreError::CounterOverflow(key) => write!(f, "counter {key} would overflow"),
+            StoreError::KeyNotUtf8 => f.write_str("store: a key is not UTF-8"),
+        }
     }
 }
 
@@ -317,7 +337,7 @@ impl MemoryStore {
                 .iter()
                 .any(|k| f.fail_prefixes.iter().any(|p| k.starts_with(p.as_str())))
         {
-            return Err(StoreError(format!("injected fault (operation {n})")));
+            return Err(StoreError::Injected(n));
         }
         Ok(inner)
     }
@@ -350,12 +370,12 @@ impl KvBackend for MemoryStore {
         let current = match inner.map.get(key) {
             Some(bytes) if le => <[u8; 8]>::try_from(bytes.as_slice())
                 .map(i64::from_le_bytes)
-                .map_err(|_| StoreError(format!("{key} does not hold a counter")))?,
+                .map_err(|_| StoreError::NotACounter(key.to_owned()))?,
             value => parse_counter(key, value)?,
         };
         let next = current
             .checked_add(delta)
-            .ok_or_else(|| StoreError(format!("counter {key} would overflow")))?;
+            .ok_or_else(|| StoreError::CounterOverflow(key.to_owned()))?;
         let bytes = match le {
             true => next.to_le_bytes().to_vec(),
             false => next.to_string().into_bytes(),
@@ -384,7 +404,7 @@ impl KvBackend for MemoryStore {
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let inner = self.op(&refs)?;
         if inner.quirks.batch_read_fails && keys.len() > 1 {
-            return Err(StoreError(
+            return Err(StoreError::Backend(
                 "ResponseError: wrong number of arguments for 'keys' command".into(),
             ));
         }
@@ -421,7 +441,7 @@ pub fn keys_after<V>(map: &BTreeMap<String, V>, cursor: Option<&str>, limit: usi
 pub fn add_to_counter(key: &str, value: Option<&Vec<u8>>, delta: i64) -> StoreResult<i64> {
     parse_counter(key, value)?
         .checked_add(delta)
-        .ok_or_else(|| StoreError(format!("counter {key} would overflow")))
+        .ok_or_else(|| StoreError::CounterOverflow(key.to_owned()))
 }
 
 /// Parses a decimal counter value (missing = 0).
@@ -431,7 +451,7 @@ pub fn parse_counter(key: &str, value: Option<&Vec<u8>>) -> StoreResult<i64> {
         Some(bytes) => std::str::from_utf8(bytes)
             .ok()
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| StoreError(format!("{key} does not hold a counter"))),
+            .ok_or_else(|| StoreError::NotACounter(key.to_owned())),
     }
 }
 
@@ -453,14 +473,14 @@ mod tests {
         let s = MemoryStore::new();
         s.set_faults(Faults {
             fail_nth: Some(2),
-            fail_prefixes: vec!["sub:".into()],
+            fail_prefixes: vec!["faulty:".into()],
             ..Faults::default()
         });
         assert!(s.set("a", b"1").is_ok());
         assert!(s.get("a").is_err());
         assert!(s.get("a").is_ok());
-        assert!(s.get("sub:1").is_err());
-        assert!(s.get_many(&["a".into(), "sub:2".into()]).is_err());
+        assert!(s.get("faulty:1").is_err());
+        assert!(s.get_many(&["a".into(), "faulty:2".into()]).is_err());
     }
 
     #[test]

@@ -187,8 +187,9 @@ async fn compare_and_swap_on(redis: &RedisServer) {
     ))
     .await
     .expect_err("wrong password");
+    let text = wrong.to_string();
     assert!(
-        !wrong.0.contains(password) && wrong.0.contains("127.0.0.1"),
+        !text.contains(password) && text.contains("127.0.0.1"),
         "{wrong}"
     );
     println!("a wrong password reads: {wrong}");

@@ -26,7 +26,7 @@ async fn redis_store(
         },
     )
     .await
-    .map_err(|e| anyhow::anyhow!("{}", e.0))?;
+    .map_err(|e| anyhow::anyhow!(e))?;
     Ok(Arc::new(store))
 }
 
@@ -37,7 +37,7 @@ async fn round_trip(store: &dyn RemoteKv, n: usize) -> Result<f64> {
             .get("rtt")
             .await
             .map(|_| ())
-            .map_err(|e| anyhow::anyhow!("{}", e.0))
+            .map_err(|e| anyhow::anyhow!(e))
     })
     .await?;
     Ok(percentile_us(&times, 0.5))
@@ -184,15 +184,12 @@ pub async fn redis_latency(
         let keys = store
             .list_keys(None, 1000)
             .await
-            .map_err(|e| anyhow::anyhow!("{}", e.0))?;
+            .map_err(|e| anyhow::anyhow!(e))?;
         if keys.is_empty() {
             break;
         }
         for k in keys {
-            store
-                .delete(&k)
-                .await
-                .map_err(|e| anyhow::anyhow!("{}", e.0))?;
+            store.delete(&k).await.map_err(|e| anyhow::anyhow!(e))?;
         }
     }
     let mut rows = vec![Row {

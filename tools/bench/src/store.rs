@@ -118,7 +118,7 @@ async fn records(quick: bool, receiver: u16, hits: &AtomicUsize) -> Result<Vec<R
     let first = kv
         .list_keys(None, 1)
         .await
-        .map_err(|e| anyhow::anyhow!(e.0))?;
+        .map_err(|e| anyhow::anyhow!(e))?;
     let restart = reopen.elapsed();
     anyhow::ensure!(!first.is_empty(), "the reopened store is empty");
     drop(kv);
