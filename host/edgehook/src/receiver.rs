@@ -1,7 +1,8 @@
-//! One small HTTP/1.1 server for receiving requests: `edgehook listen`, and the benchmark's and
-//! the soak's loopback baselines and receivers. Keep-alive, `TCP_NODELAY`, each request's body
-//! read whole (at most [`BODY_LIMIT`]; past it, 413) before `respond` answers it; a head, or
-//! an idle keep-alive connection, gets `HEADER_TIMEOUT` (30 s).
+//! The small HTTP/1.1 server `edgehook listen` receives deliveries on. Keep-alive,
+//! `TCP_NODELAY`, each request's body read whole (at most [`BODY_LIMIT`]; past it, 413) before
+//! `respond` answers it; a head, or an idle keep-alive connection, gets `HEADER_TIMEOUT`
+//! (30 s). (The tests', the benchmark's and the soak's receivers are the test kit's:
+//! `edgehook_testkit::receiver`.)
 
 use anyhow::Result;
 use bytes::Bytes;
@@ -54,23 +55,23 @@ where
     }
 }
 
-/// [`serve_on`] a free port of 127.0.0.1, in a task of its own. Returns the port; the server
-/// runs until the runtime ends.
-pub async fn loopback<F, Fut>(respond: F) -> Result<u16>
-where
-    F: Fn(http::request::Parts, Bytes) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    tokio::spawn(serve_on(listener, respond));
-    Ok(port)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// [`serve_on`] a free port of 127.0.0.1, in a task of its own. Returns the port; the server
+    /// runs until the runtime ends.
+    async fn loopback<F, Fut>(respond: F) -> Result<u16>
+    where
+        F: Fn(http::request::Parts, Bytes) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        tokio::spawn(serve_on(listener, respond));
+        Ok(port)
+    }
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_refused_413_without_reaching_respond() {

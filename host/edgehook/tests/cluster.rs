@@ -18,9 +18,10 @@ mod measure;
 use crate::common::Proc;
 use edgehook::cli::Remote;
 use edgehook_component::delivery::delivery_id;
+use edgehook_testkit::receiver::Answer;
 use edgehook_testkit::redis::redis_or_skip;
 use edgehook_testkit::rediscluster::RedisCluster;
-use edgehook_testkit::{rt, temp_dir};
+use edgehook_testkit::{POLL, poll, rt, temp_dir, wait_within};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -80,38 +81,27 @@ impl std::fmt::Display for Report {
     }
 }
 
-/// A loopback receiver answering 200, counting requests per delivery id.
+/// The test kit's receiver answering 200, counting requests per delivery id (and keeping
+/// none: the long run sends millions).
 struct Receiver {
     port: u16,
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
 }
 
 fn receiver(rt: &tokio::runtime::Runtime) -> Receiver {
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind the receiver");
-    let port = listener.local_addr().expect("addr").port();
     let counts: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
     let c = counts.clone();
-    rt.spawn(edgehook::receiver::serve_on(
-        listener,
-        move |head: http::request::Parts, _| {
-            let c = c.clone();
-            async move {
-                let id = head
-                    .headers
-                    .get("x-service-delivery-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned();
-                *c.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(id)
-                    .or_default() += 1;
-                hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"ok")))
-            }
-        },
-    ));
+    let receiver = edgehook_testkit::receiver::Receiver::builder()
+        .keep_nothing()
+        .answer_by(move |request, _| {
+            let id = request.header("x-service-delivery-id").unwrap_or("");
+            *c.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(id.to_owned())
+                .or_default() += 1;
+            Answer::ok()
+        });
+    let port = rt.block_on(receiver.start()).port();
     Receiver { port, counts }
 }
 
@@ -151,22 +141,6 @@ fn serve(cluster: &RedisCluster, token: &str, wait: u32, name: &str) -> Instance
     let mut proc = Proc::spawn(command);
     let base = format!("http://{}", proc.address());
     Instance { proc, base, dir }
-}
-
-/// Polls `ready` every 20 ms for at most `within`; panics naming `what` otherwise.
-fn until(what: &str, within: Duration, mut ready: impl FnMut() -> Result<(), String>) {
-    let end = Instant::now() + within;
-    loop {
-        let seen = match ready() {
-            Ok(()) => return,
-            Err(seen) => seen,
-        };
-        assert!(
-            Instant::now() < end,
-            "{what}: not within {within:?}: {seen}"
-        );
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
 }
 
 fn call(
@@ -307,7 +281,7 @@ fn run(shape: &Run) -> Report {
     let victim = cluster.primaries()[0];
     cluster.kill(victim);
     let killed = Instant::now();
-    until("a replica to take over", Duration::from_secs(30), || {
+    wait_within(Duration::from_secs(30), "a replica to take over", || {
         let primaries = cluster.primaries();
         if primaries.len() == 3 && !primaries.contains(&victim) {
             Ok(())
@@ -332,16 +306,10 @@ fn run(shape: &Run) -> Report {
     gone.proc.kill();
     let killed = Instant::now();
     let back = serve(&cluster, &token, shape.wait_replicas, "cluster-serve-2b");
-    until(
-        "the restarted instance to be ready",
+    wait_within(
         Duration::from_secs(60),
-        || {
-            if ready(&rt, &back.base) {
-                Ok(())
-            } else {
-                Err("not ready".into())
-            }
-        },
+        "the restarted instance to be ready",
+        || ready(&rt, &back.base),
     );
     report.serve_ready = killed.elapsed();
     live.lock()
@@ -370,14 +338,10 @@ fn run(shape: &Run) -> Report {
     };
     // Every expected delivery arrives, or, after 60 s of waiting, the ones missing count as
     // lost.
-    let drain = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < drain {
+    let _ = poll(Duration::from_secs(60), POLL, || {
         let got = counts();
-        if expected.iter().all(|id| got.contains_key(id)) {
-            break;
-        }
-        std::thread::park_timeout(Duration::from_millis(50));
-    }
+        expected.iter().all(|id| got.contains_key(id))
+    });
     report.drained = load_ended.elapsed();
     let got = counts();
     report.accepted = ledger.accepted.len();

@@ -88,9 +88,15 @@ pub fn poll<R: Ready>(
 /// Waits, checking every [`POLL`], until `ready` holds: its value. Panics if it does not
 /// within [`DEADLINE`], naming `what` and what `ready` last saw.
 pub fn wait_for<R: Ready>(what: &str, ready: impl FnMut() -> R) -> R::Value {
-    poll(DEADLINE, POLL, ready).unwrap_or_else(|seen| match seen {
-        Some(seen) => panic!("timed out after {DEADLINE:?} waiting for {what}: {seen}"),
-        None => panic!("timed out after {DEADLINE:?} waiting for {what}"),
+    wait_within(DEADLINE, what, ready)
+}
+
+/// [`wait_for`] with a deadline of its own, `within` (a wait that is part of what a test
+/// measures, or longer than [`DEADLINE`]).
+pub fn wait_within<R: Ready>(within: Duration, what: &str, ready: impl FnMut() -> R) -> R::Value {
+    poll(within, POLL, ready).unwrap_or_else(|seen| match seen {
+        Some(seen) => panic!("timed out after {within:?} waiting for {what}: {seen}"),
+        None => panic!("timed out after {within:?} waiting for {what}"),
     })
 }
 

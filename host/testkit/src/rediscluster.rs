@@ -5,7 +5,7 @@
 //! rejoin the cluster (a killed primary comes back as a replica of the one that replaced it).
 //! Every child is killed and every directory removed on drop, a failed test's included.
 
-use crate::{DEADLINE, free_port, temp_dir};
+use crate::{DEADLINE, POLL, free_port, temp_dir};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -106,20 +106,10 @@ pub fn command(port: u16, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// Checks `ready` every 20 ms until it holds, for at most `within`; otherwise the last thing
-/// it saw instead.
-fn until(within: Duration, mut ready: impl FnMut() -> Result<(), String>) -> Result<(), String> {
-    let end = std::time::Instant::now() + within;
-    loop {
-        let seen = match ready() {
-            Ok(()) => return Ok(()),
-            Err(seen) => seen,
-        };
-        if std::time::Instant::now() >= end {
-            return Err(seen);
-        }
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+/// Checks `ready` every [`POLL`] until it holds, for at most `within`; otherwise the last
+/// thing it saw instead ([`crate::poll`]).
+fn until(within: Duration, ready: impl FnMut() -> Result<(), String>) -> Result<(), String> {
+    crate::poll(within, POLL, ready).map_err(Option::unwrap_or_default)
 }
 
 /// Waits until the node on `port` answers `PING`; panics after [`DEADLINE`].

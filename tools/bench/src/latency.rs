@@ -236,7 +236,7 @@ async fn receiver(threads: &LoadThreads, origin: Instant) -> Result<(u16, Arc<Re
     let r = receipts.clone();
     let port = threads
         .receiver
-        .spawn(edgehook::receiver::loopback(move |head, body| {
+        .spawn(edgehook_testkit::receiver::loopback(move |head, body| {
             let r = r.clone();
             async move {
                 let at = r.origin.elapsed().as_nanos() as u64;

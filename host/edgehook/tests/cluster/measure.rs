@@ -143,11 +143,10 @@ fn measure(instances: usize, wait_replicas: u32, publishers: usize, seconds: u64
         rt.block_on(t).expect("publisher");
     }
     let want = accepted.load(Ordering::SeqCst) * FAN_OUT;
-    let end = Instant::now() + Duration::from_secs(120);
     let received = || recv.counts.lock().unwrap_or_else(|e| e.into_inner()).len();
-    while received() < want && Instant::now() < end {
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
+    let _ = edgehook_testkit::poll(Duration::from_secs(120), edgehook_testkit::POLL, || {
+        received() >= want
+    });
     let elapsed = started.elapsed();
     let delivered = received().max(1);
     let (cpu1, redis1) = (serve_cpu(), redis_totals(&cluster));
