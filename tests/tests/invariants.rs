@@ -259,6 +259,58 @@ fn no_source_file_is_past_800_lines() {
     );
 }
 
+/// No store key is spelled outside `keys.rs`: no other Rust file of the project, tests and
+/// tools included, has a string literal that begins with a key kind's prefix
+/// (`keys::PREFIXES`) or is one of the fixed keys with a name of their own (the directories,
+/// the tick lease, the ingest key index). Tests and tools that look through a store use
+/// `keys.rs`'s builders and prefixes, so that a change of the layout changes them too. (The
+/// fixed keys `health` and `disabled` are ordinary words, a status or a JSON value as often
+/// as a key: they are not looked for.)
+#[test]
+fn no_store_key_is_spelled_outside_keys_rs() {
+    use edgehook_component::storage::keys;
+    const KEYS_RS: &str = "component/storage/src/keys.rs";
+    let fixed = [
+        keys::DUE_DIRECTORY,
+        keys::REPLAY_DIRECTORY,
+        keys::FIFO_DIRECTORY,
+        keys::RETENTION_DIRECTORY,
+        keys::TICK_LEASE,
+        keys::INGEST_KEYS,
+    ];
+    let mut spelled: Vec<String> = keys::PREFIXES.iter().map(|p| format!("\"{p}")).collect();
+    spelled.extend(fixed.iter().map(|k| format!("\"{k}\"")));
+    let files = project_files(&["rs"]);
+    let mut found = Vec::new();
+    for path in &files {
+        let at = path.strip_prefix(crate::common::ROOT).unwrap_or(path);
+        let text = std::fs::read_to_string(path).expect("source");
+        if at == std::path::Path::new(KEYS_RS) {
+            // Where they are spelled: the check finds each there.
+            let missing: Vec<&String> = spelled.iter().filter(|s| !text.contains(*s)).collect();
+            assert!(missing.is_empty(), "not in {KEYS_RS}: {missing:?}");
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            if let Some(key) = spelled.iter().find(|s| line.contains(s.as_str())) {
+                found.push(format!(
+                    "{}:{}: {key}: {}",
+                    at.display(),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(files.len() > 200, "only {} files found", files.len());
+    assert!(
+        found.is_empty(),
+        "store keys spelled outside {KEYS_RS} (use its builders, and its prefixes to look \
+         through a store by kind):\n{}",
+        found.join("\n")
+    );
+}
+
 /// The text files the citation check reads: code, docs, configuration, scripts, the
 /// portal's pages and the WIT.
 const TEXT_FILES: [&str; 12] = [

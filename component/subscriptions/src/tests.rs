@@ -364,9 +364,15 @@ fn a_delete_that_empties_index_pages_cut_short_anywhere_keeps_the_lists_exact() 
             // The delete and its two tidies: every one of their operations was cut short.
             assert!(n > 20, "{n} operations");
             let dump = kv.dump();
-            let sealed = |prefix: &str| dump.get(&format!("{prefix}:p0")).map(Vec::as_slice);
-            assert_eq!(sealed("fanout:load.created"), Some(&[0xE2][..]));
-            assert_eq!(sealed("client:acme:subs"), Some(&[0xE2][..]));
+            let sealed = |log| {
+                dump.get(keys::log_page(&log, 0).as_str())
+                    .map(Vec::as_slice)
+            };
+            assert_eq!(sealed(keys::fanout("load.created")), Some(&[0xE2][..]));
+            assert_eq!(
+                sealed(keys::client_subscriptions("acme")),
+                Some(&[0xE2][..])
+            );
             break;
         }
         cut_short += usize::from(done.is_err());

@@ -75,7 +75,7 @@ fn active_ids(kv: &MemoryKv) -> Vec<String> {
     let mut subs: Vec<Subscription> = kv
         .dump()
         .iter()
-        .filter(|(k, _)| k.starts_with("sub:"))
+        .filter(|(k, _)| k.starts_with(keys::SUBSCRIPTION_PREFIX))
         .map(|(_, v)| Subscription::decode(v).expect("record"))
         .filter(|s: &Subscription| s.status == Status::Active && s.client_id == "acme")
         .collect();
@@ -203,7 +203,7 @@ impl Kv for SwapAppliedThenFailed<'_> {
         cas: Self::Cas,
         value: &[u8],
     ) -> Result<bool, edgehook_storage::kv::KvError> {
-        let trip = cas.0.starts_with("sub:") && !self.tripped.replace(true);
+        let trip = cas.0.starts_with(keys::SUBSCRIPTION_PREFIX) && !self.tripped.replace(true);
         let swapped = self.inner.cas_swap(cas, value)?;
         if trip {
             return Err(edgehook_storage::kv::KvError("connection reset".into()));
