@@ -149,7 +149,7 @@ fn switching_to_unordered_releases_what_is_held_and_deletes_do_not_leave_anythin
     let listed = sim
         .store()
         .snapshot()
-        .get("fifodir")
+        .get(keys::FIFO_DIRECTORY.as_str())
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .unwrap_or_default();
     assert!(

@@ -214,9 +214,13 @@ fn requests_drive_retries_on_a_host_without_a_timer() {
 
     // The third attempt is due five minutes later: requests before then send nothing, and
     // requests within one period of the last opportunistic tick do not tick at all.
-    let lease = sim.store().snapshot()["ticklease"].clone();
+    let lease = sim.store().snapshot()[keys::TICK_LEASE.as_str()].clone();
     health(&mut sim);
-    assert_eq!(sim.store().snapshot()["ticklease"], lease, "the lease held");
+    assert_eq!(
+        sim.store().snapshot()[keys::TICK_LEASE.as_str()],
+        lease,
+        "the lease held"
+    );
     sim.advance_without_ticking(Duration::from_secs(330));
     health(&mut sim);
     assert_eq!(sim.net().received_by(URL).len(), 3, "the third attempt");
@@ -242,5 +246,9 @@ fn requests_drive_retries_on_a_host_without_a_timer() {
         1,
         "no opportunistic tick when off"
     );
-    assert!(!off.store().snapshot().contains_key("ticklease"));
+    assert!(
+        !off.store()
+            .snapshot()
+            .contains_key(keys::TICK_LEASE.as_str())
+    );
 }
