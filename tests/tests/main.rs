@@ -29,6 +29,7 @@ mod retention;
 mod retries;
 mod scenario;
 mod scopes;
+mod sealing;
 mod seams;
 mod secrets;
 mod spin_manifest;

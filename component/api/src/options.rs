@@ -227,7 +227,7 @@ pub fn update<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Respo
         // The read's fields, the secret first.
         Some(secret) => [
             &b"{\"signingSecret\":\""[..],
-            secret.0.as_bytes(),
+            secret.as_bytes(),
             b"\",",
             &detail[1..],
         ]
@@ -272,7 +272,7 @@ pub fn rotate<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Respo
         id: &sub.id,
         previous_secret_expires_at: sub.options.previous_secret.as_ref().map(|(_, u)| *u),
         signature_scheme: sub.options.scheme.name(),
-        signing_secret: &secret.0,
+        signing_secret: &secret,
     })
     .map_err(ApiError::internal)?;
     Ok(Response::data_json(200, &data, cx.request_id))

@@ -202,7 +202,7 @@ fn create_fresh<K: Kv>(
     claim: Option<&idempotency::Claim>,
 ) -> Result<(Vec<u8>, String), ApiError> {
     let made = subscriptions::create_pending(env, input, client_id).and_then(|(sub, pending)| {
-        let data = created_data(&sub)?;
+        let data = created_data(env, &sub)?;
         Ok((sub, pending, data))
     });
     let (sub, pending, data) = match made {
@@ -245,8 +245,11 @@ fn subscription_deleted() -> ApiError {
 }
 
 /// The `data` of the 201 that created `sub`, written: its status as it is now (`active`,
-/// or `disabled` for a replay after a disable other than a delete).
-fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
+/// or `disabled` for a replay after a disable other than a delete), its secret opened.
+fn created_data<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<Vec<u8>, ApiError> {
+    let secret = (sub.signing_secret)
+        .open(&env.settings.seal, &sub.seal_context())
+        .map_err(ApiError::internal)?;
     serde_json::to_vec(&Created {
         created_at: sub.created_at,
         event_types: &sub.event_types,
@@ -261,7 +264,7 @@ fn created_data(sub: &Subscription) -> Result<Vec<u8>, ApiError> {
         ordering: sub.options.ordering.name(),
         rate_limit: (sub.options.rate_limit > 0).then_some(sub.options.rate_limit),
         signature_scheme: sub.options.scheme.name(),
-        signing_secret: &sub.signing_secret.0,
+        signing_secret: &secret,
         status: match sub.status {
             subscriptions::Status::Disabled => "disabled",
             _ => "active",
@@ -284,7 +287,7 @@ fn replay<K: Kv>(cx: &Ctx<'_, K>, stored: StoredResponse) -> Result<Response, Ap
     if sub.disabled_reason.as_deref() == Some(subscriptions::DELETED) {
         return Err(subscription_deleted());
     }
-    let data = created_data(&sub)?;
+    let data = created_data(cx.env, &sub)?;
     // The stored response as it was, its `Location` included.
     Ok(created_response(
         stored.status,

@@ -102,7 +102,7 @@ pub(crate) fn target(settings: &Settings) -> Option<Subscription> {
             SUBSCRIPTION_DISABLED.to_owned(),
             SUBSCRIPTION_ENABLED.to_owned(),
         ],
-        signing_secret: Secret(secret.clone()),
+        signing_secret: Secret::Plain(secret.clone()),
         status: Status::Active,
         disabled_reason: None,
         created_at: 0,

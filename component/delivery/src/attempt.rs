@@ -1,5 +1,8 @@
 //! One attempt's request: to the target URL (parsed and checked against the policy by the
-//! batch), with the body as published and the signed headers.
+//! batch), with the body as published and the signed headers. The subscription's secrets
+//! are opened here, for the signature only ([`Subscription::open_secrets`]); one that opens
+//! under neither sealing key sends nothing ([`Unreadable`]), logged with the subscription's
+//! id and counted in a metrics event.
 
 use crate::sender::Outgoing;
 use edgehook_model::env::Env;
@@ -7,8 +10,11 @@ use edgehook_model::signing;
 use edgehook_model::validate::TargetUrl;
 use edgehook_records::delivery::Delivery;
 use edgehook_storage::kv::Kv;
-use edgehook_subscriptions::{Scheme, Subscription};
+use edgehook_subscriptions::{Scheme, Subscription, Unreadable};
 use std::rc::Rc;
+
+/// The metrics event of an attempt not sent because its secret did not open.
+pub const UNREADABLE_EVENT: &str = "{\"type\":\"secret_unreadable\"}";
 
 /// `User-Agent` of every delivery.
 pub const USER_AGENT: &str = concat!("edgehook/", env!("CARGO_PKG_VERSION"));
@@ -20,12 +26,24 @@ pub(crate) fn outgoing<K: Kv>(
     sub: &Subscription,
     url: TargetUrl,
     body: Rc<Vec<u8>>,
-) -> Outgoing {
+) -> Result<Outgoing, Unreadable> {
     signed(env, &d.id, &d.event_type, sub, url, body)
 }
 
+/// Says that `sub`'s secret did not open: a `secret.unreadable` log line with its id, and
+/// the metrics event `secret_unreadable` (the host counts them).
+fn report_unreadable<K: Kv>(env: &Env<'_, K>, sub: &Subscription) {
+    env.log.line(&format!(
+        "{{\"type\":\"secret.unreadable\",\"subscriptionId\":{},\"error\":{}}}",
+        edgehook_model::error::quoted(&sub.id),
+        edgehook_model::error::quoted(&Unreadable.to_string())
+    ));
+    env.log.event(UNREADABLE_EVENT);
+}
+
 /// The signed request of delivery `id` (an event of `event_type`) to `url` (`sub`'s, parsed
-/// and allowed): a delivery's attempt, or a test delivery.
+/// and allowed): a delivery's attempt, or a test delivery. [`Unreadable`] (reported) if a
+/// secret it signs with opens under neither sealing key.
 pub(crate) fn signed<K: Kv>(
     env: &Env<'_, K>,
     id: &str,
@@ -33,12 +51,14 @@ pub(crate) fn signed<K: Kv>(
     sub: &Subscription,
     url: TargetUrl,
     body: Rc<Vec<u8>>,
-) -> Outgoing {
+) -> Result<Outgoing, Unreadable> {
     let timestamp = env.now_ms / 1000;
     let options = &sub.options;
     // During a rotation's overlap the previous secret signs too.
-    let previous = options.previous_at(env.now_ms).map(|s| s.0.as_str());
-    let secret = sub.signing_secret.0.as_str();
+    let (secret, previous) = sub
+        .open_secrets(&env.settings.seal, env.now_ms)
+        .inspect_err(|_| report_unreadable(env, sub))?;
+    let (secret, previous) = (secret.as_ref(), previous.as_deref());
     let authority = match url.port {
         Some(p) => format!("{}:{p}", url.host),
         None => url.host.clone(),
@@ -83,11 +103,11 @@ pub(crate) fn signed<K: Kv>(
         }
     }
     headers.extend(options.headers.iter().cloned());
-    Outgoing {
+    Ok(Outgoing {
         scheme: url.scheme,
         authority,
         path_and_query: url.path_and_query,
         headers,
         body,
-    }
+    })
 }

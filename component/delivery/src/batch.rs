@@ -193,7 +193,14 @@ fn request_for<K: Kv>(
     // parses fails, and its delivery is cancelled.
     let policy = env.settings.target_policy();
     match validate::target_url(&sub.url, policy) {
-        Ok(url) => Ok(Some(outgoing(env, d, sub, url, body))),
+        Ok(url) => match outgoing(env, d, sub, url, body) {
+            Ok(request) => Ok(Some(request)),
+            // Never sent unsigned or mis-signed: the attempt fails, its class named.
+            Err(_) => {
+                item.result = Some(SendResult::unsent(SendError::SecretUnreadable));
+                Ok(None)
+            }
+        },
         Err(_) if policy.allows_all() => {
             item.cancelled = true;
             Ok(None)

@@ -85,12 +85,14 @@ pub fn ping<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, sub: &Subscription) ->
     );
     let body = Rc::new(body.into_bytes());
     let result = match validate::target_url(&sub.url, env.settings.target_policy()) {
-        Ok(url) => {
-            let request = signed(env, &id, PING_EVENT, sub, url, body);
-            let mut sent = sender.send_all(&[request], env.settings.attempt_timeout_ms);
-            sent.pop()
-                .unwrap_or(SendResult::unsent(SendError::Other("no answer")))
-        }
+        Ok(url) => match signed(env, &id, PING_EVENT, sub, url, body) {
+            Ok(request) => {
+                let mut sent = sender.send_all(&[request], env.settings.attempt_timeout_ms);
+                sent.pop()
+                    .unwrap_or(SendResult::unsent(SendError::Other("no answer")))
+            }
+            Err(_) => SendResult::unsent(SendError::SecretUnreadable),
+        },
         Err(_) => SendResult::unsent(SendError::DestinationRefused),
     };
     Ping {

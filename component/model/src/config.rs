@@ -4,6 +4,8 @@
 //! underscores; our own host uses the same names. [`KEYS`] is the complete list: the Spin
 //! manifest test checks that `spin.toml` declares every one of them.
 
+use crate::seal::{SealKey, SealKeys};
+
 /// Every configuration key the component reads, with its default (`None`: no default).
 pub const KEYS: &[(&str, Option<&str>)] = &[
     ("admin_token", None),
@@ -19,6 +21,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("retry_delays_ms", Some("60000,300000")),
     ("alert_url", Some("")),
     ("alert_secret", Some("")),
+    ("seal_key", None),
+    ("seal_previous_key", Some("")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -57,6 +61,10 @@ pub struct Settings {
     /// The signing secret of operator alerts (required with `alert_url`, at least 24
     /// characters).
     pub alert_secret: Option<String>,
+    /// The keys signing secrets are sealed under in the store (`seal_key`, 64 hex digits;
+    /// `seal_previous_key` during a key rotation): without a current key, secrets are stored
+    /// as they are.
+    pub seal: SealKeys,
 }
 
 impl std::fmt::Debug for Settings {
@@ -81,6 +89,7 @@ impl std::fmt::Debug for Settings {
                 "alert_secret",
                 &self.alert_secret.as_ref().map(|_| "<redacted>"),
             )
+            .field("seal", &self.seal)
             .finish()
     }
 }
@@ -130,6 +139,10 @@ impl Settings {
             retry_delays_ms: given.retry_delays()?,
             alert_url: given.alert_url()?,
             alert_secret: given.alert_secret()?,
+            seal: SealKeys {
+                current: given.seal_key("seal_key")?,
+                previous: given.seal_key("seal_previous_key")?,
+            },
         })
     }
 }
@@ -203,6 +216,18 @@ impl<S: AsRef<str>> Given<S> {
                  got {}",
                 crate::error::quoted(raw)
             ),
+        })
+    }
+
+    /// A sealing key: 64 hex digits (32 bytes), or unset.
+    fn seal_key(&self, key: &str) -> Result<Option<SealKey>, ConfigError> {
+        let Some(text) = self.value(key) else {
+            return Ok(None);
+        };
+        SealKey::parse(text).map(Some).ok_or_else(|| ConfigError {
+            key: key.to_owned(),
+            // Never the value: it is a key.
+            problem: "expected 64 hex digits (32 bytes, e.g. from openssl rand -hex 32)".to_owned(),
         })
     }
 
@@ -357,6 +382,21 @@ mod tests {
         assert_eq!(err.key, "max_concurrency");
         let err = Settings::from_pairs([("attempt_timeout_ms", "0")]).expect_err("out of range");
         assert_eq!(err.key, "attempt_timeout_ms");
+    }
+
+    #[test]
+    fn the_seal_keys_are_64_hex_digits_never_shown() {
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let s = Settings::from_pairs([("seal_key", hex)]).expect("valid");
+        assert_eq!(s.seal.current, SealKey::parse(hex));
+        assert_eq!(s.seal.previous, None);
+        assert!(!format!("{s:?}").contains("00112233"));
+        assert_eq!(Settings::default().seal, SealKeys::default());
+        for key in ["seal_key", "seal_previous_key"] {
+            let err = Settings::from_pairs([(key, &hex[1..])]).expect_err("short");
+            assert_eq!(err.key, key);
+            assert!(!err.problem.contains(&hex[1..9]), "{}", err.problem);
+        }
     }
 
     #[test]

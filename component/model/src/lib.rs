@@ -4,8 +4,8 @@
 //! environment [`env::Env`] (the time, the randomness, the store, the settings: the core
 //! never reads them itself), [`config::Settings`], prefixed [`ids`], plain HTTP values
 //! ([`http`]) and the one error type with its JSON envelope ([`error`]), the event types and
-//! load rules ([`events`]), the subscription URL rules ([`validate`]) and the HMAC
-//! signature ([`signing`]).
+//! load rules ([`events`]), the subscription URL rules ([`validate`]), the HMAC
+//! signature ([`signing`]) and the sealing of secrets at rest ([`seal`]).
 //!
 //! May use: `edgehook-storage` (the store an [`env::Env`] holds; store errors become API
 //! errors). Knows no stored record and no route.
@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod http;
 pub mod ids;
+pub mod seal;
 pub mod signing;
 pub mod validate;
 #[cfg(test)]

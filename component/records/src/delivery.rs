@@ -270,6 +270,9 @@ pub enum SendError {
     Tls,
     /// The URL policy or the host refused the target (SSRF rules): never sent.
     DestinationRefused,
+    /// The subscription's signing secret opens under neither sealing key (the settings'
+    /// `seal_key`, `seal_previous_key`): never sent, rather than sent unsigned or mis-signed.
+    SecretUnreadable,
     /// Anything else: the request could not be made, or its answer not read (the text says
     /// which).
     Other(&'static str),
@@ -277,7 +280,7 @@ pub enum SendError {
 
 impl SendError {
     /// The errors with a class of their own, for reading stored texts back.
-    const CLASSED: [SendError; 7] = [
+    const CLASSED: [SendError; 8] = [
         SendError::Timeout,
         SendError::ConnectionRefused,
         SendError::ConnectionReset,
@@ -285,6 +288,7 @@ impl SendError {
         SendError::Dns,
         SendError::Tls,
         SendError::DestinationRefused,
+        SendError::SecretUnreadable,
     ];
 
     /// The text stored in an attempt and shown by the API.
@@ -297,12 +301,13 @@ impl SendError {
             SendError::Dns => "dns error",
             SendError::Tls => "tls error",
             SendError::DestinationRefused => "destination not allowed",
+            SendError::SecretUnreadable => "signing secret unreadable",
             SendError::Other(text) => text,
         }
     }
 
     /// Its class, for people and alerts to group by: `timeout`, `connection` (refused,
-    /// reset, not found, DNS), `tls`, `destination_refused` or `other`.
+    /// reset, not found, DNS), `tls`, `destination_refused`, `secret_unreadable` or `other`.
     pub fn class(self) -> &'static str {
         match self {
             SendError::Timeout => "timeout",
@@ -312,6 +317,7 @@ impl SendError {
             | SendError::Dns => "connection",
             SendError::Tls => "tls",
             SendError::DestinationRefused => "destination_refused",
+            SendError::SecretUnreadable => "secret_unreadable",
             SendError::Other(_) => "other",
         }
     }
@@ -646,6 +652,7 @@ mod tests {
             ("dns error", "connection"),
             ("tls error", "tls"),
             ("destination not allowed", "destination_refused"),
+            ("signing secret unreadable", "secret_unreadable"),
             ("http error", "other"),
             ("invalid header", "other"),
         ] {

@@ -14,4 +14,5 @@ pub mod api_key;
 pub mod delivery;
 pub mod idempotency;
 pub mod replay;
+pub mod secret;
 pub mod subscription;

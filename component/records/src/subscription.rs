@@ -2,28 +2,14 @@
 //! [`Secret`].
 
 use edgehook_model::error::ApiError;
+use edgehook_model::seal::{NONCE_LEN, SealKeys};
 use edgehook_storage::codec::{Reader, Writer};
 use serde::Serialize;
+use std::borrow::Cow;
 
-/// A signing secret. Its `Debug` never shows the value.
-#[derive(Clone, Serialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+pub use crate::secret::{Secret, Unreadable};
 
 impl Secret {
-    /// A fresh secret: `whsec_` + 32 random bytes, base64url without padding.
-    pub fn generate(random: [u8; 32]) -> Self {
-        let mut secret = String::from("whsec_");
-        edgehook_model::ids::push_base64url(&mut secret, &random);
-        Secret(secret)
-    }
-
     /// A fresh secret for `scheme`: [`Secret::generate`]'s, or for Standard Webhooks `whsec_`
     /// + base64 (with padding) of the 32 random bytes, which are then the HMAC key.
     pub fn generate_for(scheme: Scheme, random: [u8; 32]) -> Self {
@@ -32,20 +18,9 @@ impl Secret {
             Scheme::Standard => {
                 let mut secret = String::from("whsec_");
                 edgehook_model::ids::push_base64(&mut secret, &random);
-                Secret(secret)
+                Secret::Plain(secret)
             }
         }
-    }
-
-    /// What a deleted subscription's record holds instead of its secret: the empty string
-    /// (the record format is unchanged; no secret is ever empty).
-    pub fn erased() -> Self {
-        Secret(String::new())
-    }
-
-    /// Whether this is [`Secret::erased`].
-    pub fn is_erased(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -211,26 +186,27 @@ impl Subscription {
         }
     }
 
-    /// The stored record: `SUBSCRIPTION_V4` (0xB4), then every field in declaration order
-    /// (see [`edgehook_storage::codec`]; a list is its length, then its items; the options:
-    /// the scheme's code, the headers as name-value pairs, the previous secret and its end,
-    /// the in-flight cap, the rate limit, the time the receiver counts as slow until).
-    /// A record is written twice by a create and read by every fan-out, so it is copied
-    /// rather than escaped. Still read: 0xB3, without the last three; `SUBSCRIPTION_V2`
-    /// (0xB2), without the options; and `SUBSCRIPTION_V1` (0xB1), without
+    /// The stored record: `SUBSCRIPTION_V5` (0xB5), then every field in declaration order
+    /// (see [`edgehook_storage::codec`]; a list is its length, then its items; a secret as
+    /// [`Secret::write`] writes it, plain or sealed; the options: the scheme's code, the
+    /// headers as name-value pairs, the previous secret and its end, the in-flight cap, the
+    /// rate limit, the time the receiver counts as slow until). A record is written twice by
+    /// a create and read by every fan-out, so it is copied rather than escaped. Still read:
+    /// 0xB4, its secrets plain strings; 0xB3, without the last three options too;
+    /// `SUBSCRIPTION_V2` (0xB2), without the options; and `SUBSCRIPTION_V1` (0xB1), without
     /// `disabled_entries` too.
     pub fn encode(&self) -> Vec<u8> {
         let o = &self.options;
         let mut w = Writer::new(
-            SUBSCRIPTION_V4,
-            160 + self.url.len() + 24 * self.event_types.len(),
+            SUBSCRIPTION_V5,
+            200 + self.url.len() + 24 * self.event_types.len(),
         );
         w.str(&self.id)
             .str(&self.client_id)
             .str(&self.url)
-            .list(&self.event_types, |w, t| w.str(t))
-            .str(&self.signing_secret.0)
-            .u8(self.status.code())
+            .list(&self.event_types, |w, t| w.str(t));
+        self.signing_secret.write(&mut w);
+        w.u8(self.status.code())
             .opt(self.disabled_reason.as_deref(), Writer::str)
             .u64(self.created_at)
             .opt(self.disabled_at, Writer::u64)
@@ -243,12 +219,70 @@ impl Subscription {
             .u8(o.scheme as u8 | (o.ordering as u8) << 1)
             .list(&o.headers, |w, (n, v)| w.str(n).str(v))
             .opt(o.previous_secret.as_ref(), |w, (s, until)| {
-                w.str(&s.0).u64(*until)
+                s.write(w);
+                w.u64(*until)
             })
             .u16(o.max_in_flight)
             .u32(o.rate_limit)
             .opt(o.slow_until, Writer::u64);
         w.finish()
+    }
+
+    /// The store key its secrets are sealed for (`sub:{id}`): a sealed secret copied into
+    /// another record does not open there.
+    pub fn seal_context(&self) -> edgehook_storage::keys::Key {
+        edgehook_storage::keys::subscription(&self.id)
+    }
+
+    /// Its signing secret and, if still signing at `now_ms`, the previous one (a
+    /// rotation's overlap), opened under `keys` to sign with. [`Unreadable`] if either
+    /// opens under neither key: nothing may be sent signed with less.
+    pub fn open_secrets(
+        &self,
+        keys: &SealKeys,
+        now_ms: u64,
+    ) -> Result<(Cow<'_, str>, Option<Cow<'_, str>>), Unreadable> {
+        let context = self.seal_context();
+        let current = self.signing_secret.open(keys, &context)?;
+        let previous = match self.options.previous_at(now_ms) {
+            Some(old) => Some(old.open(keys, &context)?),
+            None => None,
+        };
+        Ok((current, previous))
+    }
+
+    /// Seals its secrets under `keys`' current key where they are plain or sealed under
+    /// another key (a new key, or a key rotation), each with a nonce from `nonce`. Whether
+    /// anything changed; [`Unreadable`] (nothing changed) if a secret opens under neither key.
+    pub fn reseal(
+        &mut self,
+        keys: &SealKeys,
+        nonce: &mut dyn FnMut() -> [u8; NONCE_LEN],
+    ) -> Result<bool, Unreadable> {
+        let context = self.seal_context();
+        let current = self.signing_secret.resealed(keys, nonce(), &context)?;
+        let previous = match &self.options.previous_secret {
+            Some((old, _)) => old.resealed(keys, nonce(), &context)?,
+            None => None,
+        };
+        let changed = current.is_some() || previous.is_some();
+        if let Some(secret) = current {
+            self.signing_secret = secret;
+        }
+        if let (Some(secret), Some((old, _))) = (previous, &mut self.options.previous_secret) {
+            *old = secret;
+        }
+        Ok(changed)
+    }
+
+    /// Whether [`Subscription::reseal`] would change a secret of it.
+    pub fn stale_secrets(&self, keys: &SealKeys) -> bool {
+        self.signing_secret.stale(keys)
+            || self
+                .options
+                .previous_secret
+                .as_ref()
+                .is_some_and(|(old, _)| old.stale(keys))
     }
 
     /// Reads a stored record ([`Subscription::encode`]). A damaged record is an error.
@@ -257,14 +291,24 @@ impl Subscription {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Subscription> {
-        let (mut r, version) = [SUBSCRIPTION_V4, SUBSCRIPTION_V3, SUBSCRIPTION_V2]
-            .iter()
-            .zip([4, 3, 2])
-            .find_map(|(v, n)| Some((Reader::new(bytes, *v)?, n)))
-            .or_else(|| Some((Reader::new(bytes, SUBSCRIPTION_V1)?, 1)))?;
+        let (mut r, version) = [
+            SUBSCRIPTION_V5,
+            SUBSCRIPTION_V4,
+            SUBSCRIPTION_V3,
+            SUBSCRIPTION_V2,
+        ]
+        .iter()
+        .zip([5, 4, 3, 2])
+        .find_map(|(v, n)| Some((Reader::new(bytes, *v)?, n)))
+        .or_else(|| Some((Reader::new(bytes, SUBSCRIPTION_V1)?, 1)))?;
         let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
         let event_types = r.list(4, Reader::str)?;
-        let signing_secret = Secret(r.str()?);
+        // Since 0xB5 a secret is tagged plain or sealed; before, it is a plain string.
+        let secret = |r: &mut Reader<'_>| match version >= 5 {
+            true => Secret::read(r),
+            false => r.str().map(Secret::Plain),
+        };
+        let signing_secret = secret(&mut r)?;
         let status = Status::from_code(r.u8()?)?;
         let disabled_reason = r.opt(Reader::str)?;
         let created_at = r.u64()?;
@@ -287,7 +331,7 @@ impl Subscription {
                     scheme: [Scheme::Spec, Scheme::Standard][usize::from(flags & 1)],
                     ordering: [Ordering::Unordered, Ordering::Fifo][usize::from(flags >> 1)],
                     headers: r.list(8, |r| Some((r.str()?, r.str()?)))?,
-                    previous_secret: r.opt(|r| Some((Secret(r.str()?), r.u64()?)))?,
+                    previous_secret: r.opt(|r| Some((secret(r)?, r.u64()?)))?,
                     ..DeliveryOptions::default()
                 }
             }
@@ -323,6 +367,8 @@ impl Subscription {
 }
 
 /// The first byte of a subscription record ([`Subscription::encode`]): its format's version.
+const SUBSCRIPTION_V5: u8 = 0xB5;
+/// The format before sealed secrets (read, no longer written).
 const SUBSCRIPTION_V4: u8 = 0xB4;
 /// The format before pacing (read, no longer written).
 const SUBSCRIPTION_V3: u8 = 0xB3;
@@ -357,7 +403,7 @@ mod tests {
             client_id: "acme".into(),
             url: "https://hooks.example.com/in?x=\"é\"".into(),
             event_types: vec!["load.created".into(), "load.status_changed".into()],
-            signing_secret: Secret("whsec_abc".into()),
+            signing_secret: Secret::Plain("whsec_abc".into()),
             status: Status::Disabled,
             disabled_reason: Some("repeated_failures".into()),
             created_at: 1_767_225_600_000,
@@ -373,7 +419,7 @@ mod tests {
                     ("X-Token".into(), "t=1".into()),
                     ("Authorization".into(), "Bearer x".into()),
                 ],
-                previous_secret: Some((Secret("whsec_old".into()), 1_767_229_200_000)),
+                previous_secret: Some((Secret::Plain("whsec_old".into()), 1_767_229_200_000)),
                 max_in_flight: 4,
                 rate_limit: 20,
                 slow_until: Some(1_767_226_000_000),
@@ -381,16 +427,35 @@ mod tests {
         }
     }
 
+    /// Where the signing secret starts in `sub`'s record.
+    fn secret_at(sub: &Subscription) -> usize {
+        let str_len = |v: &str| 4 + v.len();
+        1 + str_len(&sub.id)
+            + str_len(&sub.client_id)
+            + str_len(&sub.url)
+            + 4
+            + sub.event_types.iter().map(|t| str_len(t)).sum::<usize>()
+    }
+
+    /// `sub` (plain secrets, no previous one) in the format before sealed secrets (0xB4):
+    /// the secret a string, without the tag byte.
+    fn as_v4(sub: &Subscription) -> Vec<u8> {
+        assert!(sub.options.previous_secret.is_none());
+        let mut bytes = sub.encode();
+        assert_eq!(bytes.remove(secret_at(sub)), 0, "a plain secret");
+        bytes[0] = SUBSCRIPTION_V4;
+        bytes
+    }
+
     /// A record of the format before the options (0xB2) reads with the defaults: SPEC
     /// signatures, no headers, no rotation.
     #[test]
     fn a_record_from_before_the_options_reads_with_their_defaults() {
         let sub = sample();
-        let mut v2 = Subscription {
+        let mut v2 = as_v4(&Subscription {
             options: DeliveryOptions::default(),
             ..sub.clone()
-        }
-        .encode();
+        });
         // 0xB4 is 0xB3 followed by the pacing: cap (2), rate (4), slow until (1); 0xB3 is
         // 0xB2 followed by the options: scheme (1), headers (4), previous (1).
         let mut v3 = v2.clone();
@@ -404,7 +469,7 @@ mod tests {
         assert_eq!(read.options, DeliveryOptions::default());
         assert_eq!(read.id, sub.id);
         let bytes = sub.encode();
-        assert_eq!(bytes[0], SUBSCRIPTION_V4);
+        assert_eq!(bytes[0], SUBSCRIPTION_V5);
         assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
         // An unknown scheme is a damaged record.
         let mut bad = Subscription {
@@ -435,7 +500,7 @@ mod tests {
         };
         for sub in [full, empty, active] {
             let bytes = sub.encode();
-            assert_eq!(bytes[0], SUBSCRIPTION_V4);
+            assert_eq!(bytes[0], SUBSCRIPTION_V5);
             assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
         }
     }
@@ -467,14 +532,16 @@ mod tests {
         edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
             Subscription::decode(b).is_ok()
         });
-        // Offsets: the version byte, then each string is 4 bytes of length and its bytes.
+        // Offsets: the version byte, then each string is 4 bytes of length and its bytes; a
+        // secret is a tag byte and a string.
         let sub = sample();
         let str_len = |v: &str| 4 + v.len();
         let types_at = 1 + str_len(&sub.id) + str_len(&sub.client_id) + str_len(&sub.url);
-        let status_at = types_at
-            + 4
-            + sub.event_types.iter().map(|t| str_len(t)).sum::<usize>()
-            + str_len(&sub.signing_secret.0);
+        let secret = sub.signing_secret.plain().expect("plain");
+        let status_at = secret_at(&sub) + 1 + str_len(secret);
+        let mut bad = bytes.clone();
+        bad[secret_at(&sub)] = 2;
+        assert!(Subscription::decode(&bad).is_err(), "an unknown secret tag");
         assert_eq!(bytes[status_at], Status::Disabled.code());
         let mut bad = bytes.clone();
         bad[status_at] = 9;
@@ -498,7 +565,7 @@ mod tests {
             ..sample()
         };
         // 0xB2 is 0xB4 without the options (6 bytes) and the pacing (7).
-        let v3 = sub.encode();
+        let v3 = as_v4(&sub);
         let v2 = v3[..v3.len() - 13].to_vec();
         // 0xB1 is 0xB2 without its last two fields (two `None`s: one tag byte each).
         let mut v1 = v2[..v2.len() - 2].to_vec();
@@ -517,5 +584,57 @@ mod tests {
     fn a_subscription_record_in_another_format_is_not_read() {
         let json = br#"{"id":"sub_1","clientId":"acme","url":"https://x.example","eventTypes":[],"signingSecret":"whsec_abc","status":"active","disabledReason":null,"createdAt":1,"disabledAt":null,"seq":1}"#;
         assert!(Subscription::decode(json).is_err());
+    }
+
+    /// A sealed secret stays sealed through a decode and an encode; it opens for its own
+    /// record only, and a rotation's previous secret is sealed too.
+    #[test]
+    fn sealed_secrets_read_back_sealed_and_open_only_in_their_record() {
+        use edgehook_model::seal::SealKey;
+        let keys = SealKeys {
+            current: Some(SealKey::new([1; 32])),
+            previous: None,
+        };
+        let mut sub = sample();
+        let mut n = 0u8;
+        let mut nonce = || {
+            n += 1;
+            [n; NONCE_LEN]
+        };
+        assert_eq!(sub.reseal(&keys, &mut nonce), Ok(true));
+        assert!(!sub.stale_secrets(&keys));
+        let bytes = sub.encode();
+        for plain in [&b"whsec_abc"[..], b"whsec_old"] {
+            assert!(!bytes.windows(plain.len()).any(|w| w == plain));
+        }
+        let read = Subscription::decode(&bytes).expect("decode");
+        assert_eq!(read, sub);
+        assert_eq!(read.encode(), bytes, "written back byte for byte");
+        let before_end = sub.options.previous_secret.as_ref().expect("previous").1 - 1;
+        let (current, previous) = read.open_secrets(&keys, before_end).expect("opens");
+        assert_eq!(
+            (&*current, previous.as_deref()),
+            ("whsec_abc", Some("whsec_old"))
+        );
+        let (_, previous) = read.open_secrets(&keys, before_end + 1).expect("opens");
+        assert_eq!(previous, None, "the overlap has ended");
+        // The sealed secret copied into another subscription's record does not open.
+        let other = Subscription {
+            id: "sub_000000000000000000000008".into(),
+            signing_secret: read.signing_secret.clone(),
+            ..sample()
+        };
+        let other = Subscription::decode(&other.encode()).expect("decode");
+        assert_eq!(other.open_secrets(&keys, 0), Err(Unreadable));
+        // Without the key, or under another one, nothing opens.
+        assert_eq!(read.open_secrets(&SealKeys::default(), 0), Err(Unreadable));
+        let wrong = SealKeys {
+            current: Some(SealKey::new([2; 32])),
+            previous: None,
+        };
+        assert_eq!(read.open_secrets(&wrong, 0), Err(Unreadable));
+        let mut again = read.clone();
+        assert_eq!(again.reseal(&wrong, &mut nonce), Err(Unreadable));
+        assert_eq!(again, read, "unchanged");
     }
 }

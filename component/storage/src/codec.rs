@@ -47,9 +47,14 @@ impl Writer {
 
     /// A string: its length, then its bytes.
     pub fn str(&mut self, v: &str) -> &mut Self {
-        // Record fields are ids, types and short error texts: far below 4 GiB.
+        self.bytes(v.as_bytes())
+    }
+
+    /// Bytes: their length, then them.
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        // Record fields are ids, types, short error texts and sealed secrets: far below 4 GiB.
         self.u32(v.len() as u32);
-        self.0.extend_from_slice(v.as_bytes());
+        self.0.extend_from_slice(v);
         self
     }
 

@@ -37,6 +37,7 @@ pub fn create_pending<K: Kv>(
     // back by the recount when the cap next seems reached.
     take_slot(env, client_id, &id)?;
     let secret = Secret::generate_for(input.options.scheme, env.random_bytes::<32>());
+    let secret = crate::options::stored_secret(env, &id, secret);
     let mut fanout_seqs = Vec::with_capacity(input.event_types.len());
     for event_type in &input.event_types {
         fanout_seqs.push(append_one(env, &fanout_index(event_type), id.as_bytes())?);

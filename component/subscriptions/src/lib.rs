@@ -33,18 +33,20 @@ pub mod index;
 pub mod list;
 pub mod load;
 pub mod options;
+pub mod reseal;
 
 pub use create::{NewSubscription, activate, create_pending};
 pub use disable::disable;
 pub use disabled::disabled_page;
 pub use edgehook_records::subscription::{
-    DeliveryOptions, Ordering, Scheme, Secret, Status, Subscription,
+    DeliveryOptions, Ordering, Scheme, Secret, Status, Subscription, Unreadable,
 };
 pub use enable::{Enabled, enable};
 pub use index::{LastAttempt, PartnerDetail, PartnerView, partner_detail, partner_view};
 pub use list::{Listed, list_page};
 pub use load::{fanout_ids, load, load_many, owned, owned_active};
 pub use options::{OptionsChange, erase_expired_secret, rotate, update_options};
+pub use reseal::{ResealBatch, ResealCursor, reseal_batch};
 
 use edgehook_model::env::Env;
 

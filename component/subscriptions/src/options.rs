@@ -1,6 +1,8 @@
 //! Changing a subscription's delivery options after its create: the scheme and headers
 //! (`PATCH /v1/webhooks/{id}`), the signing secret with an overlap (`rotate-secret`), and
-//! the erasure of a rotation's previous secret once its overlap has ended.
+//! the erasure of a rotation's previous secret once its overlap has ended. A new secret is
+//! sealed as it is made (under the settings' `seal_key`, if set), and a record these write
+//! has its secrets sealed again if they are plain or under the previous key.
 
 use crate::{ApiError, Env, Kv, Scheme, Secret, Status, Subscription};
 use edgehook_storage::keys;
@@ -23,23 +25,43 @@ pub struct OptionsChange {
     pub rate_limit: Option<u32>,
 }
 
+/// `secret` (fresh, plain) as record `id` stores it: sealed under the settings' current key
+/// if there is one (its nonce drawn only then), else as it is.
+pub(crate) fn stored_secret<K: Kv>(env: &Env<'_, K>, id: &str, secret: Secret) -> Secret {
+    let keys = &env.settings.seal;
+    match keys.current {
+        None => secret,
+        Some(_) => secret.sealed(keys, env.random_bytes(), &keys::subscription(id)),
+    }
+}
+
+/// Seals `sub`'s secrets under the current key if they are plain or under another key, as
+/// a write of the record that has the key at hand does. One that opens under neither key is
+/// left as it is: its attempts fail as `secret_unreadable`, and a rotation replaces it.
+pub(crate) fn reseal_stale<K: Kv>(env: &Env<'_, K>, sub: &mut Subscription) -> bool {
+    sub.stale_secrets(&env.settings.seal)
+        && sub
+            .reseal(&env.settings.seal, &mut || env.random_bytes())
+            .unwrap_or(false)
+}
+
 /// The owner's subscription `id` (`client_id`'s, not deleted) with `change` applied; the
-/// record as written, and the new secret if the scheme changed (shown once).
+/// record as written, and the new secret's text if the scheme changed (shown once).
 pub fn update_options<K: Kv>(
     env: &Env<'_, K>,
     client_id: &str,
     id: &str,
     change: OptionsChange,
-) -> Result<(Subscription, Option<Secret>), ApiError> {
+) -> Result<(Subscription, Option<String>), ApiError> {
     let random = env.random_bytes::<32>();
     change_owned(env, client_id, id, &mut |sub| {
         let mut secret = None;
         if let Some(scheme) = change.scheme.filter(|s| *s != sub.options.scheme) {
             let fresh = Secret::generate_for(scheme, random);
-            sub.signing_secret = fresh.clone();
+            sub.signing_secret = stored_secret(env, id, fresh.clone());
             sub.options.scheme = scheme;
             sub.options.previous_secret = None;
-            secret = Some(fresh);
+            secret = fresh.plain().map(str::to_owned);
         }
         if let Some(headers) = &change.headers {
             sub.options.headers = headers.clone();
@@ -61,26 +83,27 @@ pub fn update_options<K: Kv>(
 /// overlap, the secret it replaces keeps signing beside it until `now + overlap_ms`; a
 /// rotation during an overlap keeps the secret from before the first one (the one receivers
 /// may still hold) for the new window, and drops the one in between. With none, the old
-/// secret stops at once. Returns the record as written and the new secret.
+/// secret stops at once. Returns the record as written and the new secret's text.
 pub fn rotate<K: Kv>(
     env: &Env<'_, K>,
     client_id: &str,
     id: &str,
     overlap_ms: u64,
-) -> Result<(Subscription, Secret), ApiError> {
+) -> Result<(Subscription, String), ApiError> {
     let random = env.random_bytes::<32>();
     let now = env.now_ms;
     let (sub, secret) = change_owned(env, client_id, id, &mut |sub| {
         let fresh = Secret::generate_for(sub.options.scheme, random);
-        let replaced = std::mem::replace(&mut sub.signing_secret, fresh.clone());
+        let stored = stored_secret(env, id, fresh.clone());
+        let replaced = std::mem::replace(&mut sub.signing_secret, stored);
         let kept = match sub.options.previous_at(now) {
             Some(older) => older.clone(),
             None => replaced,
         };
         sub.options.previous_secret = (overlap_ms > 0).then(|| (kept, now + overlap_ms));
-        Some(fresh)
+        fresh.plain().map(str::to_owned)
     })?;
-    Ok((sub, secret.unwrap_or_else(Secret::erased)))
+    Ok((sub, secret.unwrap_or_default()))
 }
 
 /// Erases subscription `id`'s previous secret if its overlap has ended at `env.now_ms`
@@ -95,6 +118,7 @@ pub fn erase_expired_secret<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), Api
         match &sub.options.previous_secret {
             Some((_, until)) if *until <= now => {
                 sub.options.previous_secret = None;
+                reseal_stale(env, &mut sub);
                 Ok(Update::Write(sub.encode(), ()))
             }
             _ => Ok(Update::Keep(())),
@@ -110,8 +134,8 @@ fn change_owned<K: Kv>(
     env: &Env<'_, K>,
     client_id: &str,
     id: &str,
-    f: &mut dyn FnMut(&mut Subscription) -> Option<Secret>,
-) -> Result<(Subscription, Option<Secret>), ApiError> {
+    f: &mut dyn FnMut(&mut Subscription) -> Option<String>,
+) -> Result<(Subscription, Option<String>), ApiError> {
     if !edgehook_model::ids::IdKind::Subscription.matches(id) {
         return Err(ApiError::not_found("Subscription"));
     }
@@ -125,6 +149,7 @@ fn change_owned<K: Kv>(
             return Err(ApiError::not_found("Subscription"));
         };
         let out = f(&mut sub);
+        reseal_stale(env, &mut sub);
         Ok(Update::Write(sub.encode(), (sub, out)))
     })
     .map_err(ApiError::from)

@@ -158,7 +158,10 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
         .expect("disable")
         .expect("active");
     assert!(!kept.signing_secret.is_erased() && !stored(&b).signing_secret.is_erased());
-    assert_eq!(stored(&b).signing_secret.0.len(), "whsec_".len() + 43);
+    assert_eq!(
+        stored(&b).signing_secret.plain().map(str::len),
+        Some("whsec_".len() + 43)
+    );
     let b = create_one(&env, 3).expect("b's slot is free again");
     assert_eq!(live(), Some(1), "the slot is given back");
     assert_eq!(disable(&env, &a, None, "operator").expect("again"), None);

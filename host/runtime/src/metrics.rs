@@ -5,7 +5,9 @@
 //!   "attempts", ...}` (`TickReport::emit` in the core). A runtime whose [`HostEnv`] carries
 //!   [`Metrics`] takes those lines off the guest's stderr ([`Metrics::observe_event`]) before
 //!   the log sees them: deliveries by final outcome, event-to-first-attempt latency, and the
-//!   tick's gauges (due backlog and its oldest entry, replay jobs). What only the component
+//!   tick's gauges (due backlog and its oldest entry, replay jobs); and one
+//!   `{"type":"secret_unreadable"}` line per attempt not sent because its signing secret
+//!   opens under neither sealing key. What only the component
 //!   knows reaches the host this way, with no interface added to the WIT world.
 //! - **The host's own edges**: every outgoing attempt ([`crate::net::NetOutbound`]: status
 //!   class, duration), every store operation ([`KvStore::metered`]: latency, errors), every
@@ -115,6 +117,9 @@ pub const STORE_OPS: [&str; 8] = [
     "set_many",
 ];
 
+/// The component's metrics event of an attempt whose signing secret did not open.
+const UNOPENED_EVENT: &str = "{\"type\":\"secret_unreadable\"}";
+
 /// The process's metrics (see the module doc). Shared by every call: `Arc<Metrics>`.
 pub struct Metrics {
     registry: Registry,
@@ -134,6 +139,7 @@ pub struct Metrics {
     store_seconds: Vec<Histogram>,
     store_errors: Vec<Counter>,
     events_unread: Counter,
+    secrets_unreadable: Counter,
 }
 
 /// Latency buckets for requests, attempts and store operations (seconds).
@@ -250,6 +256,12 @@ impl Metrics {
             "Metrics events from the component that could not be read (a host and component version mismatch)",
             events_unread.clone(),
         );
+        let secrets_unreadable = Counter::default();
+        registry.register(
+            "secrets_unreadable",
+            "Delivery attempts and test deliveries not sent because the subscription's signing secret opens under neither seal_key nor seal_previous_key",
+            secrets_unreadable.clone(),
+        );
         Metrics {
             deliveries: ["succeeded", "failed", "cancelled"]
                 .map(|o| deliveries.get_or_create_owned(&[("outcome", o)])),
@@ -275,6 +287,7 @@ impl Metrics {
             requests,
             request_seconds,
             events_unread,
+            secrets_unreadable,
         }
     }
 
@@ -295,6 +308,10 @@ impl Metrics {
     /// Reads one metrics event line of the component's (see the module doc). Returns false
     /// if `line` is not one (it belongs to the log).
     pub fn observe_event(&self, line: &str) -> bool {
+        if line == UNOPENED_EVENT {
+            self.secrets_unreadable.inc();
+            return true;
+        }
         let tick = line.starts_with("{\"type\":\"tick\"");
         if !tick && !line.starts_with("{\"type\":\"attempts\"") {
             return false;
@@ -557,6 +574,7 @@ mod tests {
             "{\"type\":\"attempts\",\"succeeded\":2,\"failed\":1,\"exhausted\":1,\"cancelled\":0,",
             "\"backlog\":0,\"oldestDueMs\":0,\"replays\":0,\"firstLagMs\":[3,4000]}\n",
             "{\"type\":\"subscription.disabled\",\"subscriptionId\":\"sub_1\"}\n",
+            "{\"type\":\"secret_unreadable\"}\n",
             "{\"type\":\"tick\",\"succeeded\":0,\"failed\":0,\"exhausted\":0,\"cancelled\":5,",
             "\"backlog\":7,\"oldestDueMs\":1000,\"replays\":2,\"firstLagMs\":[]}\n",
             "{\"type\":\"tick\",\"broken\n",
@@ -585,6 +603,7 @@ mod tests {
             "edgehook_replay_jobs_running 2",
             "edgehook_ticks_total 1",
             "edgehook_metrics_events_unreadable_total 1",
+            "edgehook_secrets_unreadable_total 1",
         ] {
             assert!(text.contains(want), "{want} in\n{text}");
         }

@@ -155,7 +155,7 @@ pub(crate) fn active_subscription_n(kv: &MemoryKv, n: u64) -> String {
         client_id: "acme".into(),
         url: "https://hooks.example.com/x".into(),
         event_types: vec!["load.created".into()],
-        signing_secret: Secret("whsec_test".into()),
+        signing_secret: Secret::Plain("whsec_test".into()),
         status: SubStatus::Active,
         disabled_reason: None,
         created_at: 0,

@@ -27,6 +27,7 @@ fn spin_keeps_the_rate_limits_counts_in_a_counters_store_when_the_operator_gives
         files: Vec::new(),
         variables: vec![
             ("admin_token".into(), ADMIN.into()),
+            ("seal_key".into(), super::harness::SEAL_KEY.into()),
             ("rate_limit_per_minute".into(), "2".into()),
         ],
         start_timeout: Duration::from_secs(120),

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 /// The admin token the walks give Spin.
 pub const ADMIN: &str = "spin-suite-admin-token";
+/// The suite's sealing key (`seal_key`, required by the manifest).
+pub const SEAL_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 /// How long a delivery may take to arrive, or an operator view to show a change (well under
 /// a second when all is well).
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -116,7 +118,10 @@ pub fn start_spin(
     variables: &[(&str, &str)],
 ) -> SpinApp {
     let (tls, ca_file) = receiver.client_tls();
-    let mut vars = vec![("admin_token".to_owned(), ADMIN.to_owned())];
+    let mut vars = vec![
+        ("admin_token".to_owned(), ADMIN.to_owned()),
+        ("seal_key".to_owned(), SEAL_KEY.to_owned()),
+    ];
     vars.extend(
         variables
             .iter()
