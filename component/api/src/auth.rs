@@ -226,7 +226,8 @@ fn touch<K: Kv>(env: &Env<'_, K>, record: &ApiKeyRecord) {
         }
     });
     if matches!(converted, Ok(true)) && !record.client_id.is_empty() {
-        let _ = index(&record.client_id).append(env.kv, &[record.hash.as_bytes()]);
+        let listed = index(&record.client_id).append(env.kv, &[record.hash.as_bytes()]);
+        env.best_effort("list a converted key (client key index)", listed);
     }
 }
 

@@ -21,7 +21,7 @@ use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 pub use edgehook_records::idempotency::{Record, State, StoredResponse, TTL_MS};
 use edgehook_storage::keys::{self, Key};
-use edgehook_storage::kv::{Kv, Update, update};
+use edgehook_storage::kv::{Kv, KvError, Update, update};
 use edgehook_storage::retention;
 
 /// How long an unfinished claim blocks other requests with the same key.
@@ -161,13 +161,17 @@ pub fn release<K: Kv>(env: &Env<'_, K>, claim: &Claim) {
         return;
     };
     let ours = &claim.record;
-    let _ = update(env.kv, &claim.key, &mut |current| {
+    let released = update(env.kv, &claim.key, &mut |current| {
         let current: Option<Record> = current.and_then(Record::decode);
         if current.as_ref() != Some(ours) {
-            return Ok::<_, ()>(Update::Keep(()));
+            return Ok::<_, KvError>(Update::Keep(()));
         }
         Ok(Update::Write(json.clone(), ()))
     });
+    env.best_effort(
+        "release a claim (idempotency record)",
+        released.map_err(KvError::from),
+    );
 }
 
 #[cfg(test)]

@@ -430,7 +430,9 @@ pub fn delete<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Respo
     match subscriptions::disable(cx.env, id, Some(client_id), subscriptions::DELETED)? {
         Some(sub) => {
             // Committed; deliveries this misses are cancelled when they come due.
-            let _ = delivery::cancel_pending(cx.env, &sub.id);
+            let cancelled = delivery::cancel_pending(cx.env, &sub.id);
+            cx.env
+                .best_effort("cancel on delete (delivery records)", cancelled);
             #[derive(Serialize)]
             struct Deleted<'a> {
                 id: &'a str,

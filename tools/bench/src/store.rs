@@ -83,7 +83,9 @@ fn shares() -> Result<Vec<f64>> {
                 .parse::<f64>()
                 .ok()
                 .filter(|x| *x > 0.0 && *x <= 1.0)
-                .with_context(|| format!("EDGEHOOK_BENCH_STORE_SHARES: {s:?} is no share in (0, 1]"))
+                .with_context(|| {
+                    format!("EDGEHOOK_BENCH_STORE_SHARES: {s:?} is no share in (0, 1]")
+                })
         })
         .collect()
 }
