@@ -390,14 +390,8 @@ fn dispatch<K: Kv>(
 ) -> Result<Reply, ApiError> {
     let route = Route::parse(&req.path).ok_or_else(|| ApiError::not_found("Route"))?;
     admit(&route, req)?;
-    let caller = authorize(env, req, &route)?;
-    let cx = Ctx {
-        env,
-        req,
-        request_id,
-        sender,
-        caller,
-    };
+    let mut cx = Ctx::new(env, req, request_id, sender);
+    authorize(&mut cx, &route)?;
     call(&cx, route)
 }
 
@@ -414,20 +408,21 @@ fn admit(route: &Route, req: &Request) -> Result<(), ApiError> {
 }
 
 /// Checks the credentials the route's [`Access`] takes (after the client address's
-/// failed attempts, but for `/healthz`), and says who is calling. A key must have a
-/// scope that [`Route::allows`] the request (else 403); a partner route counts the
+/// failed attempts, but for `/healthz`), and says in `cx` who is calling. A key must have
+/// a scope that [`Route::allows`] the request (else 403); a partner route counts the
 /// request against its client's rate limit.
-fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request, route: &Route) -> Result<Caller, ApiError> {
+fn authorize<K: Kv>(cx: &mut Ctx<'_, K>, route: &Route) -> Result<(), ApiError> {
+    let (env, req) = (cx.env, cx.req);
     let access = route.access();
     if access == Access::Open {
-        return Ok(Caller::Anonymous);
+        return Ok(());
     }
     crate::limits::check_auth_failures(env, req)?;
     match access {
-        Access::Open | Access::Exchange => Ok(Caller::Anonymous),
+        Access::Open | Access::Exchange => {}
         Access::Ingest | Access::Operator => {
             authorize_operator(env, req, route)?;
-            Ok(Caller::Operator)
+            cx.caller = Caller::Operator;
         }
         Access::Session | Access::Partner => {
             let key = auth::authenticate(env, req)?;
@@ -437,9 +432,10 @@ fn authorize<K: Kv>(env: &Env<'_, K>, req: &Request, route: &Route) -> Result<Ca
             if access == Access::Partner {
                 crate::limits::count_request(env, &key.client_id)?;
             }
-            Ok(Caller::Key(key))
+            cx.caller = Caller::Key(key);
         }
     }
+    Ok(())
 }
 
 /// Admits a request to an operator route: the admin token always; an API key (`ehk_...`)
