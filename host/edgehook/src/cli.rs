@@ -1,5 +1,5 @@
-//! Helpers of the operator commands: the admin token file, input, and a small HTTP client for
-//! talking to a running server.
+//! Helpers of the operator commands: the admin token and seal key files, input, and a small
+//! HTTP client for talking to a running server.
 
 use anyhow::{Context as _, Result, anyhow};
 use bytes::Bytes;
@@ -22,24 +22,57 @@ pub fn read_admin_token(data_dir: &Path) -> Result<String> {
     Ok(token.trim().to_owned())
 }
 
+/// The file in the data directory that holds the key signing secrets are sealed under
+/// (`seal_key`), when none is given. Never copied by `edgehook backup`.
+pub const SEAL_KEY_FILE: &str = "seal-key";
+
 /// The operator token in `<data_dir>/admin-token`, created (random, mode 0600) if missing.
 /// An empty file (a first start cut short before the token was written) is written anew; an
 /// unreadable one is an error that says so.
 pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
-    let path = data_dir.join(ADMIN_TOKEN_FILE);
-    let empty = match read_admin_token(data_dir) {
-        Ok(token) if !token.is_empty() => return Ok(token),
+    let (token, created) = secret_file_or_create(data_dir, ADMIN_TOKEN_FILE, |bytes| {
+        format!("eha_{}", hex::encode(bytes))
+    })?;
+    if created {
+        edgehook_runtime::log::log_line(
+            "info",
+            "admin token created",
+            &[(
+                "file",
+                data_dir.join(ADMIN_TOKEN_FILE).display().to_string(),
+            )],
+        );
+    }
+    Ok(token)
+}
+
+/// The seal key in `<data_dir>/seal-key` (64 hex digits), created (random, mode 0600) if
+/// missing, as the admin token is; whether it was created now.
+pub fn seal_key_or_create(data_dir: &Path) -> Result<(String, bool)> {
+    secret_file_or_create(data_dir, SEAL_KEY_FILE, hex::encode)
+}
+
+/// The text of `<data_dir>/<file>`, or if it is missing or empty a new one made by `make`
+/// from 32 random bytes and written there (mode 0600); whether it was made now.
+fn secret_file_or_create(
+    data_dir: &Path,
+    file: &str,
+    make: impl Fn([u8; 32]) -> String,
+) -> Result<(String, bool)> {
+    let path = data_dir.join(file);
+    let empty = match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => return Ok((text.trim().to_owned(), false)),
         Ok(_) => true,
         Err(_) if !path.exists() => false,
-        Err(e) => return Err(e),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let mut bytes = [0u8; 32];
     rand::rngs::SysRng
         .try_fill_bytes(&mut bytes)
-        .map_err(|e| anyhow!("no randomness for the admin token: {e}"))?;
-    let token = format!("eha_{}", hex::encode(bytes));
+        .map_err(|e| anyhow!("no randomness for {file}: {e}"))?;
+    let token = make(bytes);
     let mut options = std::fs::OpenOptions::new();
     // A new file only if there was none, so two first starts cannot write two tokens.
     if empty {
@@ -54,17 +87,13 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
         .with_context(|| format!("creating {}", path.display()))?;
     std::io::Write::write_all(&mut file, token.as_bytes())?;
     file.sync_all()?;
-    edgehook_runtime::log::log_line(
-        "info",
-        "admin token created",
-        &[("file", path.display().to_string())],
-    );
-    Ok(token)
+    Ok((token, true))
 }
 
 /// `edgehook backup`: copies the embedded store of `data_dir` (while `serve` may be running
 /// on it) and its admin token file into `to`, a new data directory that `serve --data-dir`
-/// starts from. Returns what to tell the operator.
+/// starts from once the seal key is put back beside it: the key is never in a backup (a
+/// copied backup must not open the secrets it holds). Returns what to tell the operator.
 pub fn backup(data_dir: &Path, to: &Path) -> Result<String> {
     let context = || format!("backing up {} to {}", data_dir.display(), to.display());
     let to_store = to.join("store");
@@ -86,8 +115,16 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<String> {
         std::fs::copy(&token, to.join(ADMIN_TOKEN_FILE))
             .with_context(|| format!("copying {}", token.display()))?;
     }
+    let sealed = match data_dir.join(SEAL_KEY_FILE).exists() {
+        true => format!(
+            " (the seal key is not in it: copy {} there from where you keep it, or pass \
+             --set seal_key=...)",
+            data_dir.join(SEAL_KEY_FILE).display()
+        ),
+        false => String::new(),
+    };
     Ok(format!(
-        "backed up {} keys ({} bytes) to {}; start from it with: edgehook serve --data-dir {}",
+        "backed up {} keys ({} bytes) to {}; start from it with: edgehook serve --data-dir {}{sealed}",
         copied.keys,
         copied.bytes,
         to.display(),

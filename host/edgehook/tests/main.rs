@@ -19,6 +19,7 @@ mod process;
 mod quickstart;
 mod recovery;
 mod redis;
+mod sealing;
 mod sessions;
 mod standard;
 mod startup;
