@@ -212,6 +212,27 @@ impl RedisCluster {
         node.kill();
     }
 
+    /// Stops (`SIGSTOP`, `stop` true) or resumes (`SIGCONT`) the node on `port`: a node that
+    /// falls behind without failing, as a replica on a slow link does.
+    pub fn pause(&mut self, port: u16, stop: bool) {
+        let node = self.node(port);
+        let Some(child) = &node.child else { return };
+        let signal = if stop { "-STOP" } else { "-CONT" };
+        let _ = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status();
+    }
+
+    /// The ports of the replicas of the primary on `port` (from its `INFO replication`).
+    pub fn replicas_of(&self, port: u16) -> Vec<u16> {
+        let info = command(port, &["INFO", "replication"]).unwrap_or_default();
+        info.lines()
+            .filter(|l| l.starts_with("slave"))
+            .filter_map(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
     /// Starts the node on `port` again (empty: no data persistence; its `nodes.conf` tells it
     /// which cluster it belongs to) and waits until it answers `PING`.
     pub fn restart(&mut self, port: u16) {
