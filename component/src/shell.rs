@@ -30,7 +30,6 @@ use edgehook_model::config::Settings;
 use edgehook_model::env::{Entropy, Env, Log};
 use edgehook_model::events::{PublishError, PublishReceipt};
 use edgehook_model::http::{Request, Response};
-use edgehook_model::ids::IdKind;
 use edgehook_storage::keys::{AsKey, Key};
 use edgehook_storage::kv::{Kv, KvError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -593,7 +592,9 @@ impl incoming_handler::Guest for Component {
         let opened = open();
         let handled = match &opened {
             Ok(opened) => router::handle(&env_at(opened, now_ms()), &req, &WasiSender),
-            Err(problem) => router::misconfigured(&IdKind::Request.generate(&WasiEntropy), problem),
+            Err(problem) => {
+                router::misconfigured(&edgehook_model::ids::request_id(&WasiEntropy), problem)
+            }
         };
         if let Some(log) = &handled.log {
             write_line(&format!(
@@ -633,7 +634,7 @@ impl wit_events::Guest for Component {
                 .and_then(|r| r);
         match receipt {
             Ok(r) => Ok(wit_events::PublishReceipt {
-                event_id: r.event_id,
+                event_id: r.event_id.into_string(),
                 deliveries: r.deliveries,
                 next_due_ms: r.next_due_ms,
             }),

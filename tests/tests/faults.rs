@@ -7,6 +7,7 @@
 //! More seeds: `EDGEHOOK_FAULT_SEEDS=1-50 cargo test -p edgehook-tests --test blackbox faults::`.
 
 use crate::common;
+use edgehook_component::model::ids::{DeliveryId, SubscriptionId};
 
 use common::*;
 use edgehook_component::delivery::EventRecord;
@@ -201,7 +202,7 @@ fn audit(
         .iter()
         .filter(|id| {
             snapshot
-                .get(keys::subscription(id).as_str())
+                .get(keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str())
                 .and_then(|b| subscription_record(b))
                 .is_some_and(|s| s["status"] == "disabled")
         })
@@ -269,7 +270,7 @@ fn audit(
     for event in &event_records {
         for sub in &event.subscriptions {
             let id = edgehook_component::delivery::delivery_id(&event.id, sub);
-            published.insert(id, event.created_at);
+            published.insert(id.into_string(), event.created_at);
         }
     }
     for (url, _) in created.values() {
@@ -282,9 +283,10 @@ fn audit(
             return Err(format!("event {} was never fanned out", event.id));
         }
         for sub in &event.subscriptions {
-            let id = edgehook_component::delivery::delivery_id(&event.id, sub);
+            let id = edgehook_component::delivery::delivery_id(&event.id, sub).into_string();
+            let sub = sub.as_str();
             let Some(d) = snapshot
-                .get(keys::delivery(&id).as_str())
+                .get(keys::delivery(&DeliveryId::trusted(id.to_string())).as_str())
                 .and_then(|b| edgehook_component::delivery::Delivery::decode(b).ok())
                 .and_then(|d| serde_json::to_value(d.view()).ok())
             else {

@@ -4,6 +4,7 @@
 //! gets the JSON error envelope with a code and the requestId, never a 500 or a panic.
 
 use crate::common;
+use edgehook_component::model::ids::{ClientId, DeliveryId};
 
 use common::*;
 use edgehook_component::api::auth::sha256_hex;
@@ -183,7 +184,8 @@ fn a_stored_location_with_cr_lf_is_dropped_not_sent_and_takes_no_other_header_wi
     let first = create_with(&mut sim, &key, &body, &idem);
     assert_eq!(first.status, 201);
     // Tamper the stored response: its Location now tries to add a header.
-    let record_key = keys::idempotency("acme", &sha256_hex("once"));
+    let acme = ClientId::trusted("acme");
+    let record_key = keys::idempotency(&acme, &sha256_hex("once"));
     let mut record = read_json(&sim, &record_key);
     record["response"]["location"] = json!("/v1/webhooks/x\r\nSet-Cookie: injected=1");
     write_json(&sim, &record_key, &record);
@@ -212,7 +214,7 @@ fn stored_delivery_fields_with_cr_lf_never_become_delivery_headers() {
     assert_eq!(first.len(), 1, "attempt 1 failed with a 500");
     let dlv = delivery_id_of(&first[0]);
     // Tamper the record before attempt 2: its event type now tries to add a header.
-    let record_key = keys::delivery(&dlv);
+    let record_key = keys::delivery(&DeliveryId::trusted(dlv.as_str()));
     let bytes = sim
         .store()
         .get(&record_key)

@@ -2,6 +2,7 @@
 //! idempotency; tenant isolation; storage under injected faults.
 
 use crate::common;
+use edgehook_component::model::ids::{ClientId, SubscriptionId};
 
 use common::*;
 use edgehook_runtime::HttpResponse;
@@ -144,8 +145,11 @@ fn delete_disables_and_keeps_the_record() {
     assert_eq!(resp.json()["data"], json!({"id": id, "status": "disabled"}));
     assert!(list_ids(&mut sim, &key).is_empty());
     gone_to_its_owner(&mut sim, &id, &key);
-    let record = subscription_record(&sim.store().snapshot()[keys::subscription(&id).as_str()])
-        .expect("record kept");
+    let record = subscription_record(
+        &sim.store().snapshot()
+            [keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str()],
+    )
+    .expect("record kept");
     assert_eq!(record["status"], "disabled");
     assert_eq!(record["disabledReason"], "deleted");
     let fanout = fanout_in(&sim.store().snapshot(), "load.created");
@@ -508,10 +512,11 @@ fn a_live_count_left_high_is_recounted_when_the_cap_seems_reached() {
     create(&mut sim, &key, URL, &["load.created"]);
     // As if two creates had failed after counting themselves.
     sim.store()
-        .set(&keys::client_live("acme"), b"4")
+        .set(&keys::client_live(&ClientId::trusted("acme")), b"4")
         .expect("set");
     create(&mut sim, &key, URL, &["load.created"]);
-    let live = sim.store().snapshot()[keys::client_live("acme").as_str()].clone();
+    let live =
+        sim.store().snapshot()[keys::client_live(&ClientId::trusted("acme")).as_str()].clone();
     assert!(
         live.starts_with(b"3 "),
         "the recount corrected the counter (count, then the writer's nonce): {:?}",
@@ -603,8 +608,8 @@ fn tenants_cannot_see_or_touch_each_other() {
     let after = sim.store().snapshot();
     for id in &a_ids {
         assert_eq!(
-            before.get(keys::subscription(id).as_str()),
-            after.get(keys::subscription(id).as_str())
+            before.get(keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str()),
+            after.get(keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str())
         );
     }
     assert_eq!(list_ids(&mut sim, &a), a_ids);

@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use crate::partner_api::{URL, active_subscriptions, after_commit, fanout, ops_of, used_key};
+use edgehook_component::model::ids::SubscriptionId;
 use edgehook_runtime::store::Faults;
 use serde_json::json;
 use std::time::Duration;
@@ -66,7 +67,7 @@ fn a_fault_at_any_step_of_create_leaves_nothing_half_made() {
                 let rec = sim
                     .store()
                     .snapshot()
-                    .get(keys::subscription(&id).as_str())
+                    .get(keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str())
                     .cloned();
                 let status = rec
                     .map(|r| subscription_record(&r).expect("a readable record")["status"].clone());

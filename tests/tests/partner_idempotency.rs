@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use crate::partner_api::URL;
+use edgehook_component::model::ids::{ClientId, SubscriptionId};
 use edgehook_sim::sim::Simulation;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -101,14 +102,14 @@ fn the_signing_secret_is_stored_in_its_subscription_record_only() {
     );
     assert_eq!(
         keys_holding(&sim, secret.as_bytes()),
-        [keys::subscription(id)]
+        [keys::subscription(&SubscriptionId::trusted(id.to_string()))]
     );
     let idem_records: Vec<String> = sim
         .store()
         .snapshot()
         .into_keys()
         // acme's idempotency records, whatever the key's hash.
-        .filter(|k| k.starts_with(keys::idempotency("acme", "").as_str()))
+        .filter(|k| k.starts_with(keys::idempotency(&ClientId::trusted("acme"), "").as_str()))
         .collect();
     assert_eq!(idem_records.len(), 1, "the replay record is there");
 

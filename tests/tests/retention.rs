@@ -3,6 +3,7 @@
 //! one keeps the last page of its history; the purge runs in bounded batches per tick.
 
 use crate::common;
+use edgehook_component::model::ids::SubscriptionId;
 
 use common::*;
 use edgehook_component::subscriptions::Subscription;
@@ -13,7 +14,7 @@ use std::time::Duration;
 fn record(sim: &edgehook_sim::sim::Simulation, id: &str) -> Subscription {
     let snapshot = sim.store().snapshot();
     let bytes = snapshot
-        .get(keys::subscription(id).as_str())
+        .get(keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str())
         .expect("the record stays");
     Subscription::decode(bytes).expect("decode")
 }
@@ -61,7 +62,10 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
         sim.store()
             .snapshot()
             .into_keys()
-            .filter(|k| k.contains(gone.as_str()) && *k != keys::subscription(&gone))
+            .filter(|k| {
+                k.contains(gone.as_str())
+                    && *k != keys::subscription(&SubscriptionId::trusted(gone.to_string()))
+            })
             .collect()
     };
     assert!(
@@ -99,7 +103,7 @@ fn after_retention_a_deleted_subscription_leaves_only_its_record_without_its_sec
     // is dropped; a page is its key and its parts' keys); its deliveries are gone with
     // their events.
     assert!(!record(&sim, &kept).signing_secret.is_erased());
-    let log = keys::subscription_deliveries(&kept);
+    let log = keys::subscription_deliveries(&SubscriptionId::trusted(kept.to_string()));
     let last_page = keys::log_page(&log, 1);
     let history: Vec<&String> = snapshot
         .keys()

@@ -10,6 +10,7 @@ use crate::common::*;
 use crate::openapi::routes::{VARIANTS, served_paths, variant};
 use crate::openapi::{SAMPLE_DLV, SAMPLE_KEY, SAMPLE_SUB};
 use edgehook_component::api::router::Route;
+use edgehook_component::model::ids::ClientId;
 use edgehook_runtime::store::KvBackend;
 use edgehook_sim::sim::Simulation;
 use serde_json::{Value, json};
@@ -444,7 +445,7 @@ fn a_key_issued_before_scopes_keeps_working_and_is_listed_from_its_first_use() {
     sim.store().set(name, &w.finish()).expect("set");
     for k in snapshot
         .keys()
-        .filter(|k| k.starts_with(keys::client_keys("acme").as_str()))
+        .filter(|k| k.starts_with(keys::client_keys(&ClientId::trusted("acme")).as_str()))
     {
         sim.store().delete(k).expect("delete");
     }

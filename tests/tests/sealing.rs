@@ -9,6 +9,7 @@
 use crate::common::*;
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use edgehook_component::model::ids::SubscriptionId;
 use edgehook_component::subscriptions::Subscription;
 use edgehook_runtime::store::KvBackend;
 use edgehook_sim::sim::Simulation;
@@ -172,7 +173,9 @@ fn failed_unreadable(sim: &mut Simulation, id: &str) -> bool {
 }
 
 fn record(sim: &Simulation, id: &str) -> Subscription {
-    let bytes = sim.store().snapshot()[keys::subscription(id).as_str()].clone();
+    let bytes = sim.store().snapshot()
+        [keys::subscription(&SubscriptionId::trusted(id.to_string())).as_str()]
+    .clone();
     Subscription::decode(&bytes).expect("a record")
 }
 
@@ -234,7 +237,7 @@ fn with_the_key_set_no_stored_value_holds_a_secret_and_deliveries_verify() {
     let (p, p_secret) = subscribe(&mut plain, &key, A, json!({}));
     assert_eq!(
         holding(&plain, &[p_secret]),
-        [keys::subscription(&p).to_string()]
+        [keys::subscription(&SubscriptionId::trusted(p.to_string())).to_string()]
     );
     assert!(record(&sim, &a).signing_secret.plain().is_none(), "sealed");
 }
@@ -250,7 +253,10 @@ fn a_sealed_secret_copied_into_another_record_does_not_open() {
     let mut forged = record(&sim, &b);
     forged.signing_secret = record(&sim, &a).signing_secret;
     sim.store()
-        .set(keys::subscription(&b).as_str(), &forged.encode())
+        .set(
+            keys::subscription(&SubscriptionId::trusted(b.to_string())).as_str(),
+            &forged.encode(),
+        )
         .expect("set");
     let got = deliver(&mut sim, &[A, B]);
     assert!(got[0].as_ref().is_some_and(|r| verifies(&a_secret, r)));

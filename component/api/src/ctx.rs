@@ -6,7 +6,9 @@
 use crate::auth::ApiKeyRecord;
 use edgehook_delivery::Sender;
 use edgehook_model::env::Env;
+use edgehook_model::error::ApiError;
 use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::{ApiKeyId, ClientId, DeliveryId, ReplayJobId, SubscriptionId};
 use edgehook_storage::kv::Kv;
 use serde::Serialize;
 
@@ -25,10 +27,11 @@ pub enum Caller {
 impl Caller {
     /// The client the caller acts for; empty unless it is a key (an ingest key acts for
     /// none either).
-    pub fn client_id(&self) -> &str {
+    pub fn client_id(&self) -> &ClientId {
+        static NONE: ClientId = ClientId::NONE;
         match self {
             Caller::Key(key) => &key.client_id,
-            Caller::Anonymous | Caller::Operator => "",
+            Caller::Anonymous | Caller::Operator => &NONE,
         }
     }
 }
@@ -69,4 +72,24 @@ impl<'a, K: Kv> Ctx<'a, K> {
     pub fn data<T: Serialize>(&self, status: u16, data: T) -> Response {
         Response::data(status, data, self.request_id)
     }
+}
+
+/// A subscription id from a path: anything that is not one is a 404, as an unknown id is.
+pub fn subscription_id(s: &str) -> Result<SubscriptionId, ApiError> {
+    SubscriptionId::parse(s).ok_or_else(|| ApiError::not_found("Subscription"))
+}
+
+/// A delivery id from a path (404 if it is not one).
+pub fn delivery_id(s: &str) -> Result<DeliveryId, ApiError> {
+    DeliveryId::parse(s).ok_or_else(|| ApiError::not_found("Delivery"))
+}
+
+/// A replay job's id from a path (404 if it is not one).
+pub fn replay_job_id(s: &str) -> Result<ReplayJobId, ApiError> {
+    ReplayJobId::parse(s).ok_or_else(|| ApiError::not_found("Replay"))
+}
+
+/// An API key's id from a path (404 if it is not one).
+pub fn api_key_id(s: &str) -> Result<ApiKeyId, ApiError> {
+    ApiKeyId::parse(s).ok_or_else(|| ApiError::not_found("API key"))
 }

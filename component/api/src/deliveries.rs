@@ -9,12 +9,13 @@
 //! deliveries, and `nextCursor` reads on.
 
 use crate::body::invalid;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, subscription_id};
 use crate::partner;
 use edgehook_delivery::{self as delivery, HistoryFilter};
 use edgehook_model::error::ApiError;
 use edgehook_model::events::is_event_type;
 use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_records::delivery::Status;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions as subscriptions;
@@ -83,7 +84,7 @@ fn filter(req: &Request) -> Result<HistoryFilter, ApiError> {
 }
 
 /// A page of `sub_id`'s deliveries as `req` asks.
-fn page<K: Kv>(cx: &Ctx<'_, K>, sub_id: &str) -> Result<Response, ApiError> {
+fn page<K: Kv>(cx: &Ctx<'_, K>, sub_id: &SubscriptionId) -> Result<Response, ApiError> {
     let (limit, after) = partner::list_params(cx.req)?;
     let filter = filter(cx.req)?;
     let (found, next) = delivery::history(cx.env, sub_id, after, limit, &filter)?;
@@ -100,9 +101,9 @@ fn page<K: Kv>(cx: &Ctx<'_, K>, sub_id: &str) -> Result<Response, ApiError> {
 pub fn partner_list<K: Kv>(
     cx: &Ctx<'_, K>,
     id: &str,
-    client_id: &str,
+    client_id: &ClientId,
 ) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    let sub = subscriptions::owned(cx.env, &subscription_id(id)?, client_id)?;
     page(cx, &sub.id)
 }
 
@@ -114,22 +115,22 @@ pub fn partner_replay<K: Kv>(
     cx: &Ctx<'_, K>,
     id: &str,
     delivery_id: &str,
-    client_id: &str,
+    client_id: &ClientId,
 ) -> Result<(Response, delivery::RunNow), ApiError> {
-    let sub = subscriptions::owned(cx.env, id, client_id)?;
-    let d = edgehook_delivery::replay(cx.env, delivery_id, Some(&sub.id))?;
-    let run = delivery::RunNow::Delivery(delivery_id.to_owned());
+    let sub = subscriptions::owned(cx.env, &subscription_id(id)?, client_id)?;
+    let delivery_id = crate::ctx::delivery_id(delivery_id)?;
+    let d = edgehook_delivery::replay(cx.env, &delivery_id, Some(&sub.id))?;
+    let run = delivery::RunNow::Delivery(delivery_id);
     Ok((cx.data(202, d.view()), run))
 }
 
 /// `GET /internal/v1/subscriptions/{id}/deliveries`: any subscription's, deleted ones too.
 pub fn operator_list<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
-    if !edgehook_model::ids::IdKind::Subscription.matches(id)
-        || subscriptions::load(cx.env, id)?.is_none()
-    {
+    let id = subscription_id(id)?;
+    if subscriptions::load(cx.env, &id)?.is_none() {
         return Err(ApiError::not_found("Subscription"));
     }
-    page(cx, id)
+    page(cx, &id)
 }
 
 /// `GET /internal/v1/deliveries`: the operator's search across subscriptions and clients,
@@ -138,26 +139,25 @@ pub fn operator_list<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiEr
 pub fn operator_search<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     let (limit, cursor) = partner::list_params(cx.req)?;
     let filter = filter(cx.req)?;
-    let client = param(cx.req, "clientId")?;
-    if client
-        .as_deref()
-        .is_some_and(|c| !crate::auth::valid_client_id(c))
-    {
-        return Err(invalid(
-            "clientId",
-            "invalid_client_id",
-            "clientId is 1 to 64 of A-Z a-z 0-9 _ . -",
-        ));
-    }
+    let client = match param(cx.req, "clientId")? {
+        None => None,
+        Some(c) => Some(ClientId::parse(&c).ok_or_else(|| {
+            invalid(
+                "clientId",
+                "invalid_client_id",
+                "clientId is 1 to 64 of A-Z a-z 0-9 _ . -",
+            )
+        })?),
+    };
     let (found, next) = match param(cx.req, "subscriptionId")? {
         Some(sub_id) => {
-            if !edgehook_model::ids::IdKind::Subscription.matches(&sub_id) {
+            let Some(sub_id) = SubscriptionId::parse(&sub_id) else {
                 return Err(invalid(
                     "subscriptionId",
                     "invalid_id",
                     "subscriptionId is a subscription id (sub_...)",
                 ));
-            }
+            };
             let owner_ok = match &client {
                 None => true,
                 Some(c) => subscriptions::load(cx.env, &sub_id)?.is_some_and(|s| s.client_id == *c),
@@ -167,7 +167,7 @@ pub fn operator_search<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
                 false => (Vec::new(), None),
             }
         }
-        None => delivery::search::search(cx.env, client.as_deref(), &filter, cursor, limit)?,
+        None => delivery::search::search(cx.env, client.as_ref(), &filter, cursor, limit)?,
     };
     let views: Vec<_> = found.iter().map(|(_, d)| d.view()).collect();
     Ok(partner::page_json(

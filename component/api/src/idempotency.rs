@@ -19,6 +19,7 @@
 use crate::auth::sha256_hex;
 use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
+use edgehook_model::ids::ClientId;
 pub use edgehook_records::idempotency::{Record, State, StoredResponse, TTL_MS};
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
@@ -66,7 +67,7 @@ pub fn check_key(key: &str) -> Result<(), ApiError> {
 /// Claims `key` for this request, or finds the earlier request's outcome.
 pub fn begin<K: Kv>(
     env: &Env<'_, K>,
-    client_id: &str,
+    client_id: &ClientId,
     key: &str,
     fingerprint: &str,
 ) -> Result<Start, ApiError> {
@@ -195,8 +196,13 @@ mod tests {
             Ok(Start::Fresh(claim)) => claim,
             other => panic!("not a fresh claim: {other:?}"),
         };
-        let a = fresh(begin(&env(t0), "acme", "k", "f"));
-        let b = fresh(begin(&env(t0 + STALE_CLAIM_MS + 1_000), "acme", "k", "f"));
+        let a = fresh(begin(&env(t0), &ClientId::from("acme"), "k", "f"));
+        let b = fresh(begin(
+            &env(t0 + STALE_CLAIM_MS + 1_000),
+            &ClientId::from("acme"),
+            "k",
+            "f",
+        ));
         release(&env(t0 + STALE_CLAIM_MS + 2_000), &a);
         let response = StoredResponse {
             status: 201,
@@ -205,14 +211,24 @@ mod tests {
         };
         finish(&env(t0 + STALE_CLAIM_MS + 3_000), &b, response.clone())
             .expect("B's claim is still B's");
-        match begin(&env(t0 + STALE_CLAIM_MS + 4_000), "acme", "k", "f") {
+        match begin(
+            &env(t0 + STALE_CLAIM_MS + 4_000),
+            &ClientId::from("acme"),
+            "k",
+            "f",
+        ) {
             Ok(Start::Replay(stored)) => assert_eq!(stored, response),
             other => panic!("not B's response: {other:?}"),
         }
         // Released while still its own claim, the key is free at once.
-        let c = fresh(begin(&env(t0), "acme", "k2", "f"));
+        let c = fresh(begin(&env(t0), &ClientId::from("acme"), "k2", "f"));
         release(&env(t0 + 1), &c);
-        fresh(begin(&env(t0 + 2), "acme", "k2", "other body"));
+        fresh(begin(
+            &env(t0 + 2),
+            &ClientId::from("acme"),
+            "k2",
+            "other body",
+        ));
     }
 
     #[test]
@@ -278,30 +294,50 @@ mod tests {
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(2));
         let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
-        let Ok(Start::Fresh(claim)) = begin(&env(t0), "acme", "k", "f") else {
+        let Ok(Start::Fresh(claim)) = begin(&env(t0), &ClientId::from("acme"), "k", "f") else {
             panic!("a fresh claim");
         };
         finish(&env(t0 + 10), &claim, response("sub_1")).expect("stored");
         assert_eq!(
-            outcome(begin(&env(t0 + 20), "acme", "k", "f")),
+            outcome(begin(&env(t0 + 20), &ClientId::from("acme"), "k", "f")),
             "replay sub_1"
         );
         assert_eq!(
-            outcome(begin(&env(t0 + DAY_MS - 1), "acme", "k", "f")),
+            outcome(begin(
+                &env(t0 + DAY_MS - 1),
+                &ClientId::from("acme"),
+                "k",
+                "f"
+            )),
             "replay sub_1",
             "kept 24 hours"
         );
         assert_eq!(
-            outcome(begin(&env(t0 + 20), "acme", "k", "other body")),
+            outcome(begin(
+                &env(t0 + 20),
+                &ClientId::from("acme"),
+                "k",
+                "other body"
+            )),
             "409 idempotency_conflict"
         );
         assert_eq!(
-            outcome(begin(&env(t0 + 20), "globex", "k", "other body")),
+            outcome(begin(
+                &env(t0 + 20),
+                &ClientId::from("globex"),
+                "k",
+                "other body"
+            )),
             "fresh",
             "keys are per client"
         );
         assert_eq!(
-            outcome(begin(&env(t0 + DAY_MS), "acme", "k", "other body")),
+            outcome(begin(
+                &env(t0 + DAY_MS),
+                &ClientId::from("acme"),
+                "k",
+                "other body"
+            )),
             "fresh",
             "after 24 hours the key is free"
         );
@@ -317,20 +353,30 @@ mod tests {
         let (settings, entropy) = (Settings::default(), SeededEntropy::new(3));
         let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
-        assert_eq!(outcome(begin(&env(t0), "acme", "k", "f")), "fresh");
+        assert_eq!(
+            outcome(begin(&env(t0), &ClientId::from("acme"), "k", "f")),
+            "fresh"
+        );
         for (at, body) in [(t0 + 1, "f"), (t0 + MINUTE_MS - 1, "f"), (t0 + 1, "g")] {
             assert_eq!(
-                outcome(begin(&env(at), "acme", "k", body)),
+                outcome(begin(&env(at), &ClientId::from("acme"), "k", body)),
                 "409 idempotency_conflict",
                 "{at} {body}"
             );
         }
-        let Ok(Start::Fresh(second)) = begin(&env(t0 + MINUTE_MS), "acme", "k", "f") else {
+        let Ok(Start::Fresh(second)) =
+            begin(&env(t0 + MINUTE_MS), &ClientId::from("acme"), "k", "f")
+        else {
             panic!("a stale claim is taken over");
         };
         finish(&env(t0 + MINUTE_MS + 1), &second, response("sub_2")).expect("stored");
         assert_eq!(
-            outcome(begin(&env(t0 + MINUTE_MS + 2), "acme", "k", "f")),
+            outcome(begin(
+                &env(t0 + MINUTE_MS + 2),
+                &ClientId::from("acme"),
+                "k",
+                "f"
+            )),
             "replay sub_2"
         );
     }
@@ -348,13 +394,23 @@ mod tests {
             Ok(Start::Fresh(claim)) => claim,
             other => panic!("not a fresh claim: {other:?}"),
         };
-        let a = fresh(begin(&env(t0), "acme", "k", "f"));
-        let b = fresh(begin(&env(t0 + MINUTE_MS), "acme", "k", "f"));
+        let a = fresh(begin(&env(t0), &ClientId::from("acme"), "k", "f"));
+        let b = fresh(begin(
+            &env(t0 + MINUTE_MS),
+            &ClientId::from("acme"),
+            "k",
+            "f",
+        ));
         finish(&env(t0 + MINUTE_MS + 1), &b, response("sub_b")).expect("B's claim");
         let e = finish(&env(t0 + MINUTE_MS + 2), &a, response("sub_a")).expect_err("lost");
         assert_eq!((e.status, e.code), (409, "idempotency_conflict"));
         assert_eq!(
-            outcome(begin(&env(t0 + MINUTE_MS + 3), "acme", "k", "f")),
+            outcome(begin(
+                &env(t0 + MINUTE_MS + 3),
+                &ClientId::from("acme"),
+                "k",
+                "f"
+            )),
             "replay sub_b"
         );
     }
@@ -368,10 +424,10 @@ mod tests {
         let env = |now_ms| Env::new(now_ms, &kv, &settings, &entropy);
         let t0 = 1_767_225_600_000;
         assert!(matches!(
-            begin(&env(t0), "acme", "k", "f"),
+            begin(&env(t0), &ClientId::from("acme"), "k", "f"),
             Ok(Start::Fresh(_))
         ));
-        let store_key = keys::idempotency("acme", &sha256_hex("k"));
+        let store_key = keys::idempotency(&ClientId::from("acme"), &sha256_hex("k"));
         assert!(kv.get(&store_key).expect("get").is_some());
         purge(&kv, t0 + 86_400_000 - 1, &store_key).expect("purge");
         assert!(

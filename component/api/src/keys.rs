@@ -4,10 +4,11 @@
 
 use crate::auth::{self, ApiKeyRecord, Scope};
 use crate::body::invalid;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, api_key_id};
 use crate::partner;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::ClientId;
 use edgehook_storage::kv::Kv;
 use serde::Serialize;
 use serde_json::Value;
@@ -85,7 +86,11 @@ fn requested_scope(req: &Request, default: Scope, allowed: &[Scope]) -> Result<S
 }
 
 /// Issues a key and answers 201 with it (shown in this response only).
-fn issued<K: Kv>(cx: &Ctx<'_, K>, client_id: &str, scope: Scope) -> Result<Response, ApiError> {
+fn issued<K: Kv>(
+    cx: &Ctx<'_, K>,
+    client_id: &ClientId,
+    scope: Scope,
+) -> Result<Response, ApiError> {
     let (record, key) = auth::issue(cx.env, client_id, scope)?;
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
@@ -111,25 +116,23 @@ fn issued<K: Kv>(cx: &Ctx<'_, K>, client_id: &str, scope: Scope) -> Result<Respo
 /// body's `scope` (`partner`, the default, or `partner_read`); the key is shown only in
 /// this response.
 pub fn issue<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
-    if !auth::valid_client_id(client_id) {
-        return Err(invalid_client_id());
-    }
+    let client_id = ClientId::parse(client_id).ok_or_else(invalid_client_id)?;
     let scope = requested_scope(
         cx.req,
         Scope::Partner,
         &[Scope::Partner, Scope::PartnerRead],
     )?;
-    issued(cx, client_id, scope)
+    issued(cx, &client_id, scope)
 }
 
 /// `POST /internal/v1/ingest-keys`: issues an ingest key (it may only publish events).
 pub fn issue_ingest<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     let scope = requested_scope(cx.req, Scope::Ingest, &[Scope::Ingest])?;
-    issued(cx, "", scope)
+    issued(cx, &ClientId::NONE, scope)
 }
 
 /// A page of keys (`limit`, `cursor` as every list).
-fn page<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
+fn page<K: Kv>(cx: &Ctx<'_, K>, client_id: &ClientId) -> Result<Response, ApiError> {
     let (limit, after) = partner::list_params(cx.req)?;
     let (records, has_more, last) = auth::list(cx.env, client_id, after, limit)?;
     let data: Vec<KeyView<'_>> = records.iter().map(KeyView::of).collect();
@@ -139,15 +142,13 @@ fn page<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
 /// `GET /internal/v1/clients/{clientId}/keys`: the client's keys in the order they were
 /// issued, revoked ones included: id, scope, created, last used, revoked; never the key.
 pub fn list<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
-    if !auth::valid_client_id(client_id) {
-        return Err(invalid_client_id());
-    }
-    page(cx, client_id)
+    let client_id = ClientId::parse(client_id).ok_or_else(invalid_client_id)?;
+    page(cx, &client_id)
 }
 
 /// `GET /internal/v1/ingest-keys`: the ingest keys, as [`list`].
 pub fn list_ingest<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
-    page(cx, "")
+    page(cx, &ClientId::NONE)
 }
 
 /// Answers a revoke.
@@ -173,17 +174,15 @@ fn revoked(record: &ApiKeyRecord, request_id: &str) -> Response {
 /// `DELETE /internal/v1/clients/{clientId}/keys/{keyId}`: revokes one of the client's keys
 /// (any scope) at once. 404 unless it is a live key of that client.
 pub fn revoke<K: Kv>(cx: &Ctx<'_, K>, client_id: &str, key_id: &str) -> Result<Response, ApiError> {
-    if !auth::valid_client_id(client_id) {
-        return Err(ApiError::not_found("API key"));
-    }
-    let record = auth::revoke(cx.env, client_id, key_id)?;
+    let client_id = ClientId::parse(client_id).ok_or_else(|| ApiError::not_found("API key"))?;
+    let record = auth::revoke(cx.env, &client_id, &api_key_id(key_id)?)?;
     Ok(revoked(&record, cx.request_id))
 }
 
 /// `DELETE /internal/v1/ingest-keys/{keyId}`: revokes an ingest key at once. 404 unless it
 /// is a live ingest key.
 pub fn revoke_ingest<K: Kv>(cx: &Ctx<'_, K>, key_id: &str) -> Result<Response, ApiError> {
-    let record = auth::revoke(cx.env, "", key_id)?;
+    let record = auth::revoke(cx.env, &ClientId::NONE, &api_key_id(key_id)?)?;
     Ok(revoked(&record, cx.request_id))
 }
 

@@ -24,6 +24,7 @@
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::Request;
+use edgehook_model::ids::ClientId;
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Kv, Update, update};
 
@@ -31,7 +32,7 @@ use edgehook_storage::kv::{Kv, Update, update};
 const WINDOW_MS: u64 = 60_000;
 
 /// Counts one partner API request of `client_id`; 429 if it is over the limit.
-pub fn count_request<K: Kv>(env: &Env<'_, K>, client_id: &str) -> Result<(), ApiError> {
+pub fn count_request<K: Kv>(env: &Env<'_, K>, client_id: &ClientId) -> Result<(), ApiError> {
     let limit = env.settings.rate_limit_per_minute;
     if limit == 0 {
         return Ok(());
@@ -142,23 +143,29 @@ mod tests {
         let at = |now_ms: u64| Env::new(now_ms, &store, &settings, &entropy).with_counters(&kv);
         let minute = 29_000_000 * WINDOW_MS;
         for i in 0..3 {
-            count_request(&at(minute + i * 1000), "acme").expect("within the limit");
+            count_request(&at(minute + i * 1000), &ClientId::from("acme"))
+                .expect("within the limit");
         }
-        let refused = count_request(&at(minute + 45_500), "acme").expect_err("the 4th");
+        let refused =
+            count_request(&at(minute + 45_500), &ClientId::from("acme")).expect_err("the 4th");
         assert_eq!((refused.status, refused.code), (429, "rate_limited"));
         assert_eq!(
             refused.headers,
             [("retry-after".to_owned(), "15".to_owned())],
             "until the minute turns, rounded up"
         );
-        count_request(&at(minute + 45_500), "globex").expect("another client has its own");
-        count_request(&at(minute + WINDOW_MS), "acme").expect("a new minute");
+        count_request(&at(minute + 45_500), &ClientId::from("globex"))
+            .expect("another client has its own");
+        count_request(&at(minute + WINDOW_MS), &ClientId::from("acme")).expect("a new minute");
         let counters: Vec<String> = kv
             .dump()
             .into_keys()
             .filter(|k| k.starts_with(keys::RATE_PREFIX) && k.contains("acme"))
             .collect();
-        assert_eq!(counters, [keys::rate("acme", minute / WINDOW_MS + 1)]);
+        assert_eq!(
+            counters,
+            [keys::rate(&ClientId::from("acme"), minute / WINDOW_MS + 1)]
+        );
         assert!(store.dump().is_empty(), "{:?}", store.dump());
         let off = Settings::from_pairs([("rate_limit_per_minute", "0")]).expect("valid");
         let env = Env {
@@ -166,7 +173,7 @@ mod tests {
             ..at(minute)
         };
         for _ in 0..10 {
-            count_request(&env, "acme").expect("0 is no limit");
+            count_request(&env, &ClientId::from("acme")).expect("0 is no limit");
         }
     }
 
@@ -179,15 +186,15 @@ mod tests {
         let settings = Settings::from_pairs([("rate_limit_per_minute", "2")]).expect("valid");
         let entropy = SeededEntropy::new(2);
         let at = |now_ms: u64| Env::new(now_ms, &kv, &settings, &entropy);
-        count_request(&at(0), "acme").expect("the first");
-        count_request(&at(59_000), "acme").expect("the second");
-        let refused = count_request(&at(59_999), "acme").expect_err("the third");
+        count_request(&at(0), &ClientId::from("acme")).expect("the first");
+        count_request(&at(59_000), &ClientId::from("acme")).expect("the second");
+        let refused = count_request(&at(59_999), &ClientId::from("acme")).expect_err("the third");
         assert_eq!(
             refused.headers,
             [("retry-after".to_owned(), "1".to_owned())],
             "1 ms to the turn of the minute, rounded up to a second"
         );
-        count_request(&at(WINDOW_MS), "acme").expect("the next minute");
+        count_request(&at(WINDOW_MS), &ClientId::from("acme")).expect("the next minute");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::events::{EVENT_TYPES, PublishError};
 use edgehook_model::http::{Request, Response};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, Subscription};
 use serde::Serialize;
@@ -157,10 +157,8 @@ pub fn tick<K: Kv>(cx: &Ctx<'_, K>) -> Response {
 }
 
 fn subscription_any<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Subscription, ApiError> {
-    if !IdKind::Subscription.matches(id) {
-        return Err(ApiError::not_found("Subscription"));
-    }
-    subscriptions::load(env, id)?.ok_or_else(|| ApiError::not_found("Subscription"))
+    subscriptions::load(env, &crate::ctx::subscription_id(id)?)?
+        .ok_or_else(|| ApiError::not_found("Subscription"))
 }
 
 /// `GET /internal/v1/subscriptions?status=disabled`: every client's disabled subscriptions
@@ -173,7 +171,7 @@ pub fn subscriptions_list<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> 
     let (limit, after) = partner::list_params(cx.req)?;
     let client = match cx.req.query_param("clientId") {
         Ok(None) => None,
-        Ok(Some(c)) if crate::auth::valid_client_id(&c) => Some(c),
+        Ok(Some(c)) if ClientId::parse(&c).is_some() => ClientId::parse(&c),
         _ => return Err(crate::keys::invalid_client_id()),
     };
     let active = match cx.req.query_param("status") {
@@ -188,12 +186,12 @@ pub fn subscriptions_list<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> 
             )]));
         }
     };
-    let (records, has_more, last) = match (active, client.as_deref()) {
+    let (records, has_more, last) = match (active, client.as_ref()) {
         (true, Some(client)) => {
             let (found, has_more) = subscriptions::list_page(cx.env, client, limit, after)?;
-            let ids: Vec<String> = found
+            let ids: Vec<SubscriptionId> = found
                 .iter()
-                .filter_map(|l| l.id().map(str::to_owned))
+                .filter_map(|l| l.id().map(SubscriptionId::trusted))
                 .collect();
             let records: Vec<_> = subscriptions::load_many(cx.env, &ids)?
                 .into_iter()
@@ -226,7 +224,7 @@ pub fn subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiErr
 pub fn disable_subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
     let reason = disable_reason(cx.req)?;
     subscription_any(cx.env, id)?;
-    match delivery::disable(cx.env, id, &reason)? {
+    match delivery::disable(cx.env, &crate::ctx::subscription_id(id)?, &reason)? {
         Some(sub) => Ok(cx.data(200, sub.operator_view())),
         None => Err(ApiError::conflict("The subscription is already disabled.")),
     }
@@ -263,7 +261,7 @@ fn disable_reason(req: &Request) -> Result<String, ApiError> {
 pub fn enable_subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
     // The body is read before anything changes: a bad one enables nothing.
     let replay_since = crate::replays::replay_since(cx.req)?;
-    match delivery::enable(cx.env, id, None)? {
+    match delivery::enable(cx.env, &crate::ctx::subscription_id(id)?, None)? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
             let Some(since) = replay_since else {
                 return Ok(cx.data(200, sub.operator_view()));
@@ -294,18 +292,17 @@ pub fn enable_subscription<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response,
 
 /// `GET /internal/v1/deliveries/{id}`: one delivery with every attempt.
 pub fn delivery<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
-    let d = delivery::load(cx.env, id)?.ok_or_else(|| ApiError::not_found("Delivery"))?;
+    let d = delivery::load(cx.env, &crate::ctx::delivery_id(id)?)?
+        .ok_or_else(|| ApiError::not_found("Delivery"))?;
     Ok(cx.data(200, d.view()))
 }
 
 /// `POST /internal/v1/deliveries/{id}/replay`: runs a finished delivery again, and names
 /// it to run at once.
 pub fn replay<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<(Response, delivery::RunNow), ApiError> {
-    let d = delivery::replay(cx.env, id, None)?;
-    Ok((
-        cx.data(202, d.view()),
-        delivery::RunNow::Delivery(id.to_owned()),
-    ))
+    let id = crate::ctx::delivery_id(id)?;
+    let d = delivery::replay(cx.env, &id, None)?;
+    Ok((cx.data(202, d.view()), delivery::RunNow::Delivery(id)))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::ctx::Ctx;
 use edgehook_delivery as delivery;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::http::Response;
+use edgehook_model::ids::ClientId;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, OptionsChange, Ordering, Scheme};
 use serde::Serialize;
@@ -188,9 +189,13 @@ pub(crate) fn headers(
 /// `PATCH /v1/webhooks/{id}`: changes `signatureScheme`, `headers`, `ordering`; answers the read,
 /// with the new `signingSecret` when the scheme changed (a new secret of its form; shown
 /// this once).
-pub fn update<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+pub fn update<K: Kv>(
+    cx: &Ctx<'_, K>,
+    id: &str,
+    client_id: &ClientId,
+) -> Result<Response, ApiError> {
     // Another client's subscription is 404 whatever the body (as every partner route).
-    subscriptions::owned(cx.env, id, client_id)?;
+    subscriptions::owned(cx.env, &crate::ctx::subscription_id(id)?, client_id)?;
     let fields = [
         "signatureScheme",
         "headers",
@@ -220,7 +225,12 @@ pub fn update<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Respo
     if !details.is_empty() {
         return Err(ApiError::validation(details));
     }
-    let (sub, secret) = subscriptions::update_options(cx.env, client_id, id, change)?;
+    let (sub, secret) = subscriptions::update_options(
+        cx.env,
+        client_id,
+        &crate::ctx::subscription_id(id)?,
+        change,
+    )?;
     let detail =
         serde_json::to_vec(&subscriptions::partner_detail(&sub)).map_err(ApiError::internal)?;
     let data = match secret {
@@ -249,7 +259,11 @@ struct Rotated<'a> {
 
 /// `POST /v1/webhooks/{id}/rotate-secret` (`{"overlapSeconds": n}`, optional, default 24 h,
 /// at most 7 days; 0: the old secret stops at once): a new secret, shown this once.
-pub fn rotate<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+pub fn rotate<K: Kv>(
+    cx: &Ctx<'_, K>,
+    id: &str,
+    client_id: &ClientId,
+) -> Result<Response, ApiError> {
     let obj = body::optional_object(cx.req, &["overlapSeconds"])?.unwrap_or_default();
     let overlap_s = match obj.get("overlapSeconds") {
         None => DEFAULT_OVERLAP_S,
@@ -264,10 +278,11 @@ pub fn rotate<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Respo
     let overlap_ms = overlap_s * 1000;
     // The erasure is queued first: if the rotation then fails, the entry finds nothing to
     // erase; the other way round, a failure could leave an old secret with no erasure.
-    if overlap_ms > 0 && edgehook_model::ids::IdKind::Subscription.matches(id) {
-        delivery::schedule_secret_erasure(cx.env, id, cx.env.now_ms + overlap_ms)?;
+    let id = crate::ctx::subscription_id(id)?;
+    if overlap_ms > 0 {
+        delivery::schedule_secret_erasure(cx.env, &id, cx.env.now_ms + overlap_ms)?;
     }
-    let (sub, secret) = subscriptions::rotate(cx.env, client_id, id, overlap_ms)?;
+    let (sub, secret) = subscriptions::rotate(cx.env, client_id, &id, overlap_ms)?;
     let data = serde_json::to_vec(&Rotated {
         id: &sub.id,
         previous_secret_expires_at: sub.options.previous_secret.as_ref().map(|(_, u)| *u),

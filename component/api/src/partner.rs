@@ -13,6 +13,7 @@ use edgehook_delivery as delivery;
 use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::http::{Request, Response};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_model::validate;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, Listed, NewSubscription, Subscription};
@@ -134,7 +135,7 @@ fn target_url(
 }
 
 /// `POST /v1/webhooks`.
-pub fn create<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
+pub fn create<K: Kv>(cx: &Ctx<'_, K>, client_id: &ClientId) -> Result<Response, ApiError> {
     let body = crate::body::json(cx.req)?;
     let input = validate_create(&body, cx.env.settings.target_policy())?;
     let idempotency_key = match cx.req.headers.iter().find(|(n, _)| n == "idempotency-key") {
@@ -198,9 +199,9 @@ struct Created<'a> {
 fn create_fresh<K: Kv>(
     env: &Env<'_, K>,
     input: NewSubscription,
-    client_id: &str,
+    client_id: &ClientId,
     claim: Option<&idempotency::Claim>,
-) -> Result<(Vec<u8>, String), ApiError> {
+) -> Result<(Vec<u8>, SubscriptionId), ApiError> {
     let made = subscriptions::create_pending(env, input, client_id).and_then(|(sub, pending)| {
         let data = created_data(env, &sub)?;
         Ok((sub, pending, data))
@@ -376,8 +377,8 @@ pub fn list_params(req: &Request) -> Result<(usize, u64), ApiError> {
 }
 
 /// `GET /v1/webhooks/{id}`.
-pub fn get<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(cx.env, id, client_id)?;
+pub fn get<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &ClientId) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned(cx.env, &crate::ctx::subscription_id(id)?, client_id)?;
     let last = delivery::last_attempt(cx.env, &sub.id)?;
     let mut detail = subscriptions::partner_detail(&sub);
     if let Some((delivery_id, a)) = &last {
@@ -396,10 +397,14 @@ pub fn get<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response
 /// `POST /v1/webhooks/{id}/enable`: makes the caller's disabled subscription active again
 /// (its failure streak reset), under the cap; an active one is answered as it is (200, no
 /// change). A deleted one is a 404, as for read.
-pub fn enable<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
+pub fn enable<K: Kv>(
+    cx: &Ctx<'_, K>,
+    id: &str,
+    client_id: &ClientId,
+) -> Result<Response, ApiError> {
     // The body is read before anything changes: a bad one enables nothing.
     let replay_since = crate::replays::replay_since(cx.req)?;
-    match delivery::enable(cx.env, id, Some(client_id))? {
+    match delivery::enable(cx.env, &crate::ctx::subscription_id(id)?, Some(client_id))? {
         Some(subscriptions::Enabled::Now(sub) | subscriptions::Enabled::Already(sub)) => {
             let data = subscriptions::partner_detail(&sub);
             let Some(since) = replay_since else {
@@ -426,8 +431,17 @@ pub fn enable<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Respo
 
 /// `DELETE /v1/webhooks/{id}`: disables the subscription (reason `deleted`); the record and
 /// its delivery history stay.
-pub fn delete<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
-    match subscriptions::disable(cx.env, id, Some(client_id), subscriptions::DELETED)? {
+pub fn delete<K: Kv>(
+    cx: &Ctx<'_, K>,
+    id: &str,
+    client_id: &ClientId,
+) -> Result<Response, ApiError> {
+    match subscriptions::disable(
+        cx.env,
+        &crate::ctx::subscription_id(id)?,
+        Some(client_id),
+        subscriptions::DELETED,
+    )? {
         Some(sub) => {
             // Committed; deliveries this misses are cancelled when they come due.
             let cancelled = delivery::cancel_pending(cx.env, &sub.id);
@@ -497,7 +511,7 @@ pub fn page_json<T: Serialize>(
 /// items as the client index stores them; see [`subscriptions::list`]); with
 /// `status=disabled`, its disabled ones (not the deleted) in the order they were disabled,
 /// each as a read shows it.
-pub fn list<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
+pub fn list<K: Kv>(cx: &Ctx<'_, K>, client_id: &ClientId) -> Result<Response, ApiError> {
     let (limit, after) = list_params(cx.req)?;
     if wants_disabled(cx.req)? {
         let (found, has_more) =

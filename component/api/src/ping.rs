@@ -9,14 +9,18 @@ use crate::ctx::Ctx;
 use edgehook_delivery as delivery;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::Response;
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::ClientId;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, Status, Subscription};
 
 /// `POST /v1/webhooks/{id}/test`: the caller's subscription, active or disabled (a deleted
 /// one, or another client's, is 404).
-pub fn partner<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(cx.env, id, client_id)?;
+pub fn partner<K: Kv>(
+    cx: &Ctx<'_, K>,
+    id: &str,
+    client_id: &ClientId,
+) -> Result<Response, ApiError> {
+    let sub = subscriptions::owned(cx.env, &crate::ctx::subscription_id(id)?, client_id)?;
     Ok(send(cx, &sub))
 }
 
@@ -24,10 +28,8 @@ pub fn partner<K: Kv>(cx: &Ctx<'_, K>, id: &str, client_id: &str) -> Result<Resp
 /// (409: its secret is erased, nothing can sign for it).
 pub fn operator<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
     let not_found = || ApiError::not_found("Subscription");
-    if !IdKind::Subscription.matches(id) {
-        return Err(not_found());
-    }
-    let sub = subscriptions::load(cx.env, id)?.ok_or_else(not_found)?;
+    let sub =
+        subscriptions::load(cx.env, &crate::ctx::subscription_id(id)?)?.ok_or_else(not_found)?;
     match (sub.status, sub.disabled_reason.as_deref()) {
         (Status::Pending, _) => Err(not_found()),
         (Status::Disabled, Some(subscriptions::DELETED)) => Err(ApiError::new(

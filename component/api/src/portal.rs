@@ -20,6 +20,7 @@ use crate::auth::{
 use crate::ctx::{Caller, Ctx};
 use edgehook_model::error::ApiError;
 use edgehook_model::http::Response;
+use edgehook_model::ids::ClientId;
 use edgehook_storage::kv::Kv;
 
 /// `POST /internal/v1/clients/{clientId}/portal-links`: a one-time link to the client's
@@ -27,10 +28,8 @@ use edgehook_storage::kv::Kv;
 /// server); the caller puts the origin the partner reaches in front (`edgehook
 /// portal-link` its `--public-url`, the operator's portal its own).
 pub fn mint<K: Kv>(cx: &Ctx<'_, K>, client_id: &str) -> Result<Response, ApiError> {
-    if !auth::valid_client_id(client_id) {
-        return Err(crate::keys::invalid_client_id());
-    }
-    let (record, token) = auth::issue(cx.env, client_id, Scope::PortalLink)?;
+    let client_id = ClientId::parse(client_id).ok_or_else(crate::keys::invalid_client_id)?;
+    let (record, token) = auth::issue(cx.env, &client_id, Scope::PortalLink)?;
     // Written out by hand (the component is size-budgeted): a valid client id, the token
     // (base64url) and numbers need no escaping. Keys sorted, as every body's.
     let link = format!(

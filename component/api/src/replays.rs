@@ -12,7 +12,7 @@ use edgehook_model::env::Env;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::events::is_event_type;
 use edgehook_model::http::{Request, Response};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_records::delivery::Status;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{self as subscriptions, DELETED, Status as SubStatus};
@@ -28,7 +28,7 @@ pub const MAX_SUBSCRIPTIONS: usize = 100;
 pub(crate) struct JobView<'a> {
     id: &'a str,
     state: &'static str,
-    subscription_ids: &'a [String],
+    subscription_ids: &'a [SubscriptionId],
     #[serde(skip_serializing_if = "Option::is_none")]
     client_id: Option<&'a str>,
     since: u64,
@@ -200,13 +200,13 @@ fn accepted<K: Kv>(cx: &Ctx<'_, K>, new: NewReplay, prefix: &str) -> Result<Resp
 pub fn partner_start<K: Kv>(
     cx: &Ctx<'_, K>,
     id: &str,
-    client_id: &str,
+    client_id: &ClientId,
 ) -> Result<Response, ApiError> {
-    let sub = subscriptions::owned(cx.env, id, client_id)?;
+    let sub = subscriptions::owned(cx.env, &crate::ctx::subscription_id(id)?, client_id)?;
     let obj = body::object(cx.req, &["since", "until", "status", "eventTypes"])?;
     let (since, until, statuses, event_types) = filters(cx.env.now_ms, &obj)?;
     let new = NewReplay {
-        client_id: Some(client_id.to_owned()),
+        client_id: Some(client_id.clone()),
         subscriptions: vec![sub.id],
         since,
         until,
@@ -221,13 +221,13 @@ pub fn partner_start<K: Kv>(
 /// `replaySince` of an enable).
 pub fn after_enable<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
-    client_id: Option<&str>,
+    sub_id: &SubscriptionId,
+    client_id: Option<&ClientId>,
     since: u64,
 ) -> Result<ReplayJob, ApiError> {
     let new = NewReplay {
-        client_id: client_id.map(str::to_owned),
-        subscriptions: vec![sub_id.to_owned()],
+        client_id: client_id.cloned(),
+        subscriptions: vec![sub_id.clone()],
         since,
         // Up to and including the enable's millisecond.
         until: (env.now_ms + 1).max(since + 1),
@@ -287,7 +287,7 @@ pub fn operator_start<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
         (None, client) => {
             new.search_client = match client {
                 None => None,
-                Some(Value::String(c)) if crate::auth::valid_client_id(c) => Some(c.clone()),
+                Some(Value::String(c)) if ClientId::parse(c).is_some() => ClientId::parse(c),
                 Some(_) => {
                     return Err(body::invalid(
                         "clientId",
@@ -307,11 +307,11 @@ pub fn operator_start<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
                 }
             };
             for id in ids {
-                let Some(id) = id.as_str().filter(|i| IdKind::Subscription.matches(i)) else {
+                let Some(id) = id.as_str().and_then(SubscriptionId::parse) else {
                     return Err(invalid_ids("Each id is a subscription id (sub_...)."));
                 };
-                if !new.subscriptions.iter().any(|o| o == id) {
-                    new.subscriptions.push(id.to_owned());
+                if !new.subscriptions.contains(&id) {
+                    new.subscriptions.push(id);
                 }
             }
             let subs = subscriptions::load_many(cx.env, &new.subscriptions)?;
@@ -338,9 +338,9 @@ fn invalid_ids(message: &str) -> ApiError {
 pub fn get<K: Kv>(
     cx: &Ctx<'_, K>,
     id: &str,
-    client_id: Option<&str>,
+    client_id: Option<&ClientId>,
 ) -> Result<Response, ApiError> {
-    match replays::load(cx.env, id, client_id)? {
+    match replays::load(cx.env, &crate::ctx::replay_job_id(id)?, client_id)? {
         Some(job) => Ok(cx.data(200, view(&job))),
         None => Err(ApiError::not_found("Replay")),
     }
@@ -351,9 +351,9 @@ pub fn get<K: Kv>(
 pub fn cancel<K: Kv>(
     cx: &Ctx<'_, K>,
     id: &str,
-    client_id: Option<&str>,
+    client_id: Option<&ClientId>,
 ) -> Result<Response, ApiError> {
-    match replays::cancel(cx.env, id, client_id)? {
+    match replays::cancel(cx.env, &crate::ctx::replay_job_id(id)?, client_id)? {
         Some(job) => Ok(cx.data(200, view(&job))),
         None => Err(ApiError::not_found("Replay")),
     }

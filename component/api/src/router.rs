@@ -8,7 +8,7 @@ use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::http::{Request, Response};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::request_id;
 use edgehook_storage::keys::HEALTH_PROBE;
 use edgehook_storage::kv::Kv;
 
@@ -349,7 +349,7 @@ pub struct Handled {
 /// Handles one HTTP request. Never panics on request data: every failure becomes the JSON
 /// error envelope.
 pub fn handle<K: Kv>(env: &Env<'_, K>, req: &Request, sender: &dyn Sender) -> Handled {
-    let request_id = IdKind::Request.generate(env.entropy);
+    let request_id = request_id(env.entropy);
     let (response, log, run_after) = match dispatch(env, req, &request_id, sender) {
         Ok(reply) => (reply.response, None, reply.run_after),
         Err(err) => {
@@ -608,7 +608,8 @@ mod tests {
         let settings = Settings::default();
         let entropy = SeededEntropy::new(seed);
         let env = Env::new(1_700_000_000_000, kv, &settings, &entropy);
-        auth::issue(&env, client, scope).expect("issued").1
+        let client = edgehook_model::ids::ClientId::from(client);
+        auth::issue(&env, &client, scope).expect("issued").1
     }
 
     fn with(req: Request, token: &str) -> Request {

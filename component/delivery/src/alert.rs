@@ -13,6 +13,7 @@
 use crate::fanout::publish_internal;
 use edgehook_model::config::Settings;
 use edgehook_model::env::Env;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{Secret, Status, Subscription};
 use serde::Serialize;
@@ -72,7 +73,7 @@ pub fn raise<K: Kv>(env: &Env<'_, K>, kind: &str, sub: &Subscription) {
     // The log line is the event's body: one JSON object, its `type` first.
     env.log.line(&String::from_utf8_lossy(&body));
     if env.settings.alert_url.is_some() {
-        let published = publish_internal(env, kind, &body, ALERTS);
+        let published = publish_internal(env, kind, &body, &SubscriptionId::trusted(ALERTS));
         env.best_effort("alert delivery (event and delivery records)", published);
     }
 }
@@ -95,8 +96,8 @@ pub(crate) fn target(settings: &Settings) -> Option<Subscription> {
         settings.alert_secret.as_ref()?,
     );
     Some(Subscription {
-        id: ALERTS.to_owned(),
-        client_id: String::new(),
+        id: SubscriptionId::trusted(ALERTS),
+        client_id: ClientId::default(),
         url: url.clone(),
         event_types: vec![
             SUBSCRIPTION_DISABLED.to_owned(),

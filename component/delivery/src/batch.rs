@@ -9,6 +9,7 @@ use crate::pace;
 use crate::report::TickReport;
 use crate::sender::{Outgoing, SendError, SendResult, Sender};
 use edgehook_model::env::Env;
+use edgehook_model::ids::{DeliveryId, EventId, SubscriptionId};
 use edgehook_model::validate;
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Kv, KvError};
@@ -53,16 +54,16 @@ pub(crate) fn run_batch<K: Kv>(
     env: &Env<'_, K>,
     sender: &dyn Sender,
     tick_id: &str,
-    ids: &[String],
+    ids: &[DeliveryId],
     known: Known<'_>,
     clock: &TickClock,
     report: &mut TickReport,
-) -> Result<Vec<(String, Wait)>, KvError> {
+) -> Result<Vec<(DeliveryId, Wait)>, KvError> {
     let lease = Lease {
         holder: tick_id,
         until: env.now_ms + env.settings.attempt_timeout_ms + LEASE_MARGIN_MS,
     };
-    let mut held: Vec<(String, Wait)> = Vec::new();
+    let mut held: Vec<(DeliveryId, Wait)> = Vec::new();
     // Each claimed delivery with where it is in `ids`.
     let mut claimed: Vec<(usize, Claimed)> = Vec::new();
     for (i, id) in ids.iter().enumerate() {
@@ -105,7 +106,7 @@ fn with_subscriptions<K: Kv>(
             .map(|(i, _)| Some(items[*i].1.clone()))
             .collect(),
         None => {
-            let ids: Vec<String> = claimed
+            let ids: Vec<SubscriptionId> = claimed
                 .iter()
                 .map(|(_, c)| c.delivery.subscription_id.clone())
                 .collect();
@@ -143,7 +144,7 @@ fn send<K: Kv>(
     items: &mut [Item],
     clock: &TickClock,
 ) -> Result<(), KvError> {
-    let mut bodies: Vec<(String, Rc<Vec<u8>>)> = Vec::new();
+    let mut bodies: Vec<(EventId, Rc<Vec<u8>>)> = Vec::new();
     if let Some(((w, _), body)) = known.and_then(|(items, body)| Some((items.first()?, body))) {
         bodies.push((w.delivery.event_id.clone(), body.clone()));
     }
@@ -168,7 +169,7 @@ fn send<K: Kv>(
 fn request_for<K: Kv>(
     env: &Env<'_, K>,
     item: &mut Item,
-    bodies: &mut Vec<(String, Rc<Vec<u8>>)>,
+    bodies: &mut Vec<(EventId, Rc<Vec<u8>>)>,
 ) -> Result<Option<Outgoing>, KvError> {
     let d = &item.claimed.delivery;
     let Some(sub) = item.sub.as_ref().filter(|s| s.status == SubStatus::Active) else {
@@ -220,11 +221,11 @@ fn pace_batch<K: Kv>(
     env: &Env<'_, K>,
     lease: Lease<'_>,
     items: Vec<Item>,
-    held: &mut Vec<(String, Wait)>,
-) -> Result<(Vec<Item>, Vec<String>), KvError> {
+    held: &mut Vec<(DeliveryId, Wait)>,
+) -> Result<(Vec<Item>, Vec<SubscriptionId>), KvError> {
     let now = env.now_ms;
     // (subscription, its limits, how many of its deliveries are claimed)
-    let mut wanted: Vec<(String, (u32, u32), u32)> = Vec::new();
+    let mut wanted: Vec<(SubscriptionId, (u32, u32), u32)> = Vec::new();
     for sub in items
         .iter()
         .filter_map(|item| item.sub.as_ref())
@@ -241,7 +242,7 @@ fn pace_batch<K: Kv>(
     if wanted.is_empty() {
         return Ok((items, Vec::new()));
     }
-    let mut granted: Vec<(String, u32)> = Vec::new();
+    let mut granted: Vec<(SubscriptionId, u32)> = Vec::new();
     let mut paced = Vec::new();
     for (id, limits, n) in wanted {
         // A store failure grants nothing: the deliveries wait rather than go over the cap.

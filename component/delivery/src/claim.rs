@@ -2,6 +2,7 @@
 
 use crate::sender::SendResult;
 use edgehook_model::env::Env;
+use edgehook_model::ids::DeliveryId;
 use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Kv, KvError, Update, update};
@@ -75,7 +76,7 @@ pub(crate) struct Lease<'a> {
 /// one already leased to this holder for long enough is ours without a write.
 pub(crate) fn claim<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
+    id: &DeliveryId,
     lease: Lease<'_>,
     written: Option<(&Delivery, &[u8])>,
 ) -> Result<Claim, KvError> {
@@ -137,7 +138,11 @@ fn decide(mut d: Delivery, lease: Lease<'_>, now: u64) -> Claim {
 }
 
 /// Clears the lease `holder` took on delivery `id`, which it will not send.
-pub(crate) fn unclaim<K: Kv>(env: &Env<'_, K>, id: &str, holder: &str) -> Result<(), KvError> {
+pub(crate) fn unclaim<K: Kv>(
+    env: &Env<'_, K>,
+    id: &DeliveryId,
+    holder: &str,
+) -> Result<(), KvError> {
     update(env.kv, &keys::delivery(id), &mut |cur| {
         let Some(bytes) = cur else {
             return Ok::<_, KvError>(Update::Keep(()));

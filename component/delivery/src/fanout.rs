@@ -5,7 +5,7 @@ use crate::history::history_log;
 use crate::queue::{SeenDirectories, enqueue, second_of};
 use edgehook_model::env::Env;
 use edgehook_model::events::{self, PublishError, PublishReceipt};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{DeliveryId, EventId, Generate, SubscriptionId, request_id};
 use edgehook_records::delivery::{Delivery, EventRecord, Status, delivery_id};
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{CAS_ATTEMPTS, Kv, KvError, Update, update};
@@ -90,7 +90,7 @@ fn store(e: KvError) -> PublishError {
 }
 
 /// The event id of a publish: derived from its idempotency key, or fresh and random.
-fn event_id_for<K: Kv>(env: &Env<'_, K>, idempotency_key: Option<&str>) -> String {
+fn event_id_for<K: Kv>(env: &Env<'_, K>, idempotency_key: Option<&str>) -> EventId {
     match idempotency_key {
         Some(k) => {
             let digest = Sha256::new()
@@ -99,9 +99,9 @@ fn event_id_for<K: Kv>(env: &Env<'_, K>, idempotency_key: Option<&str>) -> Strin
                 .finalize();
             let mut id = String::from("evt_");
             edgehook_model::ids::push_hex(&mut id, &digest[..12]);
-            id
+            EventId::trusted(id)
         }
-        None => IdKind::Event.generate(env.entropy),
+        None => EventId::generate(env.entropy),
     }
 }
 
@@ -122,7 +122,7 @@ struct Found {
 fn find_or_record<K: Kv>(
     env: &Env<'_, K>,
     event_type: &str,
-    event_id: &str,
+    event_id: &EventId,
     body_sha256: &str,
     keyed: bool,
 ) -> Result<Found, KvError> {
@@ -141,7 +141,7 @@ fn find_or_record<K: Kv>(
     }
     let (active, skipped, seen) = listeners(env, event_type)?;
     let event = EventRecord {
-        id: event_id.to_owned(),
+        id: event_id.clone(),
         event_type: event_type.to_owned(),
         created_at: env.now_ms,
         body_sha256: body_sha256.to_owned(),
@@ -181,7 +181,7 @@ fn find_or_record<K: Kv>(
 fn settle<K: Kv>(
     env: &Env<'_, K>,
     found: &mut Found,
-    (event_id, event_type): (&str, &str),
+    (event_id, event_type): (&EventId, &str),
     body_sha256: &str,
     load: &[u8],
     keyed: bool,
@@ -223,7 +223,7 @@ fn fan_out_found<K: Kv>(
     lease: Option<&RunLease>,
     load: &[u8],
 ) -> Result<Vec<Written>, KvError> {
-    let fifo: Vec<String> = match origin {
+    let fifo: Vec<SubscriptionId> = match origin {
         Origin::Resumed => fifo_ids(
             subscriptions::load_many(env, &event.subscriptions)
                 .map_err(|e| KvError(e.message))?
@@ -311,7 +311,7 @@ impl RunLease {
             .unwrap_or(1)
             .clamp(1, (MAX_ATTEMPTS_PER_TICK / batch).max(1));
         RunLease {
-            owner: IdKind::Request.generate(env.entropy),
+            owner: request_id(env.entropy),
             first_until: env.now_ms + step_ms + LEASE_MARGIN_MS,
             step_ms,
             batch,
@@ -336,10 +336,10 @@ pub(crate) fn publish_internal<K: Kv>(
     env: &Env<'_, K>,
     event_type: &str,
     body: &[u8],
-    subscription_id: &str,
+    subscription_id: &SubscriptionId,
 ) -> Result<(), KvError> {
     let event = EventRecord {
-        id: IdKind::Event.generate(env.entropy),
+        id: EventId::generate(env.entropy),
         event_type: event_type.to_owned(),
         created_at: (second_of(env.now_ms) + 1) * 1000,
         body_sha256: edgehook_model::ids::hex(&Sha256::digest(body)),
@@ -395,9 +395,9 @@ pub struct Prepared {
 fn listeners<K: Kv>(
     env: &Env<'_, K>,
     event_type: &str,
-) -> Result<(Vec<Subscription>, Vec<String>, SeenDirectories), KvError> {
+) -> Result<(Vec<Subscription>, Vec<SubscriptionId>, SeenDirectories), KvError> {
     let ids = subscriptions::fanout_ids(env, event_type).map_err(KvError::from)?;
-    let mut batch: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
+    let mut batch: Vec<Key> = ids.iter().map(keys::subscription).collect();
     batch.push(keys::DUE_DIRECTORY.clone());
     batch.push(keys::RETENTION_DIRECTORY.clone());
     let mut values = env.kv.get_many(&batch)?;
@@ -452,7 +452,7 @@ enum Origin {
 }
 
 /// The ids of the FIFO subscriptions among `subs`.
-fn fifo_ids<'a>(subs: impl Iterator<Item = &'a Subscription>) -> Vec<String> {
+fn fifo_ids<'a>(subs: impl Iterator<Item = &'a Subscription>) -> Vec<SubscriptionId> {
     subs.filter(|s| s.options.ordering == subscriptions::Ordering::Fifo)
         .map(|s| s.id.clone())
         .collect()
@@ -472,7 +472,7 @@ fn fan_out<K: Kv>(
     event: &EventRecord,
     origin: Origin,
     seen: Option<&SeenDirectories>,
-    fifo: &[String],
+    fifo: &[SubscriptionId],
     lease: Option<&RunLease>,
     body: Option<&[u8]>,
 ) -> Result<Vec<Written>, KvError> {
@@ -527,8 +527,8 @@ fn fan_out<K: Kv>(
 
 /// One delivery a fan-out makes.
 struct ToMake {
-    subscription: String,
-    delivery: String,
+    subscription: SubscriptionId,
+    delivery: DeliveryId,
     /// Its subscription is disabled: recorded as skipped, never queued.
     skipped: bool,
     /// Its subscription is FIFO: held for its turn (`fifo.rs`).
@@ -579,7 +579,7 @@ fn to_make<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
     origin: Origin,
-    fifo: &[String],
+    fifo: &[SubscriptionId],
 ) -> Result<Vec<ToMake>, KvError> {
     let all = event.all_subscriptions().enumerate().map(|(n, s)| ToMake {
         subscription: s.clone(),
@@ -602,7 +602,7 @@ fn to_make<K: Kv>(
 }
 
 /// Creates delivery `id`'s record only if absent; whether it did.
-fn create_record<K: Kv>(kv: &K, id: &str, bytes: &[u8]) -> Result<bool, KvError> {
+fn create_record<K: Kv>(kv: &K, id: &DeliveryId, bytes: &[u8]) -> Result<bool, KvError> {
     update(kv, &keys::delivery(id), &mut |cur| {
         Ok::<_, KvError>(match cur {
             Some(_) => Update::Keep(false),
@@ -618,7 +618,7 @@ fn finish_fan_out<K: Kv>(
     env: &Env<'_, K>,
     event: &EventRecord,
     origin: Origin,
-    fifo: &[String],
+    fifo: &[SubscriptionId],
     mut fresh: Vec<(Key, Vec<u8>)>,
 ) -> Result<(), KvError> {
     let mut done = event.clone();

@@ -20,6 +20,7 @@
 use crate::history::history_log;
 use crate::queue::{enqueue, second_of};
 use edgehook_model::env::Env;
+use edgehook_model::ids::SubscriptionId;
 use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::codec::{Reader, Writer};
 use edgehook_storage::keys::{self, Key};
@@ -37,7 +38,7 @@ pub const MISSING_GRACE_MS: u64 = 60_000;
 const FIFO_V1: u8 = 0xF1;
 
 /// Lists FIFO subscription `sub_id` for the ticks (after publish wrote its deliveries).
-pub(crate) fn list<K: Kv>(kv: &K, sub_id: &str) -> Result<(), KvError> {
+pub(crate) fn list<K: Kv>(kv: &K, sub_id: &SubscriptionId) -> Result<(), KvError> {
     update_seldom(kv, &keys::FIFO_DIRECTORY, &mut |cur| {
         let text = cur.and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
         if text.lines().any(|l| l == sub_id) {
@@ -48,7 +49,7 @@ pub(crate) fn list<K: Kv>(kv: &K, sub_id: &str) -> Result<(), KvError> {
     .map_err(KvError::from)
 }
 
-fn unlist<K: Kv>(kv: &K, sub_id: &str) -> Result<(), KvError> {
+fn unlist<K: Kv>(kv: &K, sub_id: &SubscriptionId) -> Result<(), KvError> {
     update(kv, &keys::FIFO_DIRECTORY, &mut |cur| {
         let text = cur.and_then(|b| std::str::from_utf8(b).ok()).unwrap_or("");
         let kept: String = text
@@ -114,14 +115,14 @@ pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> Option<bool> {
         .skip(start)
         .take(ids.len().min(FIFO_SUBSCRIPTIONS_PER_TICK))
     {
-        released |= step(env, id).unwrap_or(false);
+        released |= step(env, &SubscriptionId::trusted(*id)).unwrap_or(false);
     }
     Some(released)
 }
 
 /// One subscription's step: passes finished deliveries, releases the head (or, no longer
 /// FIFO, everything held). Returns whether it released something.
-fn step<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<bool, KvError> {
+fn step<K: Kv>(env: &Env<'_, K>, sub_id: &SubscriptionId) -> Result<bool, KvError> {
     let now = env.now_ms;
     let place_key = keys::fifo(sub_id);
     let mut batch: Vec<Key> = vec![place_key.clone(), keys::subscription(sub_id)];
@@ -135,7 +136,7 @@ fn step<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<bool, KvError> {
         .and_then(|b| Subscription::decode(b).ok())
         .is_none_or(|s| s.options.ordering == Ordering::Fifo);
     let log = history_log(sub_id);
-    let entries = log.read(env.kv, place.passed, ENTRIES_PER_STEP)?;
+    let entries = log.read_ids(env.kv, place.passed, ENTRIES_PER_STEP)?;
     batch = entries.iter().map(|e| keys::delivery(&e.item)).collect();
     let records = env.kv.get_many(&batch)?;
     let mut next = place;

@@ -4,6 +4,7 @@ use crate::alert;
 use crate::history::history_log;
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
+use edgehook_model::ids::{ClientId, DeliveryId, SubscriptionId};
 use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::applog::Entry;
 use edgehook_storage::keys::{self, Key};
@@ -17,7 +18,7 @@ const CANCEL_LOOKBACK: u64 = 2048;
 /// disabling it when the streak reaches the configured limit.
 pub(crate) fn record_streak<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
+    sub_id: &SubscriptionId,
     success: bool,
 ) -> Result<(), ApiError> {
     let limit = env.settings.disable_after_failures;
@@ -49,7 +50,7 @@ pub(crate) fn record_streak<K: Kv>(
 /// Disables a subscription (any owner) and cancels its pending deliveries.
 pub fn disable<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
+    sub_id: &SubscriptionId,
     reason: &str,
 ) -> Result<Option<Subscription>, ApiError> {
     let sub = subscriptions::disable(env, sub_id, None, reason)?;
@@ -70,8 +71,8 @@ pub fn disable<K: Kv>(
 /// [`subscriptions::enable`]), and raises `subscription.enabled` when it was disabled.
 pub fn enable<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    client_id: Option<&str>,
+    id: &SubscriptionId,
+    client_id: Option<&ClientId>,
 ) -> Result<Option<subscriptions::Enabled>, ApiError> {
     let enabled = subscriptions::enable(env, id, client_id)?;
     if let Some(subscriptions::Enabled::Now(sub)) = &enabled {
@@ -82,11 +83,11 @@ pub fn enable<K: Kv>(
 
 /// Marks the subscription's pending deliveries cancelled (the recent ones: older ones have
 /// long finished). Deliveries this misses are cancelled when they come due.
-pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<u32, ApiError> {
+pub fn cancel_pending<K: Kv>(env: &Env<'_, K>, sub_id: &SubscriptionId) -> Result<u32, ApiError> {
     let log = history_log(sub_id);
     let len = log.len(env.kv)?;
-    let entries: Vec<Entry<String>> =
-        log.read(env.kv, len.saturating_sub(CANCEL_LOOKBACK), usize::MAX)?;
+    let entries: Vec<Entry<DeliveryId>> =
+        log.read_ids(env.kv, len.saturating_sub(CANCEL_LOOKBACK), usize::MAX)?;
     let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
     let now = env.now_ms;
     let mut cancelled = 0;

@@ -2,22 +2,19 @@
 
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{DeliveryId, EventId, SubscriptionId};
 use edgehook_records::delivery::{Attempt, Delivery, EventRecord, Status};
 use edgehook_storage::applog::{AppendLog, Entry};
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError};
 use edgehook_subscriptions::{DELETED, Status as SubStatus, Subscription};
 
-pub(crate) fn history_log(subscription_id: &str) -> AppendLog {
+pub(crate) fn history_log(subscription_id: &SubscriptionId) -> AppendLog {
     AppendLog::new(keys::subscription_deliveries(subscription_id))
 }
 
 /// Reads a delivery record.
-pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Delivery>, ApiError> {
-    if !IdKind::Delivery.matches(id) {
-        return Ok(None);
-    }
+pub fn load<K: Kv>(env: &Env<'_, K>, id: &DeliveryId) -> Result<Option<Delivery>, ApiError> {
     match env.kv.get(&keys::delivery(id))? {
         None => Ok(None),
         Some(b) => Delivery::decode(&b).map(Some).map_err(ApiError::internal),
@@ -65,7 +62,7 @@ pub const SCAN_PER_ITEM: usize = 4;
 /// to read on from (`None`: the history was read to its end).
 pub fn history<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
+    sub_id: &SubscriptionId,
     after: u64,
     limit: usize,
     filter: &HistoryFilter,
@@ -78,7 +75,7 @@ pub fn history<K: Kv>(
         true => limit,
         false => limit * SCAN_PER_ITEM,
     };
-    let entries: Vec<Entry<String>> = log.read(env.kv, after, scan + 1)?;
+    let entries: Vec<Entry<DeliveryId>> = log.read_ids(env.kv, after, scan + 1)?;
     let more = entries.len() > scan;
     let entries = &entries[..entries.len().min(scan)];
     let keys: Vec<Key> = entries.iter().map(|e| keys::delivery(&e.item)).collect();
@@ -105,11 +102,11 @@ pub fn history<K: Kv>(
 /// later is missed; its own record shows it). Two store operations and one batch read.
 pub fn last_attempt<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
-) -> Result<Option<(String, Attempt)>, ApiError> {
+    sub_id: &SubscriptionId,
+) -> Result<Option<(DeliveryId, Attempt)>, ApiError> {
     let log = history_log(sub_id);
     let len = log.len(env.kv)?;
-    let entries: Vec<Entry<String>> = log.read(
+    let entries: Vec<Entry<DeliveryId>> = log.read_ids(
         env.kv,
         len.saturating_sub(LAST_ATTEMPT_LOOKBACK),
         LAST_ATTEMPT_LOOKBACK as usize,
@@ -148,7 +145,7 @@ pub const TRIM_PAGES_PER_CALL: u64 = 4;
 /// trim may still delete in this purge; a page needing more stays for a later trim.
 pub(crate) fn trim_history<K: Kv>(
     kv: &K,
-    sub_id: &str,
+    sub_id: &SubscriptionId,
     keep_from_ms: u64,
     expired_budget: &mut usize,
 ) -> Result<(), KvError> {
@@ -171,7 +168,7 @@ pub(crate) fn trim_history<K: Kv>(
         };
         let keys: Vec<Key> = entries
             .iter()
-            .map(|e| keys::delivery(&String::from_utf8_lossy(&e.item)))
+            .map(|e| keys::delivery(&DeliveryId::trusted(String::from_utf8_lossy(&e.item))))
             .collect();
         let records = kv.get_many(&keys)?;
         let mut expired = Vec::new();
@@ -207,7 +204,7 @@ pub(crate) fn trim_history<K: Kv>(
 /// (key-less) or one not fanned out (keyed, never retried). A listed event may be one of
 /// those too: its purge then finds nothing, and its other deliveries, past retention, go
 /// with their histories' trims.
-fn forget_unlisted_event<K: Kv>(kv: &K, event_id: &str) -> Result<(), KvError> {
+fn forget_unlisted_event<K: Kv>(kv: &K, event_id: &EventId) -> Result<(), KvError> {
     let listed = match kv.get(&keys::event(event_id))? {
         Some(b) => EventRecord::decode(&b).is_ok_and(|e| e.fanned_out),
         None => false,

@@ -9,6 +9,7 @@ use crate::report::TickReport;
 use crate::retry::{Verdict, asked_wait, verdict};
 use crate::sender::{SendError, SendResult};
 use edgehook_model::env::Env;
+use edgehook_model::ids::{DeliveryId, SubscriptionId};
 use edgehook_records::delivery::{Attempt, Delivery, Status};
 use edgehook_storage::keys::{self, Key};
 use edgehook_storage::kv::{Kv, KvError, Update, update};
@@ -76,7 +77,7 @@ pub(crate) fn record_outcomes<K: Kv>(
     tick_id: &str,
     items: Vec<Item>,
     report: &mut TickReport,
-) -> Result<Vec<(String, Wait)>, KvError> {
+) -> Result<Vec<(DeliveryId, Wait)>, KvError> {
     let mut judged: Vec<Judged> = items.into_iter().map(|item| judge(env, item)).collect();
     // Queue entries for retries first: a crash after this leaves a hint, never a lost retry.
     // If the queue cannot be written, the retries are not recorded (their attempts run again
@@ -84,7 +85,7 @@ pub(crate) fn record_outcomes<K: Kv>(
     let queued = queue_retries(env, &judged);
     let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
     write_outcomes(env, tick_id, &mut judged, queued);
-    let mut lost: Vec<(String, Wait)> = Vec::new();
+    let mut lost: Vec<(DeliveryId, Wait)> = Vec::new();
     let mut streaks = Streaks::default();
     for j in &mut judged {
         // One record that cannot be written must not cost the others theirs: that attempt
@@ -267,9 +268,9 @@ fn count<K: Kv>(env: &Env<'_, K>, j: &Judged, report: &mut TickReport, streaks: 
 /// default in-flight cap applies to them (`pace.rs`).
 fn mark_slow_receivers<K: Kv>(env: &Env<'_, K>, judged: &[Judged]) {
     let now = env.now_ms;
-    let mut slow: Vec<&str> = Vec::new();
+    let mut slow: Vec<&SubscriptionId> = Vec::new();
     for j in judged {
-        let sub = j.item.claimed.delivery.subscription_id.as_str();
+        let sub = &j.item.claimed.delivery.subscription_id;
         let was_slow =
             j.item.result.as_ref().is_some_and(|r| {
                 r.latency_ms >= pace::SLOW_MS || r.outcome == Err(SendError::Timeout)
@@ -295,13 +296,13 @@ fn mark_slow_receivers<K: Kv>(env: &Env<'_, K>, judged: &[Judged]) {
 
 /// Per subscription touched by a batch: whether any of its attempts succeeded.
 #[derive(Default)]
-struct Streaks(Vec<(String, bool)>);
+struct Streaks(Vec<(SubscriptionId, bool)>);
 
 impl Streaks {
-    fn note(&mut self, sub: &str, success: bool) {
+    fn note(&mut self, sub: &SubscriptionId, success: bool) {
         match self.0.iter_mut().find(|(s, _)| s == sub) {
             Some((_, any)) => *any |= success,
-            None => self.0.push((sub.to_owned(), success)),
+            None => self.0.push((sub.clone(), success)),
         }
     }
 

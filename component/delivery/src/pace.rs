@@ -13,6 +13,7 @@
 //! looked at again a second later.
 
 use edgehook_model::env::Env;
+use edgehook_model::ids::SubscriptionId;
 use edgehook_storage::codec::{Reader, Writer};
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Kv, KvError, Update, update};
@@ -73,7 +74,7 @@ impl Pace {
 /// (attempts per second, 0: none). Returns how many it got.
 pub(crate) fn acquire<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
+    sub_id: &SubscriptionId,
     (cap, rate): (u32, u32),
     wanted: u32,
     holder: &str,
@@ -103,7 +104,11 @@ pub(crate) fn acquire<K: Kv>(
 }
 
 /// Gives back every slot `holder` took of `sub_id`.
-pub(crate) fn release<K: Kv>(env: &Env<'_, K>, sub_id: &str, holder: &str) -> Result<(), KvError> {
+pub(crate) fn release<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &SubscriptionId,
+    holder: &str,
+) -> Result<(), KvError> {
     update(env.kv, &keys::pace(sub_id), &mut |cur| {
         let Some(mut pace) = cur.and_then(Pace::decode) else {
             return Ok::<_, KvError>(Update::Keep(()));
@@ -121,7 +126,7 @@ pub(crate) fn release<K: Kv>(env: &Env<'_, K>, sub_id: &str, holder: &str) -> Re
 /// Marks `sub_id`'s receiver slow until [`SLOW_FOR_MS`] from now, unless it already is for
 /// at least half that (so a slow receiver's record is written once in five minutes, not per
 /// attempt).
-pub(crate) fn mark_slow<K: Kv>(env: &Env<'_, K>, sub_id: &str) -> Result<(), KvError> {
+pub(crate) fn mark_slow<K: Kv>(env: &Env<'_, K>, sub_id: &SubscriptionId) -> Result<(), KvError> {
     let now = env.now_ms;
     update(env.kv, &keys::subscription(sub_id), &mut |cur| {
         let Some(bytes) = cur else {
@@ -152,16 +157,73 @@ mod tests {
     fn slots_are_capped_given_back_and_end_with_their_lease() {
         let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(1));
         let env = Env::new(1_000_000, &kv, &settings, &entropy);
-        assert_eq!(acquire(&env, "sub_1", (3, 0), 2, "a", 1_010_000), Ok(2));
-        assert_eq!(acquire(&env, "sub_1", (3, 0), 5, "b", 1_010_000), Ok(1));
-        assert_eq!(acquire(&env, "sub_1", (3, 0), 1, "c", 1_010_000), Ok(0));
-        release(&env, "sub_1", "a").expect("release");
-        assert_eq!(acquire(&env, "sub_1", (3, 0), 5, "c", 1_010_000), Ok(2));
+        assert_eq!(
+            acquire(
+                &env,
+                &SubscriptionId::from("sub_1"),
+                (3, 0),
+                2,
+                "a",
+                1_010_000
+            ),
+            Ok(2)
+        );
+        assert_eq!(
+            acquire(
+                &env,
+                &SubscriptionId::from("sub_1"),
+                (3, 0),
+                5,
+                "b",
+                1_010_000
+            ),
+            Ok(1)
+        );
+        assert_eq!(
+            acquire(
+                &env,
+                &SubscriptionId::from("sub_1"),
+                (3, 0),
+                1,
+                "c",
+                1_010_000
+            ),
+            Ok(0)
+        );
+        release(&env, &SubscriptionId::from("sub_1"), "a").expect("release");
+        assert_eq!(
+            acquire(
+                &env,
+                &SubscriptionId::from("sub_1"),
+                (3, 0),
+                5,
+                "c",
+                1_010_000
+            ),
+            Ok(2)
+        );
         // A holder that never gives its slots back loses them when its lease runs out.
         let later = Env::new(1_010_001, &kv, &settings, &entropy);
-        assert_eq!(acquire(&later, "sub_1", (3, 0), 5, "d", 1_020_000), Ok(3));
         assert_eq!(
-            acquire(&env, "sub_2", (u32::MAX, 0), 100, "a", 1_010_000),
+            acquire(
+                &later,
+                &SubscriptionId::from("sub_1"),
+                (3, 0),
+                5,
+                "d",
+                1_020_000
+            ),
+            Ok(3)
+        );
+        assert_eq!(
+            acquire(
+                &env,
+                &SubscriptionId::from("sub_2"),
+                (u32::MAX, 0),
+                100,
+                "a",
+                1_010_000
+            ),
             Ok(100)
         );
     }
@@ -170,7 +232,17 @@ mod tests {
     fn a_rate_spaces_starts_with_a_seconds_burst() {
         let (kv, settings, entropy) = (MemoryKv::new(), Settings::default(), SeededEntropy::new(1));
         let at = |ms| Env::new(ms, &kv, &settings, &entropy);
-        let take = |ms, n| acquire(&at(ms), "sub_1", (u32::MAX, 4), n, "h", ms + 1).expect("ok");
+        let take = |ms, n| {
+            acquire(
+                &at(ms),
+                &SubscriptionId::from("sub_1"),
+                (u32::MAX, 4),
+                n,
+                "h",
+                ms + 1,
+            )
+            .expect("ok")
+        };
         // 4/s: one every 250 ms, a second's worth (and one) at once.
         assert_eq!(take(10_000, 10), 5);
         assert_eq!(take(10_000, 10), 0);

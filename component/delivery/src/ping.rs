@@ -6,7 +6,7 @@
 use crate::attempt::signed;
 use crate::sender::{SendError, SendResult, Sender};
 use edgehook_model::env::Env;
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{DeliveryId, Generate};
 use edgehook_model::validate;
 use edgehook_records::delivery::error_class;
 use edgehook_storage::kv::Kv;
@@ -22,7 +22,7 @@ pub const PING_EVENT: &str = "webhook.ping";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ping {
     /// Its delivery id (`X-Service-Delivery-Id`): random, a new one for every test.
-    pub id: String,
+    pub id: DeliveryId,
     /// When it was sent (ms since the epoch).
     pub sent_at: u64,
     /// The status code, or why there was none.
@@ -77,7 +77,7 @@ pub struct PingView<'a> {
 /// Sends a test delivery to `sub` now, signed with its secret like any delivery, under the
 /// URL policy of the day (a URL it no longer allows is refused, nothing sent).
 pub fn ping<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, sub: &Subscription) -> Ping {
-    let id = IdKind::Delivery.generate(env.entropy);
+    let id = DeliveryId::generate(env.entropy);
     // Written out: the ids are ours (no character to escape), the rest numbers.
     let body = format!(
         r#"{{"type":"{PING_EVENT}","subscriptionId":"{}","createdAt":{}}}"#,

@@ -3,6 +3,7 @@
 
 use crate::history::trim_history;
 use edgehook_model::env::Env;
+use edgehook_model::ids::{EventId, SubscriptionId};
 use edgehook_records::delivery::{EventRecord, delivery_id};
 use edgehook_records::idempotency;
 use edgehook_storage::keys::{self, Key};
@@ -31,7 +32,7 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         / DAY_MS;
     let keep_from_ms = keep_from_day * DAY_MS;
     retention::purge_before(env.kv, keep_from_day, PURGE_ITEMS_PER_TICK, |items| {
-        let mut touched: Vec<String> = Vec::new();
+        let mut touched: Vec<SubscriptionId> = Vec::new();
         for item in items {
             // An idempotency record's key, listed on the day it was claimed; else an event.
             if item.starts_with(keys::IDEMPOTENCY_PREFIX) {
@@ -43,18 +44,20 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
                 env.kv.delete(&Key::from_stored(item.as_str()))?;
                 continue;
             }
-            if let Some(bytes) = env.kv.get(&keys::event(item))? {
+            let event_id = EventId::trusted(item.as_str());
+            if let Some(bytes) = env.kv.get(&keys::event(&event_id))? {
                 let event = EventRecord::decode(&bytes)?;
                 for sub in event.all_subscriptions() {
-                    env.kv.delete(&keys::delivery(&delivery_id(item, sub)))?;
+                    env.kv
+                        .delete(&keys::delivery(&delivery_id(&event_id, sub)))?;
                     touched.push(sub.clone());
                 }
                 // Each subscription once, in id order (a set, as small as the tree was).
                 sort(&mut touched);
                 touched.dedup();
             }
-            env.kv.delete(&keys::event_body(item))?;
-            env.kv.delete(&keys::event(item))?;
+            env.kv.delete(&keys::event_body(&event_id))?;
+            env.kv.delete(&keys::event(&event_id))?;
         }
         // Then the histories that listed what was just purged.
         let mut expired_budget = TRIM_EXPIRED_PER_TICK;

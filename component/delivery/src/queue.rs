@@ -1,5 +1,6 @@
 //! The due queue: an append log of delivery ids per second an attempt is due in, and the directory of those seconds with a watermark each.
 
+use edgehook_model::ids::DeliveryId;
 use edgehook_storage::applog::AppendLog;
 use edgehook_storage::directory::{self, Directory};
 use edgehook_storage::keys::{self};
@@ -29,10 +30,10 @@ pub(crate) struct SeenDirectories {
 /// Delivery ids by the second they are due in: ascending by second, each second once (as
 /// [`due_in`] builds it). A sorted `Vec` rather than a `BTreeMap`, whose code the
 /// size-budgeted component would carry for this one type.
-pub(crate) type BySecond = Vec<(u64, Vec<String>)>;
+pub(crate) type BySecond = Vec<(u64, Vec<DeliveryId>)>;
 
 /// Adds `id` to the ids due in `second`, keeping `by_second` in order.
-pub(crate) fn due_in(by_second: &mut BySecond, second: u64, id: String) {
+pub(crate) fn due_in(by_second: &mut BySecond, second: u64, id: DeliveryId) {
     match by_second.binary_search_by(|(s, _)| s.cmp(&second)) {
         Ok(i) => by_second[i].1.push(id),
         Err(i) => by_second.insert(i, (second, vec![id])),
@@ -42,9 +43,9 @@ pub(crate) fn due_in(by_second: &mut BySecond, second: u64, id: String) {
 /// Queues delivery ids in the seconds they are due (ascending by second, each once, as
 /// [`BySecond`]): the entries first, then the directory (`seen`: as read already, if it
 /// was). A second with no ids is neither queued nor listed.
-pub(crate) fn enqueue<K: Kv>(
+pub(crate) fn enqueue<K: Kv, T: AsRef<[u8]>>(
     kv: &K,
-    by_second: &[(u64, Vec<String>)],
+    by_second: &[(u64, Vec<T>)],
     seen: Option<Option<&[u8]>>,
 ) -> Result<(), KvError> {
     let seconds: Vec<u64> = by_second

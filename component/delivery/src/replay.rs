@@ -5,6 +5,7 @@ use crate::history::load;
 use crate::queue::{enqueue, second_of};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
+use edgehook_model::ids::{DeliveryId, SubscriptionId};
 use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::{Kv, Update, update};
@@ -16,8 +17,8 @@ use edgehook_subscriptions::{self as subscriptions, Status as SubStatus};
 /// 404, as if it did not exist.
 pub fn replay<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    of_subscription: Option<&str>,
+    id: &DeliveryId,
+    of_subscription: Option<&SubscriptionId>,
 ) -> Result<Delivery, ApiError> {
     let d = load(env, id)?
         .filter(|d| of_subscription.is_none_or(|s| s == d.subscription_id))
@@ -35,7 +36,7 @@ pub fn replay<K: Kv>(
         ));
     }
     let now = env.now_ms;
-    enqueue(env.kv, &[(second_of(now), vec![id.to_owned()])], None)?;
+    enqueue(env.kv, &[(second_of(now), vec![id.clone()])], None)?;
     let replayed = update(env.kv, &keys::delivery(id), &mut |cur| {
         let Some(bytes) = cur else {
             return Err(ApiError::not_found("Delivery"));
@@ -70,31 +71,31 @@ pub(crate) enum Replayed {
 /// idempotent enough to be tried again, a pending one counts as queued).
 pub(crate) fn replay_batch<K: Kv>(
     env: &Env<'_, K>,
-    ids: &[String],
+    ids: &[DeliveryId],
 ) -> Result<Vec<Replayed>, ApiError> {
     let now = env.now_ms;
-    let record_keys: Vec<_> = ids.iter().map(|id| keys::delivery(id)).collect();
+    let record_keys: Vec<_> = ids.iter().map(keys::delivery).collect();
     let records: Vec<Option<Delivery>> = env
         .kv
         .get_many(&record_keys)?
         .into_iter()
         .map(|b| b.and_then(|b| Delivery::decode(&b).ok()))
         .collect();
-    let mut sub_ids: Vec<String> = records
+    let mut sub_ids: Vec<SubscriptionId> = records
         .iter()
         .flatten()
         .map(|d| d.subscription_id.clone())
         .collect();
     edgehook_storage::sort::sort(&mut sub_ids);
     sub_ids.dedup();
-    let active: Vec<String> = subscriptions::load_many(env, &sub_ids)?
+    let active: Vec<SubscriptionId> = subscriptions::load_many(env, &sub_ids)?
         .into_iter()
         .flatten()
         .filter(|s| s.status == SubStatus::Active)
         .map(|s| s.id)
         .collect();
     let replayable = |d: &Delivery| active.binary_search(&d.subscription_id).is_ok();
-    let queued: Vec<String> = records
+    let queued: Vec<DeliveryId> = records
         .iter()
         .flatten()
         .filter(|d| replayable(d) && d.status != Status::Pending)

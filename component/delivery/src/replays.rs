@@ -25,7 +25,7 @@ use crate::replay::{Replayed, replay_batch};
 use crate::search::search;
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{ClientId, DeliveryId, Generate, ReplayJobId, SubscriptionId};
 use edgehook_records::delivery::{Delivery, Status};
 pub use edgehook_records::replay::{JobState, ReplayJob, STATUS_NAMES};
 use edgehook_storage::applog::Entry;
@@ -52,12 +52,12 @@ const NOT_BEGUN: u64 = u64::MAX;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewReplay {
     /// The client that asks (a partner), or `None` for the operator.
-    pub client_id: Option<String>,
+    pub client_id: Option<ClientId>,
     /// The subscriptions whose deliveries it replays; none: every subscription's (of
     /// `search_client`'s only, if given), read by day as the operator's search does.
-    pub subscriptions: Vec<String>,
+    pub subscriptions: Vec<SubscriptionId>,
     /// With no `subscriptions`, only this client's.
-    pub search_client: Option<String>,
+    pub search_client: Option<ClientId>,
     /// Deliveries created at or after this (ms since the epoch)...
     pub since: u64,
     /// ... and before this.
@@ -71,7 +71,7 @@ pub struct NewReplay {
 /// Creates a replay job; the next ticks run it.
 pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiError> {
     let job = ReplayJob {
-        id: IdKind::Replay.generate(env.entropy),
+        id: ReplayJobId::generate(env.entropy),
         client_id: new.client_id,
         subscriptions: new.subscriptions,
         since: new.since,
@@ -104,12 +104,9 @@ pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiEr
 /// A replay job, if it exists (and, with `client_id`, is that client's).
 pub fn load<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    client_id: Option<&str>,
+    id: &ReplayJobId,
+    client_id: Option<&ClientId>,
 ) -> Result<Option<ReplayJob>, ApiError> {
-    if !IdKind::Replay.matches(id) {
-        return Ok(None);
-    }
     let Some(bytes) = env.kv.get(&keys::replay(id))? else {
         return Ok(None);
     };
@@ -121,8 +118,8 @@ pub fn load<K: Kv>(
 /// (a finished one unchanged), or `None` if there is no such job.
 pub fn cancel<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    client_id: Option<&str>,
+    id: &ReplayJobId,
+    client_id: Option<&ClientId>,
 ) -> Result<Option<ReplayJob>, ApiError> {
     if load(env, id, client_id)?.is_none() {
         return Ok(None);
@@ -157,7 +154,7 @@ pub(crate) fn advance<K: Kv>(env: &Env<'_, K>) -> (bool, usize) {
     let ids = directory_ids(dir.as_deref());
     let mut running = ids.len() > JOBS_PER_TICK;
     for id in ids.iter().take(JOBS_PER_TICK) {
-        running |= step(env, id).unwrap_or(true);
+        running |= step(env, &ReplayJobId::trusted(id.as_str())).unwrap_or(true);
     }
     (running, ids.len())
 }
@@ -176,7 +173,7 @@ fn directory_ids(record: Option<&[u8]>) -> Vec<String> {
 }
 
 /// Adds job `id` to the ticks' list, or takes it off (finished or cancelled).
-fn relist<K: Kv>(env: &Env<'_, K>, id: &str, running: bool) -> Result<(), KvError> {
+fn relist<K: Kv>(env: &Env<'_, K>, id: &ReplayJobId, running: bool) -> Result<(), KvError> {
     update(env.kv, &keys::REPLAY_DIRECTORY, &mut |cur| {
         let ids = directory_ids(cur);
         if ids.iter().any(|i| i == id) == running {
@@ -195,7 +192,7 @@ fn relist<K: Kv>(env: &Env<'_, K>, id: &str, running: bool) -> Result<(), KvErro
     .map_err(KvError::from)
 }
 
-fn owned_by(job: ReplayJob, client_id: Option<&str>) -> Option<ReplayJob> {
+fn owned_by(job: ReplayJob, client_id: Option<&ClientId>) -> Option<ReplayJob> {
     match client_id {
         Some(c) if job.client_id.as_deref() != Some(c) => None,
         _ => Some(job),
@@ -203,7 +200,7 @@ fn owned_by(job: ReplayJob, client_id: Option<&str>) -> Option<ReplayJob> {
 }
 
 /// One step of job `id`: claimed by its lease, run, committed. Whether it still runs.
-fn step<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<bool, KvError> {
+fn step<K: Kv>(env: &Env<'_, K>, id: &ReplayJobId) -> Result<bool, KvError> {
     let key = keys::replay(id);
     let now = env.now_ms;
     let claimed = update(env.kv, &key, &mut |cur| {
@@ -340,7 +337,7 @@ fn select_by_day<K: Kv>(
         NOT_BEGUN => 0,
         c => c,
     };
-    let client = job.search_client.as_deref();
+    let client = job.search_client.as_ref();
     let (found, next) = search(env, client, &filter, cursor, SCAN_PER_STEP / SCAN_PER_ITEM)?;
     for (_, d) in found {
         selected.consider(job, &d);
@@ -377,8 +374,8 @@ fn select_by_subscription<K: Kv>(
             continue;
         }
         let want = budget.min(usize::try_from(job.cursor_end - job.cursor_seq).unwrap_or(budget));
-        let entries: Vec<Entry<String>> = log
-            .read(env.kv, job.cursor_seq, want)?
+        let entries: Vec<Entry<DeliveryId>> = log
+            .read_ids(env.kv, job.cursor_seq, want)?
             .into_iter()
             .filter(|e| e.seq <= job.cursor_end)
             .collect();
@@ -401,7 +398,7 @@ fn select_by_subscription<K: Kv>(
 /// A replay step: the next [`REPLAY_PER_STEP`] selected deliveries replayed, read from the
 /// selection records from the job's position in them.
 fn replay_some<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvError> {
-    let mut items: Vec<String> = Vec::new();
+    let mut items: Vec<DeliveryId> = Vec::new();
     let (mut record, mut offset) = (job.replay_record, job.replay_offset);
     while items.len() < REPLAY_PER_STEP && record < job.selections {
         let bytes = env
@@ -417,7 +414,7 @@ fn replay_some<K: Kv>(env: &Env<'_, K>, job: &mut ReplayJob) -> Result<(), KvErr
                     rest = true;
                     break;
                 }
-                items.push(id.to_owned());
+                items.push(DeliveryId::trusted(id));
             }
             seen += 1;
         }

@@ -6,6 +6,7 @@ use crate::queue::{QUEUE_GRACE_S, due_log, second_of};
 use crate::report::TickReport;
 use crate::sender::{SendError, Sender};
 use edgehook_model::env::Env;
+use edgehook_model::ids::{DeliveryId, SubscriptionId};
 use edgehook_records::delivery::{Delivery, Status};
 use edgehook_storage::applog::Entry;
 use edgehook_storage::keys::{self, Key};
@@ -26,7 +27,7 @@ pub(crate) struct SecondScan {
     /// Whether an entry below the last one is still being written.
     pub(crate) gap: bool,
     /// Deliveries to attempt: (entry number, id, whether its last attempt timed out).
-    pub(crate) candidates: Vec<(u64, String, bool)>,
+    pub(crate) candidates: Vec<(u64, DeliveryId, bool)>,
     pub(crate) unfinished_until: Option<u64>,
     pub(crate) first_unfinished: Option<u64>,
 }
@@ -73,11 +74,15 @@ pub(crate) fn scan_second<K: Kv>(
         .into_iter()
         .partition(|e| e.item.starts_with(SUBSCRIPTION_PREFIX));
     for e in &erasures {
-        if edgehook_subscriptions::erase_expired_secret(env, &e.item).is_err() {
+        let sub_id = SubscriptionId::trusted(e.item.as_str());
+        if edgehook_subscriptions::erase_expired_secret(env, &sub_id).is_err() {
             scan.hold(e.seq, now + 1000);
         }
     }
-    let mut first_seq: Vec<(String, u64)> = entries.into_iter().map(|e| (e.item, e.seq)).collect();
+    let mut first_seq: Vec<(DeliveryId, u64)> = entries
+        .into_iter()
+        .map(|e| (DeliveryId::trusted(e.item), e.seq))
+        .collect();
     edgehook_storage::sort::sort(&mut first_seq);
     first_seq.dedup_by(|later, first| later.0 == first.0);
     let keys: Vec<Key> = first_seq.iter().map(|(id, _)| keys::delivery(id)).collect();
@@ -179,7 +184,7 @@ const SUBSCRIPTION_PREFIX: &str = "sub_";
 /// rounded up, so the tick never comes before the end.
 pub fn schedule_secret_erasure<K: Kv>(
     env: &Env<'_, K>,
-    sub_id: &str,
+    sub_id: &SubscriptionId,
     until_ms: u64,
 ) -> Result<(), KvError> {
     let by_second = [(until_ms.div_ceil(1000), vec![sub_id.to_owned()])];
@@ -201,7 +206,7 @@ pub(crate) fn run_candidates<K: Kv>(
 ) {
     let now = env.now_ms;
     // (scan, entry number, id, slow), fast ones first, oldest second first; one per id.
-    let mut work: Vec<(usize, u64, String, bool)> = Vec::new();
+    let mut work: Vec<(usize, u64, DeliveryId, bool)> = Vec::new();
     let mut ids: Vec<&str> = Vec::new();
     for scan in scans.iter() {
         for (_, id, _) in &scan.candidates {
@@ -239,7 +244,7 @@ pub(crate) fn run_candidates<K: Kv>(
             continue;
         }
         budget -= batch.len();
-        let ids: Vec<String> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
+        let ids: Vec<DeliveryId> = batch.iter().map(|(_, _, id, _)| id.clone()).collect();
         match run_batch(&clock.env(env), sender, tick_id, &ids, None, clock, report) {
             Ok(waits) => {
                 for (id, wait) in waits {

@@ -15,6 +15,7 @@
 use crate::history::{HistoryFilter, SCAN_PER_ITEM};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
+use edgehook_model::ids::{ClientId, EventId, SubscriptionId};
 use edgehook_records::delivery::{Delivery, EventRecord, delivery_id};
 use edgehook_storage::applog::{AppendLog, Entry};
 use edgehook_storage::directory;
@@ -36,7 +37,7 @@ pub type SearchPage = crate::history::HistoryPage;
 /// event's.
 pub fn search<K: Kv>(
     env: &Env<'_, K>,
-    client_id: Option<&str>,
+    client_id: Option<&ClientId>,
     filter: &HistoryFilter,
     cursor: u64,
     limit: usize,
@@ -79,7 +80,8 @@ pub fn search<K: Kv>(
             budget -= 1;
             seq = entry.seq;
             if entry.item.starts_with("evt_") {
-                event_deliveries(env, &entry.item, &search, entry.seq, &mut out)?;
+                let event_id = EventId::trusted(entry.item);
+                event_deliveries(env, &event_id, &search, entry.seq, &mut out)?;
             }
             if out.len() >= limit {
                 return Ok((out, Some(day << SEQ_BITS | seq)));
@@ -96,7 +98,7 @@ pub fn search<K: Kv>(
 /// resumed publish lists its event twice).
 fn event_deliveries<K: Kv>(
     env: &Env<'_, K>,
-    event_id: &str,
+    event_id: &EventId,
     search: &Search<'_>,
     seq: u64,
     out: &mut Vec<(u64, Delivery)>,
@@ -115,7 +117,7 @@ fn event_deliveries<K: Kv>(
     {
         return Ok(());
     }
-    let mut subs: Vec<String> = Vec::new();
+    let mut subs: Vec<SubscriptionId> = Vec::new();
     subs.extend(event.all_subscriptions().cloned());
     if let Some(client) = search.client_id {
         let records = subscriptions::load_many(env, &subs)?;
@@ -146,7 +148,7 @@ fn event_deliveries<K: Kv>(
 
 /// What a search looks for, its range resolved.
 struct Search<'a> {
-    client_id: Option<&'a str>,
+    client_id: Option<&'a ClientId>,
     filter: &'a HistoryFilter,
     since: u64,
     until: u64,

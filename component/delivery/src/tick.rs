@@ -8,7 +8,7 @@ use crate::report::TickReport;
 use crate::scan::{SecondScan, run_candidates, scan_second};
 use crate::sender::Sender;
 use edgehook_model::env::Env;
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{DeliveryId, EventId, request_id};
 use edgehook_records::delivery::{EventRecord, delivery_id};
 use edgehook_storage::directory::{self, Directory};
 use edgehook_storage::keys::{self};
@@ -21,7 +21,7 @@ use edgehook_storage::kv::{Kv, KvError, Update, update};
 /// (retries and anything this misses are the next tick's, through their queue entries).
 pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> TickReport {
     let mut report = TickReport::default();
-    let ids: Vec<String> = match work {
+    let ids: Vec<DeliveryId> = match work {
         RunNow::Delivery(id) => vec![id.clone()],
         RunNow::Prepared(p) => p.items.iter().map(|(w, _)| w.delivery.id.clone()).collect(),
         RunNow::Event(event_id) => match env.kv.get(&keys::event(event_id)) {
@@ -43,7 +43,7 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
     // The run holds the lease publish wrote into its first batches, if it wrote one.
     let tick_id = match prepared.and_then(|p| p.lease_owner.clone()) {
         Some(owner) => owner,
-        None => IdKind::Request.generate(env.entropy),
+        None => request_id(env.entropy),
     };
     let clock = TickClock {
         start_ms: env.now_ms,
@@ -82,11 +82,11 @@ pub fn run_now<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, work: &RunNow) -> T
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunNow {
     /// Attempt 1 of every delivery of this accepted event.
-    Event(String),
+    Event(EventId),
     /// Attempt 1 of every delivery of a new event, with what publish already read.
     Prepared(Box<Prepared>),
     /// The replayed delivery.
-    Delivery(String),
+    Delivery(DeliveryId),
 }
 
 /// Runs every attempt that is due now (up to [`MAX_ATTEMPTS_PER_TICK`]), purges records past
@@ -94,7 +94,7 @@ pub enum RunNow {
 /// could not be done stays queued for a later tick.
 pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     let mut report = TickReport::default();
-    let tick_id = IdKind::Request.generate(env.entropy);
+    let tick_id = request_id(env.entropy);
     let now = env.now_ms;
     // Replay jobs first: the deliveries a step replays are queued in this second, which
     // this tick then reads.

@@ -1,60 +1,52 @@
-//! Prefixed identifiers (`sub_`, `dlv_`, `evt_`, `req_`, `key_`): the prefix says what an id
-//! names, the rest is random hex, so ids are unguessable and never collide in practice.
+//! Prefixed identifiers (`sub_`, `dlv_`, `evt_`, `req_`, `key_`, `rpl_`): the prefix says
+//! what an id names, the rest is random hex, so ids are unguessable and never collide in
+//! practice. The typed ids themselves are the storage layer's (`edgehook_storage::ids`),
+//! since store keys are built from them; here they are made fresh ([`Generate`]). And the
+//! hex and base64 every id, digest, secret and signature is written in.
 
 use crate::env::Entropy;
+pub use edgehook_storage::ids::{
+    ApiKeyId, ClientId, DeliveryId, EventId, ID_BYTES, IdKind, ReplayJobId, SubscriptionId,
+};
 
-/// The kinds of identifier the service hands out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdKind {
-    /// A subscription (`sub_`).
-    Subscription,
-    /// A delivery: one event to one subscription (`dlv_`).
-    Delivery,
-    /// A published event (`evt_`).
-    Event,
-    /// An API request (`req_`).
-    Request,
-    /// An API key (`key_`).
-    ApiKey,
-    /// A replay job (`rpl_`).
-    Replay,
+/// A fresh id of `kind`: its prefix and [`ID_BYTES`] random bytes in hex.
+pub fn fresh(kind: IdKind, entropy: &dyn Entropy) -> String {
+    let mut bytes = [0u8; ID_BYTES];
+    entropy.fill(&mut bytes);
+    let mut id = String::with_capacity(kind.prefix().len() + 2 * ID_BYTES);
+    id.push_str(kind.prefix());
+    push_hex(&mut id, &bytes);
+    id
 }
 
-/// Random bytes in an id: 96 bits, written as 24 hex digits.
-const RANDOM_BYTES: usize = 12;
+/// A fresh request id (`req_...`): every API request's, and a tick's lease holder's.
+pub fn request_id(entropy: &dyn Entropy) -> String {
+    fresh(IdKind::Request, entropy)
+}
 
-impl IdKind {
-    /// The id prefix, underscore included.
-    pub const fn prefix(self) -> &'static str {
-        match self {
-            IdKind::Subscription => "sub_",
-            IdKind::Delivery => "dlv_",
-            IdKind::Event => "evt_",
-            IdKind::Request => "req_",
-            IdKind::ApiKey => "key_",
-            IdKind::Replay => "rpl_",
+/// Ids the component makes fresh from the environment's randomness.
+pub trait Generate: Sized {
+    /// A fresh id.
+    fn generate(entropy: &dyn Entropy) -> Self;
+}
+
+macro_rules! generate {
+    ($($name:ident => $kind:ident),*) => {$(
+        impl Generate for $name {
+            fn generate(entropy: &dyn Entropy) -> Self {
+                $name::trusted(fresh(IdKind::$kind, entropy))
+            }
         }
-    }
-
-    /// A fresh id of this kind.
-    pub fn generate(self, entropy: &dyn Entropy) -> String {
-        let mut bytes = [0u8; RANDOM_BYTES];
-        entropy.fill(&mut bytes);
-        let mut id = String::with_capacity(self.prefix().len() + 2 * RANDOM_BYTES);
-        id.push_str(self.prefix());
-        push_hex(&mut id, &bytes);
-        id
-    }
-
-    /// Whether `s` has the exact shape of an id of this kind. Anything else (a path segment
-    /// from a request, say) is rejected before it gets near a store key.
-    pub fn matches(self, s: &str) -> bool {
-        s.strip_prefix(self.prefix()).is_some_and(|rest| {
-            rest.len() == RANDOM_BYTES * 2
-                && rest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        })
-    }
+    )*};
 }
+
+generate!(
+    SubscriptionId => Subscription,
+    DeliveryId => Delivery,
+    EventId => Event,
+    ApiKeyId => ApiKey,
+    ReplayJobId => Replay
+);
 
 /// Appends `bytes` to `out` as lower-case hex. Every id, digest and signature is written
 /// with this: `hex::encode` goes through a char iterator, several times slower in the guest,
@@ -190,7 +182,7 @@ mod tests {
     #[test]
     fn generated_ids_match_their_kind_only() {
         let e = SeededEntropy::new(1);
-        let id = IdKind::Subscription.generate(&e);
+        let id = SubscriptionId::generate(&e).into_string();
         assert!(id.starts_with("sub_"));
         assert!(IdKind::Subscription.matches(&id));
         assert!(!IdKind::Delivery.matches(&id));
@@ -211,9 +203,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_ids() {
-        let a = IdKind::Request.generate(&SeededEntropy::new(42));
-        let b = IdKind::Request.generate(&SeededEntropy::new(42));
-        let c = IdKind::Request.generate(&SeededEntropy::new(43));
+        let a = request_id(&SeededEntropy::new(42));
+        let b = request_id(&SeededEntropy::new(42));
+        let c = request_id(&SeededEntropy::new(43));
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

@@ -2,6 +2,7 @@
 //! client, its scope and when it was issued, last used and revoked.
 
 use edgehook_storage::codec::{Reader, Writer};
+use edgehook_storage::ids::{ApiKeyId, ClientId};
 
 /// What a key may do. Stored as one byte (see [`Scope::code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +63,9 @@ impl Scope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKeyRecord {
     /// The key's id (`key_...`), safe to show and log.
-    pub id: String,
+    pub id: ApiKeyId,
     /// The client the key acts for; empty for an ingest key, which acts for none.
-    pub client_id: String,
+    pub client_id: ClientId,
     /// Hex SHA-256 of the key.
     pub hash: String,
     /// When it was issued (ms since the epoch).
@@ -112,8 +113,8 @@ impl ApiKeyRecord {
             None => (Reader::new(bytes, API_KEY_V1)?, false),
         };
         let mut record = ApiKeyRecord {
-            id: r.str()?,
-            client_id: r.str()?,
+            id: r.id()?,
+            client_id: r.id()?,
             hash: r.str()?,
             created_at: r.u64()?,
             revoked_at: r.opt(Reader::u64)?,
@@ -159,7 +160,7 @@ mod tests {
                 revoked_at: None,
                 last_used_at: None,
                 scope,
-                client_id: String::new(),
+                client_id: ClientId::default(),
                 ..record.clone()
             };
             assert_eq!(ApiKeyRecord::decode(&live.encode()), Some(live));

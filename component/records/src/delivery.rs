@@ -3,6 +3,7 @@
 //! beside it, never re-serialized) and the delivery id derived from (event, subscription).
 
 use edgehook_storage::codec::{Reader, Writer};
+use edgehook_storage::ids::{DeliveryId, EventId, SubscriptionId};
 use edgehook_storage::kv::KvError;
 use serde::Serialize;
 #[cfg(test)]
@@ -54,13 +55,13 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// `dlv_...`, fixed per (event, subscription).
-    pub id: String,
+    pub id: DeliveryId,
     /// The event.
-    pub event_id: String,
+    pub event_id: EventId,
     /// Its type (the `X-Service-Event` header).
     pub event_type: String,
     /// The subscription.
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     /// When it was created.
     pub created_at: u64,
     /// Where it is in its life.
@@ -151,7 +152,7 @@ impl Delivery {
             Some(r) => (r, true),
             None => (Reader::new(bytes, DELIVERY_V1)?, false),
         };
-        let (id, event_id, event_type, subscription_id) = (r.str()?, r.str()?, r.str()?, r.str()?);
+        let (id, event_id, event_type, subscription_id) = (r.id()?, r.id()?, r.str()?, r.id()?);
         let created_at = r.u64()?;
         let status = Status::from_code(r.u8()?)?;
         let attempts = r.list(32, |r| {
@@ -351,7 +352,7 @@ pub fn error_class(status_code: Option<u16>, error: Option<&str>) -> Option<&'st
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {
     /// `evt_...`.
-    pub id: String,
+    pub id: EventId,
     /// One of [`edgehook_model::events::EVENT_TYPES`].
     pub event_type: String,
     /// When it was accepted (ms since the epoch).
@@ -359,12 +360,12 @@ pub struct EventRecord {
     /// Hex SHA-256 of the load: a retry under the same idempotency key must carry the same.
     pub body_sha256: String,
     /// The subscriptions it is delivered to (one delivery each).
-    pub subscriptions: Vec<String>,
+    pub subscriptions: Vec<SubscriptionId>,
     /// Whether every delivery has been created.
     pub fanned_out: bool,
     /// The disabled subscriptions listening to its type when it was published: each has a
     /// delivery too, in status [`Status::Skipped`], never attempted but replayable.
-    pub skipped: Vec<String>,
+    pub skipped: Vec<SubscriptionId>,
 }
 
 /// First byte of an event record ([`EventRecord::encode`]): its format's version.
@@ -400,7 +401,7 @@ impl EventRecord {
 
     /// Every subscription the event has a delivery for: those it is delivered to, then the
     /// skipped ones.
-    pub fn all_subscriptions(&self) -> impl Iterator<Item = &String> {
+    pub fn all_subscriptions(&self) -> impl Iterator<Item = &SubscriptionId> {
         self.subscriptions.iter().chain(&self.skipped)
     }
 
@@ -414,11 +415,11 @@ impl EventRecord {
             Some(r) => (r, true),
             None => (Reader::new(bytes, EVENT_V1)?, false),
         };
-        let (id, event_type, created_at, body_sha256) = (r.str()?, r.str()?, r.u64()?, r.str()?);
-        let subscriptions = r.list(4, Reader::str)?;
+        let (id, event_type, created_at, body_sha256) = (r.id()?, r.str()?, r.u64()?, r.str()?);
+        let subscriptions = r.list(4, Reader::id)?;
         let fanned_out = r.bool()?;
         let skipped = match v2 {
-            true => r.list(4, Reader::str)?,
+            true => r.list(4, Reader::id)?,
             false => Vec::new(),
         };
         let event = EventRecord {
@@ -437,15 +438,15 @@ impl EventRecord {
 
 /// The delivery id of (event, subscription).
 #[inline]
-pub fn delivery_id(event_id: &str, subscription_id: &str) -> String {
+pub fn delivery_id(event_id: &EventId, subscription_id: &SubscriptionId) -> DeliveryId {
     let digest = Sha256::new()
-        .chain_update(event_id)
+        .chain_update(event_id.as_str())
         .chain_update("/")
-        .chain_update(subscription_id)
+        .chain_update(subscription_id.as_str())
         .finalize();
     let mut id = String::from("dlv_");
     edgehook_model::ids::push_hex(&mut id, &digest[..12]);
-    id
+    DeliveryId::trusted(id)
 }
 
 #[cfg(test)]
@@ -467,7 +468,7 @@ mod tests {
             retry_after_ms: None,
         };
         Delivery {
-            id: delivery_id("evt_a", "sub_b"),
+            id: delivery_id(&"evt_a".into(), &"sub_b".into()),
             event_id: "evt_a".into(),
             event_type: "load.status_changed".into(),
             subscription_id: "sub_b".into(),
@@ -562,7 +563,12 @@ mod tests {
         // An unknown status, and an attempt count far beyond what the record holds: the
         // status byte follows the version, four strings (length + bytes) and `created_at`.
         let d = full_delivery();
-        let strings = [&d.id, &d.event_id, &d.event_type, &d.subscription_id];
+        let strings = [
+            d.id.as_str(),
+            &d.event_id,
+            &d.event_type,
+            &d.subscription_id,
+        ];
         let status_at = 1 + strings.iter().map(|s| 4 + s.len()).sum::<usize>() + 8;
         assert_eq!(bytes[status_at], Status::Pending.code());
         assert_eq!(bytes[status_at + 1], 4, "four attempts");
@@ -581,7 +587,7 @@ mod tests {
             event_type: "load.status_changed".into(),
             created_at: 1_767_225_600_123,
             body_sha256: "ab".repeat(32),
-            subscriptions: vec!["sub_a".into(), "sub_é".into(), String::new()],
+            subscriptions: vec!["sub_a".into(), "sub_é".into(), "".into()],
             fanned_out: true,
             skipped: Vec::new(),
         }
@@ -601,7 +607,7 @@ mod tests {
         edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
             EventRecord::decode(b).is_ok()
         });
-        let all: Vec<&str> = event.all_subscriptions().map(String::as_str).collect();
+        let all: Vec<&str> = event.all_subscriptions().map(|s| s.as_str()).collect();
         assert_eq!(all, ["sub_a", "sub_é", "", "sub_d", "sub_e"]);
         // Without skipped ones: version 1, and the version 2 bytes cut at the flag are not
         // taken for a version 1 record.
@@ -667,7 +673,7 @@ mod tests {
     #[test]
     fn an_event_record_with_a_large_fan_out_reads_back_whole() {
         let event = EventRecord {
-            subscriptions: (0..1_000).map(|n| format!("sub_{n:024x}")).collect(),
+            subscriptions: (0..1_000).map(|n| format!("sub_{n:024x}").into()).collect(),
             ..sample_event()
         };
         let bytes = event.encode();

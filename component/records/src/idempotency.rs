@@ -3,6 +3,7 @@
 //! the API's (`edgehook-api`, module `idempotency`); expiry is here, so the retention purge
 //! can delete expired records without knowing the protocol.
 
+use edgehook_storage::ids::SubscriptionId;
 use edgehook_storage::keys::Key;
 use edgehook_storage::kv::{Kv, KvError};
 use serde::Serialize;
@@ -54,7 +55,7 @@ pub struct StoredResponse {
     /// The `Location` header, if any.
     pub location: Option<String>,
     /// The resource the request created (to finish it on replay if needed).
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
 }
 
 impl Record {
@@ -77,7 +78,7 @@ impl Record {
             Some(r) => Some(StoredResponse {
                 status: u16::try_from(r.get("status")?.as_u64()?).ok()?,
                 location: optional_str(r.get("location"))?,
-                subscription_id: r.get("subscriptionId")?.as_str()?.to_owned(),
+                subscription_id: SubscriptionId::trusted(r.get("subscriptionId")?.as_str()?),
             }),
         };
         Some(Record {

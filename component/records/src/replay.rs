@@ -3,6 +3,7 @@
 
 use crate::delivery::Status;
 use edgehook_storage::codec::{Reader, Writer};
+use edgehook_storage::ids::{ClientId, ReplayJobId, SubscriptionId};
 
 /// Where a replay job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,12 +47,12 @@ pub const STATUS_NAMES: [(&str, Status); 4] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayJob {
     /// `rpl_...`.
-    pub id: String,
+    pub id: ReplayJobId,
     /// The client that asked for it (a partner, for its own subscription), or `None` for
     /// the operator.
-    pub client_id: Option<String>,
+    pub client_id: Option<ClientId>,
     /// The subscriptions whose deliveries it replays, in order (none: see `search_client`).
-    pub subscriptions: Vec<String>,
+    pub subscriptions: Vec<SubscriptionId>,
     /// Deliveries created at or after this (ms since the epoch)...
     pub since: u64,
     /// ... and before this.
@@ -91,7 +92,7 @@ pub struct ReplayJob {
     pub replay_offset: u32,
     /// With no `subscriptions`: the job replays every subscription's deliveries in the range
     /// (read by day, as the operator's search does), of this client's only if given.
-    pub search_client: Option<String>,
+    pub search_client: Option<ClientId>,
 }
 
 /// First byte of a replay job record ([`ReplayJob::encode`]): its format's version.
@@ -141,9 +142,9 @@ impl ReplayJob {
     pub fn decode(bytes: &[u8]) -> Option<ReplayJob> {
         let mut r = Reader::new(bytes, REPLAY_V1)?;
         let job = ReplayJob {
-            id: r.str()?,
-            client_id: r.opt(Reader::str)?,
-            subscriptions: r.list(4, Reader::str)?,
+            id: r.id()?,
+            client_id: r.opt(Reader::id)?,
+            subscriptions: r.list(4, Reader::id)?,
             since: r.u64()?,
             until: r.u64()?,
             statuses: r.list(1, |r| {
@@ -169,7 +170,7 @@ impl ReplayJob {
             selections: r.u32()?,
             replay_record: r.u32()?,
             replay_offset: r.u32()?,
-            search_client: r.opt(Reader::str)?,
+            search_client: r.opt(Reader::id)?,
         };
         r.end()?;
         Some(job)

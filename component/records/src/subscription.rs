@@ -4,6 +4,7 @@
 use edgehook_model::error::ApiError;
 use edgehook_model::seal::{NONCE_LEN, SealKeys};
 use edgehook_storage::codec::{Reader, Writer};
+use edgehook_storage::ids::{ClientId, SubscriptionId};
 use serde::Serialize;
 use std::borrow::Cow;
 
@@ -119,9 +120,9 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subscription {
     /// `sub_...`.
-    pub id: String,
+    pub id: SubscriptionId,
     /// The owning API client.
-    pub client_id: String,
+    pub client_id: ClientId,
     /// Target URL, as given.
     pub url: String,
     /// Event types it listens to (deduplicated, in the order given).
@@ -301,7 +302,7 @@ impl Subscription {
         .zip([5, 4, 3, 2])
         .find_map(|(v, n)| Some((Reader::new(bytes, *v)?, n)))
         .or_else(|| Some((Reader::new(bytes, SUBSCRIPTION_V1)?, 1)))?;
-        let (id, client_id, url) = (r.str()?, r.str()?, r.str()?);
+        let (id, client_id, url) = (r.id()?, r.id()?, r.str()?);
         let event_types = r.list(4, Reader::str)?;
         // Since 0xB5 a secret is tagged plain or sealed; before, it is a plain string.
         let secret = |r: &mut Reader<'_>| match version >= 5 {

@@ -305,6 +305,24 @@ impl AppendLog {
             .collect()
     }
 
+    /// [`AppendLog::read`] for a list of typed ids (a history's delivery ids): each item
+    /// moved into its id, trusted as the component appended it.
+    pub fn read_ids<K: Kv, I: crate::ids::TypedId>(
+        &self,
+        kv: &K,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Entry<I>>, KvError> {
+        Ok(self
+            .read(kv, after, limit)?
+            .into_iter()
+            .map(|e| Entry {
+                seq: e.seq,
+                item: I::from_trusted(e.item),
+            })
+            .collect())
+    }
+
     /// Entries numbered after `after`, in order, at most `limit` of them.
     ///
     /// The counter is read first ([`AppendLog::len`]), then the pages the read may need in

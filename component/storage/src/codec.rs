@@ -148,6 +148,11 @@ impl<'a> Reader<'a> {
         Some(bytes)
     }
 
+    /// A typed id (written as its text), trusted as the component wrote it.
+    pub fn id<I: crate::ids::TypedId>(&mut self) -> Option<I> {
+        self.str().map(I::from_trusted)
+    }
+
     /// A string (its length, then UTF-8).
     pub fn str(&mut self) -> Option<String> {
         String::from_utf8(self.bytes()?.to_vec()).ok()

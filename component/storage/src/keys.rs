@@ -63,6 +63,7 @@
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`), in the `counters` bucket: a host may keep it in memory.
 
+use crate::ids::{ApiKeyId, ClientId, DeliveryId, EventId, ReplayJobId, SubscriptionId};
 use std::borrow::Cow;
 
 /// A store key. Only this module builds one (its field is private), so every key the
@@ -227,12 +228,12 @@ pub fn api_key(hash_hex: &str) -> Key {
 }
 
 /// Key id to key hash.
-pub fn api_key_id(key_id: &str) -> Key {
+pub fn api_key_id(key_id: &ApiKeyId) -> Key {
     joined(&[API_KEY_ID_PREFIX, key_id])
 }
 
 /// Prefix of a client's index of API keys (an append log of key hashes).
-pub fn client_keys(client_id: &str) -> Key {
+pub fn client_keys(client_id: &ClientId) -> Key {
     joined(&[CLIENT_PREFIX, client_id, ":keys"])
 }
 
@@ -240,22 +241,22 @@ pub fn client_keys(client_id: &str) -> Key {
 pub const INGEST_KEYS: Key = Key::fixed("ingestkeys");
 
 /// A subscription record.
-pub fn subscription(id: &str) -> Key {
+pub fn subscription(id: &SubscriptionId) -> Key {
     joined(&[SUBSCRIPTION_PREFIX, id])
 }
 
 /// Prefix of a client's subscription index (an append log).
-pub fn client_subscriptions(client_id: &str) -> Key {
+pub fn client_subscriptions(client_id: &ClientId) -> Key {
     joined(&[CLIENT_PREFIX, client_id, ":subs"])
 }
 
 /// A client's live-subscription counter.
-pub fn client_live(client_id: &str) -> Key {
+pub fn client_live(client_id: &ClientId) -> Key {
     joined(&[CLIENT_PREFIX, client_id, ":live"])
 }
 
 /// Prefix of a client's list of disabled subscriptions (an append log).
-pub fn client_disabled(client_id: &str) -> Key {
+pub fn client_disabled(client_id: &ClientId) -> Key {
     joined(&[CLIENT_PREFIX, client_id, ":disabled"])
 }
 
@@ -271,22 +272,22 @@ pub fn fanout(event_type: &str) -> Key {
 pub const IDEMPOTENCY_PREFIX: &str = "idem:";
 
 /// An idempotency record.
-pub fn idempotency(client_id: &str, key_hash_hex: &str) -> Key {
+pub fn idempotency(client_id: &ClientId, key_hash_hex: &str) -> Key {
     joined(&[IDEMPOTENCY_PREFIX, client_id, ":", key_hash_hex])
 }
 
 /// The raw bytes of a published load.
-pub fn event_body(event_id: &str) -> Key {
+pub fn event_body(event_id: &EventId) -> Key {
     joined(&[EVENT_PREFIX, event_id, ":body"])
 }
 
 /// An event record.
-pub fn event(event_id: &str) -> Key {
+pub fn event(event_id: &EventId) -> Key {
     joined(&[EVENT_PREFIX, event_id])
 }
 
 /// A delivery record.
-pub fn delivery(delivery_id: &str) -> Key {
+pub fn delivery(delivery_id: &DeliveryId) -> Key {
     joined(&[DELIVERY_PREFIX, delivery_id])
 }
 
@@ -299,7 +300,7 @@ pub fn due(second: u64) -> Key {
 }
 
 /// Prefix of a subscription's delivery history (an append log of delivery ids).
-pub fn subscription_deliveries(subscription_id: &str) -> Key {
+pub fn subscription_deliveries(subscription_id: &SubscriptionId) -> Key {
     joined(&[SUBSCRIPTION_DELIVERIES_PREFIX, subscription_id])
 }
 
@@ -307,12 +308,12 @@ pub fn subscription_deliveries(subscription_id: &str) -> Key {
 pub const REPLAY_PREFIX: &str = "rpl:";
 
 /// A replay job's record (`rpl_...`).
-pub fn replay(job_id: &str) -> Key {
+pub fn replay(job_id: &ReplayJobId) -> Key {
     joined(&[REPLAY_PREFIX, job_id])
 }
 
 /// Selection `n` of a replay job: the delivery ids one selecting step found, one per line.
-pub fn replay_selection(job_id: &str, n: u32) -> Key {
+pub fn replay_selection(job_id: &ReplayJobId, n: u32) -> Key {
     joined(&[REPLAY_PREFIX, job_id, ":s", itoa::Buffer::new().format(n)])
 }
 
@@ -324,12 +325,12 @@ pub const REPLAY_DIRECTORY: Key = Key::fixed("rpldir");
 pub const FIFO_DIRECTORY: Key = Key::fixed("fifodir");
 
 /// A FIFO subscription's place in its history: how many entries are done with (binary).
-pub fn fifo(subscription_id: &str) -> Key {
+pub fn fifo(subscription_id: &SubscriptionId) -> Key {
     joined(&[FIFO_PREFIX, subscription_id])
 }
 
 /// A paced subscription's attempts in flight and its rate state (binary; `delivery::pace`).
-pub fn pace(subscription_id: &str) -> Key {
+pub fn pace(subscription_id: &SubscriptionId) -> Key {
     joined(&[PACE_PREFIX, subscription_id])
 }
 
@@ -340,7 +341,7 @@ pub fn retention(day: u64) -> Key {
 
 /// The counter of a client's partner API requests in one clock minute (`window` = minutes
 /// since the epoch).
-pub fn rate(client_id: &str, window: u64) -> Key {
+pub fn rate(client_id: &ClientId, window: u64) -> Key {
     joined(&[
         RATE_PREFIX,
         client_id,
@@ -418,10 +419,22 @@ mod tests {
         assert_eq!(log_page(&due, 12).as_str(), "due:1767225600:p12");
         assert_eq!(log_page_part(&due, 12, 3).as_str(), "due:1767225600:p12.3");
         assert_eq!(log_counter(&due).as_str(), "due:1767225600:n");
-        assert_eq!(event_body("evt_1").as_str(), "evt:evt_1:body");
-        assert_eq!(idempotency("acme", "ab").as_str(), "idem:acme:ab");
-        assert_eq!(replay_selection("rpl_1", 3).as_str(), "rpl:rpl_1:s3");
-        assert_eq!(rate("acme", 29_000_000).as_str(), "rate:acme:29000000");
+        assert_eq!(
+            event_body(&EventId::from("evt_1")).as_str(),
+            "evt:evt_1:body"
+        );
+        assert_eq!(
+            idempotency(&ClientId::from("acme"), "ab").as_str(),
+            "idem:acme:ab"
+        );
+        assert_eq!(
+            replay_selection(&ReplayJobId::from("rpl_1"), 3).as_str(),
+            "rpl:rpl_1:s3"
+        );
+        assert_eq!(
+            rate(&ClientId::from("acme"), 29_000_000).as_str(),
+            "rate:acme:29000000"
+        );
         assert_eq!(auth_failures("::1; drop", 5).as_str(), "authfail:::1d:5");
     }
 
@@ -429,26 +442,32 @@ mod tests {
     fn every_key_of_a_kind_begins_with_its_prefix_and_no_prefix_begins_another() {
         let kinds: [(Key, &str); 18] = [
             (api_key("ab"), API_KEY_PREFIX),
-            (api_key_id("key_1"), API_KEY_ID_PREFIX),
-            (client_keys("acme"), CLIENT_PREFIX),
-            (client_subscriptions("acme"), CLIENT_PREFIX),
-            (client_live("acme"), CLIENT_PREFIX),
-            (client_disabled("acme"), CLIENT_PREFIX),
-            (subscription("sub_1"), SUBSCRIPTION_PREFIX),
+            (api_key_id(&ApiKeyId::from("key_1")), API_KEY_ID_PREFIX),
+            (client_keys(&ClientId::from("acme")), CLIENT_PREFIX),
+            (client_subscriptions(&ClientId::from("acme")), CLIENT_PREFIX),
+            (client_live(&ClientId::from("acme")), CLIENT_PREFIX),
+            (client_disabled(&ClientId::from("acme")), CLIENT_PREFIX),
+            (
+                subscription(&SubscriptionId::from("sub_1")),
+                SUBSCRIPTION_PREFIX,
+            ),
             (fanout("load.created"), FANOUT_PREFIX),
-            (idempotency("acme", "ab"), IDEMPOTENCY_PREFIX),
-            (event("evt_1"), EVENT_PREFIX),
-            (delivery("dlv_1"), DELIVERY_PREFIX),
+            (
+                idempotency(&ClientId::from("acme"), "ab"),
+                IDEMPOTENCY_PREFIX,
+            ),
+            (event(&EventId::from("evt_1")), EVENT_PREFIX),
+            (delivery(&DeliveryId::from("dlv_1")), DELIVERY_PREFIX),
             (due(1), DUE_PREFIX),
             (
-                subscription_deliveries("sub_1"),
+                subscription_deliveries(&SubscriptionId::from("sub_1")),
                 SUBSCRIPTION_DELIVERIES_PREFIX,
             ),
-            (replay("rpl_1"), REPLAY_PREFIX),
-            (fifo("sub_1"), FIFO_PREFIX),
-            (pace("sub_1"), PACE_PREFIX),
+            (replay(&ReplayJobId::from("rpl_1")), REPLAY_PREFIX),
+            (fifo(&SubscriptionId::from("sub_1")), FIFO_PREFIX),
+            (pace(&SubscriptionId::from("sub_1")), PACE_PREFIX),
             (retention(1), RETENTION_PREFIX),
-            (rate("acme", 1), RATE_PREFIX),
+            (rate(&ClientId::from("acme"), 1), RATE_PREFIX),
         ];
         for (key, prefix) in &kinds {
             assert!(key.starts_with(prefix), "{key} under {prefix}");

@@ -13,6 +13,7 @@
 pub mod applog;
 pub mod codec;
 pub mod directory;
+pub mod ids;
 pub mod keys;
 pub mod kv;
 pub mod retention;

@@ -5,6 +5,7 @@
 use crate::index::{client_index, decode_index_item};
 use crate::load::load_many;
 use crate::{ApiError, Env, Kv, Status};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::{KvError, Update, update};
 
@@ -27,8 +28,8 @@ fn limit_reached(cap: u32) -> ApiError {
 /// concurrent change of the counter makes it start over rather than overwrite.
 pub(crate) fn take_slot<K: Kv>(
     env: &Env<'_, K>,
-    client_id: &str,
-    id: &str,
+    client_id: &ClientId,
+    id: &SubscriptionId,
 ) -> Result<(), ApiError> {
     let cap = env.settings.subscription_limit;
     let key = keys::client_live(client_id);
@@ -46,11 +47,11 @@ pub(crate) fn take_slot<K: Kv>(
         let (cas, _) = env.kv.cas_begin(&key)?;
         let entries = client_index(client_id).read_bytes(env.kv, 0, usize::MAX)?;
         // Each id once: an enable cut short may leave a second entry (see `crate::enable`).
-        let mut ids: Vec<String> = entries
+        let mut ids: Vec<SubscriptionId> = entries
             .iter()
             .filter_map(|e| decode_index_item(&e.item))
-            .map(|(_, i, _)| i.to_owned())
-            .filter(|i| i != id)
+            .filter(|(_, i, _)| *i != id.as_str())
+            .map(|(_, i, _)| SubscriptionId::trusted(i))
             .collect();
         edgehook_storage::sort::sort(&mut ids);
         ids.dedup();
@@ -100,7 +101,7 @@ pub(crate) fn parse_live(value: Option<&[u8]>) -> Option<u64> {
 
 /// Gives back a slot of `client_id`'s count (a disable), best effort: a count left high is
 /// corrected by the next recount.
-pub(crate) fn give_back_slot<K: Kv>(env: &Env<'_, K>, client_id: &str) {
+pub(crate) fn give_back_slot<K: Kv>(env: &Env<'_, K>, client_id: &ClientId) {
     let nonce = edgehook_model::ids::hex(&env.random_bytes::<8>());
     let given = update(env.kv, &keys::client_live(client_id), &mut |current| {
         Ok::<_, KvError>(match parse_live(current) {

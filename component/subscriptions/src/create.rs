@@ -9,7 +9,8 @@ use crate::index::{
     Listing, PartnerView, append_one, client_index, encode_index_item, fanout_index, set_listing,
 };
 use crate::{ApiError, DeliveryOptions, Env, Kv, Secret, Status, Subscription};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::Generate;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Update, update};
 
@@ -29,9 +30,9 @@ pub struct NewSubscription {
 pub fn create_pending<K: Kv>(
     env: &Env<'_, K>,
     input: NewSubscription,
-    client_id: &str,
+    client_id: &ClientId,
 ) -> Result<(Subscription, Vec<u8>), ApiError> {
-    let id = IdKind::Subscription.generate(env.entropy);
+    let id = SubscriptionId::generate(env.entropy);
     // The cap first: a refused create writes nothing, so refusals cannot grow the shared
     // fan-out lists every publish reads. A slot taken by a create that then fails is given
     // back by the recount when the cap next seems reached.
@@ -54,7 +55,7 @@ pub fn create_pending<K: Kv>(
     let seq = append_one(env, &client_index(client_id), &item)?;
     let sub = Subscription {
         id: id.clone(),
-        client_id: client_id.to_owned(),
+        client_id: client_id.clone(),
         url: input.url,
         event_types: input.event_types,
         signing_secret: secret,
@@ -79,7 +80,7 @@ pub fn create_pending<K: Kv>(
 /// as it now is (active, or disabled if a delete came first).
 pub fn activate<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
+    id: &SubscriptionId,
     written: Option<(&Subscription, &[u8])>,
 ) -> Result<Subscription, ApiError> {
     let (active, now) = update(env.kv, &keys::subscription(id), &mut |current| {

@@ -11,7 +11,7 @@
 use crate::cap::give_back_slot;
 use crate::index::{Listing, append_one, client_index, disabled_log, fanout_index, set_listing};
 use crate::{ApiError, DELETED, Env, Kv, Secret, Status, Subscription};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::CAS_ATTEMPTS;
 
@@ -21,13 +21,10 @@ use edgehook_storage::kv::CAS_ATTEMPTS;
 /// which keeps its `disabledAt` and becomes deleted.
 pub fn disable<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    client_id: Option<&str>,
+    id: &SubscriptionId,
+    client_id: Option<&ClientId>,
     reason: &str,
 ) -> Result<Option<Subscription>, ApiError> {
-    if !IdKind::Subscription.matches(id) {
-        return Ok(None);
-    }
     let key = keys::subscription(id);
     for _ in 0..CAS_ATTEMPTS {
         let (cas, current) = env.kv.cas_begin(&key)?;

@@ -7,6 +7,7 @@
 
 use crate::index::disabled_log;
 use crate::{ApiError, Env, Kv, Status, Subscription};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys::{self, Key};
 
 /// Up to `limit` disabled subscriptions after entry number `after` (of `client_id`'s list,
@@ -14,7 +15,7 @@ use edgehook_storage::keys::{self, Key};
 /// and whether more follow.
 pub fn disabled_page<K: Kv>(
     env: &Env<'_, K>,
-    client_id: Option<&str>,
+    client_id: Option<&ClientId>,
     limit: usize,
     mut after: u64,
 ) -> Result<(Vec<(u64, Subscription)>, bool), ApiError> {
@@ -30,7 +31,10 @@ pub fn disabled_page<K: Kv>(
         after = last.seq;
         let ids: Vec<Key> = entries
             .iter()
-            .map(|e| keys::subscription(std::str::from_utf8(&e.item).unwrap_or_default()))
+            .map(|e| {
+                let id = std::str::from_utf8(&e.item).unwrap_or_default();
+                keys::subscription(&SubscriptionId::trusted(id))
+            })
             .collect();
         for (entry, record) in entries.iter().zip(env.kv.get_many(&ids)?) {
             let Some(sub) = record.and_then(|b| Subscription::decode(&b).ok()) else {

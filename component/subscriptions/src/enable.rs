@@ -18,7 +18,7 @@ use crate::index::{
     Listing, PartnerView, append_one, client_index, disabled_log, encode_index_item, fanout_index,
 };
 use crate::{ApiError, DELETED, Env, Kv, Status, Subscription};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::CAS_ATTEMPTS;
 
@@ -37,12 +37,9 @@ pub enum Enabled {
 /// no such subscription (or it is another client's, or still pending).
 pub fn enable<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    client_id: Option<&str>,
+    id: &SubscriptionId,
+    client_id: Option<&ClientId>,
 ) -> Result<Option<Enabled>, ApiError> {
-    if !IdKind::Subscription.matches(id) {
-        return Ok(None);
-    }
     let key = keys::subscription(id);
     for _ in 0..CAS_ATTEMPTS {
         let (cas, current) = env.kv.cas_begin(&key)?;

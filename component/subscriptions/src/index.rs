@@ -3,6 +3,7 @@
 //! each event type's listeners (the fan-out lists). Both are paged append logs.
 
 use crate::{ApiError, Env, Kv, Subscription};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::applog::AppendLog;
 use edgehook_storage::keys;
 use serde::Serialize;
@@ -12,7 +13,7 @@ use serde::Serialize;
 pub(crate) const INDEX_PAGE: u64 = 32;
 
 /// A client's subscription ids in creation order; an entry's number is the `seq`.
-pub(crate) fn client_index(client_id: &str) -> AppendLog {
+pub(crate) fn client_index(client_id: &ClientId) -> AppendLog {
     AppendLog::with_directory(keys::client_subscriptions(client_id), INDEX_PAGE)
 }
 
@@ -48,7 +49,7 @@ impl Listing {
 }
 
 /// A client-index item: `<listing tag><id> <list item as JSON>`.
-pub(crate) fn encode_index_item(listing: Listing, id: &str, view: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_index_item(listing: Listing, id: &SubscriptionId, view: &[u8]) -> Vec<u8> {
     let mut item = Vec::with_capacity(2 + id.len() + view.len());
     item.push(listing.tag());
     item.extend_from_slice(id.as_bytes());
@@ -99,7 +100,7 @@ pub(crate) fn set_listing<K: Kv>(
 
 /// A client's disabled subscriptions (ids, in the order they were disabled; not the
 /// deleted ones), and every client's (`client_id` `None`, for the operator).
-pub(crate) fn disabled_log(client_id: Option<&str>) -> AppendLog {
+pub(crate) fn disabled_log(client_id: Option<&ClientId>) -> AppendLog {
     let prefix = match client_id {
         Some(c) => keys::client_disabled(c),
         None => keys::DISABLED_LOG,

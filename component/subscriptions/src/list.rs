@@ -6,6 +6,7 @@
 
 use crate::index::{Listing, client_index, decode_index_item, partner_view};
 use crate::{ApiError, Env, Kv, Status, Subscription};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys::{self, Key};
 
 /// One subscription of a page: its place in the client's creation order and its partner
@@ -37,7 +38,7 @@ impl Listed {
 /// whether more follow.
 pub fn list_page<K: Kv>(
     env: &Env<'_, K>,
-    client_id: &str,
+    client_id: &ClientId,
     limit: usize,
     mut after: u64,
 ) -> Result<(Vec<Listed>, bool), ApiError> {
@@ -67,7 +68,7 @@ pub fn list_page<K: Kv>(
                 None => Seen::Unreadable,
                 Some((Some(Listing::Live), _, view)) => Seen::Live(e.item.len() - view.len()),
                 Some((_, id, _)) => {
-                    unsure.push(keys::subscription(id));
+                    unsure.push(keys::subscription(&SubscriptionId::trusted(id)));
                     Seen::Unsure
                 }
             })

@@ -2,12 +2,15 @@
 
 use crate::index::fanout_index;
 use crate::{ApiError, Env, Kv, Status, Subscription};
-use edgehook_model::ids::IdKind;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::applog::Entry;
 use edgehook_storage::keys::{self, Key};
 
 /// Reads one subscription record.
-pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Subscription>, ApiError> {
+pub fn load<K: Kv>(
+    env: &Env<'_, K>,
+    id: &SubscriptionId,
+) -> Result<Option<Subscription>, ApiError> {
     match env.kv.get(&keys::subscription(id))? {
         None => Ok(None),
         Some(b) => Subscription::decode(&b).map(Some).map_err(|e| {
@@ -19,9 +22,9 @@ pub fn load<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<Option<Subscription>, A
 /// Reads many subscription records (missing and unreadable ones are `None`).
 pub fn load_many<K: Kv>(
     env: &Env<'_, K>,
-    ids: &[String],
+    ids: &[SubscriptionId],
 ) -> Result<Vec<Option<Subscription>>, ApiError> {
-    let keys: Vec<Key> = ids.iter().map(|id| keys::subscription(id)).collect();
+    let keys: Vec<Key> = ids.iter().map(keys::subscription).collect();
     Ok(env
         .kv
         .get_many(&keys)?
@@ -33,7 +36,10 @@ pub fn load_many<K: Kv>(
 /// Ids of the subscriptions listening to `event_type` (may include ones no longer active),
 /// each once: an enable cut short before its commit point may leave a second entry for an
 /// id (see [`crate::enable`]).
-pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<String>, ApiError> {
+pub fn fanout_ids<K: Kv>(
+    env: &Env<'_, K>,
+    event_type: &str,
+) -> Result<Vec<SubscriptionId>, ApiError> {
     let entries: Vec<Entry<String>> = fanout_index(event_type).read(env.kv, 0, usize::MAX)?;
     // Not a `BTreeSet` of those seen (several KiB of code for it) nor a hash set (the core
     // uses no hashing with a random seed: its randomness comes through `Env` only).
@@ -41,21 +47,18 @@ pub fn fanout_ids<K: Kv>(env: &Env<'_, K>, event_type: &str) -> Result<Vec<Strin
     let mut firsts = edgehook_storage::sort::firsts(&ids).into_iter();
     Ok(entries
         .into_iter()
-        .map(|e| e.item)
         .filter(|_| firsts.next() == Some(true))
+        .map(|e| SubscriptionId::trusted(e.item))
         .collect())
 }
 
 /// The caller's active subscription `id`, or 404 (also for other clients' ids).
 pub fn owned_active<K: Kv>(
     env: &Env<'_, K>,
-    id: &str,
-    client_id: &str,
+    id: &SubscriptionId,
+    client_id: &ClientId,
 ) -> Result<Subscription, ApiError> {
     let not_found = || ApiError::not_found("Subscription");
-    if !IdKind::Subscription.matches(id) {
-        return Err(not_found());
-    }
     match load(env, id)? {
         Some(sub) if sub.client_id == client_id && sub.status == Status::Active => Ok(sub),
         _ => Err(not_found()),
@@ -65,11 +68,12 @@ pub fn owned_active<K: Kv>(
 /// The caller's subscription `id` as its owner may see it: active or disabled, but not
 /// pending (a create in flight) and not deleted (gone for its owner, as Stripe and Svix
 /// treat deleted endpoints). Otherwise, and for other clients' ids, 404.
-pub fn owned<K: Kv>(env: &Env<'_, K>, id: &str, client_id: &str) -> Result<Subscription, ApiError> {
+pub fn owned<K: Kv>(
+    env: &Env<'_, K>,
+    id: &SubscriptionId,
+    client_id: &ClientId,
+) -> Result<Subscription, ApiError> {
     let not_found = || ApiError::not_found("Subscription");
-    if !IdKind::Subscription.matches(id) {
-        return Err(not_found());
-    }
     match load(env, id)? {
         Some(sub)
             if sub.client_id == client_id

@@ -5,6 +5,7 @@
 //! has its secrets sealed again if they are plain or under the previous key.
 
 use crate::{ApiError, Env, Kv, Scheme, Secret, Status, Subscription};
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Update, update};
 
@@ -27,7 +28,11 @@ pub struct OptionsChange {
 
 /// `secret` (fresh, plain) as record `id` stores it: sealed under the settings' current key
 /// if there is one (its nonce drawn only then), else as it is.
-pub(crate) fn stored_secret<K: Kv>(env: &Env<'_, K>, id: &str, secret: Secret) -> Secret {
+pub(crate) fn stored_secret<K: Kv>(
+    env: &Env<'_, K>,
+    id: &SubscriptionId,
+    secret: Secret,
+) -> Secret {
     let keys = &env.settings.seal;
     match keys.current {
         None => secret,
@@ -49,8 +54,8 @@ pub(crate) fn reseal_stale<K: Kv>(env: &Env<'_, K>, sub: &mut Subscription) -> b
 /// record as written, and the new secret's text if the scheme changed (shown once).
 pub fn update_options<K: Kv>(
     env: &Env<'_, K>,
-    client_id: &str,
-    id: &str,
+    client_id: &ClientId,
+    id: &SubscriptionId,
     change: OptionsChange,
 ) -> Result<(Subscription, Option<String>), ApiError> {
     let random = env.random_bytes::<32>();
@@ -86,8 +91,8 @@ pub fn update_options<K: Kv>(
 /// secret stops at once. Returns the record as written and the new secret's text.
 pub fn rotate<K: Kv>(
     env: &Env<'_, K>,
-    client_id: &str,
-    id: &str,
+    client_id: &ClientId,
+    id: &SubscriptionId,
     overlap_ms: u64,
 ) -> Result<(Subscription, String), ApiError> {
     let random = env.random_bytes::<32>();
@@ -108,7 +113,7 @@ pub fn rotate<K: Kv>(
 
 /// Erases subscription `id`'s previous secret if its overlap has ended at `env.now_ms`
 /// (the tick calls this when the queue entry a rotation left comes due).
-pub fn erase_expired_secret<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), ApiError> {
+pub fn erase_expired_secret<K: Kv>(env: &Env<'_, K>, id: &SubscriptionId) -> Result<(), ApiError> {
     let now = env.now_ms;
     update(env.kv, &keys::subscription(id), &mut |cur| {
         let Some(bytes) = cur else {
@@ -132,8 +137,8 @@ pub fn erase_expired_secret<K: Kv>(env: &Env<'_, K>, id: &str) -> Result<(), Api
 /// as written and what `f` returned (a new secret, if any).
 fn change_owned<K: Kv>(
     env: &Env<'_, K>,
-    client_id: &str,
-    id: &str,
+    client_id: &ClientId,
+    id: &SubscriptionId,
     f: &mut dyn FnMut(&mut Subscription) -> Option<String>,
 ) -> Result<(Subscription, Option<String>), ApiError> {
     if !edgehook_model::ids::IdKind::Subscription.matches(id) {

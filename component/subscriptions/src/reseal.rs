@@ -12,6 +12,7 @@
 use crate::index::fanout_index;
 use crate::{ApiError, Env, Kv, Subscription};
 use edgehook_model::events::EVENT_TYPES;
+use edgehook_model::ids::SubscriptionId;
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Update, update};
 
@@ -51,7 +52,7 @@ pub struct ResealBatch {
     /// Records whose secrets were sealed again under the current key.
     pub resealed: u32,
     /// Subscriptions whose secret opens under neither key (left as they are).
-    pub unreadable: Vec<String>,
+    pub unreadable: Vec<SubscriptionId>,
     /// Where the next batch starts; `None`: the pass is done.
     pub next: Option<ResealCursor>,
 }
@@ -70,7 +71,7 @@ pub fn reseal_batch<K: Kv>(
         let entries = fanout_index(EVENT_TYPES[at.list]).read(env.kv, at.after, left)?;
         let exhausted = entries.len() < left;
         for entry in entries {
-            reseal_one(env, &entry.item, &mut batch)?;
+            reseal_one(env, &SubscriptionId::trusted(entry.item), &mut batch)?;
             batch.scanned += 1;
             left -= 1;
             at.after = entry.seq;
@@ -94,7 +95,11 @@ enum Done {
 }
 
 /// Seals subscription `id`'s secrets under the current key if they are not yet.
-fn reseal_one<K: Kv>(env: &Env<'_, K>, id: &str, batch: &mut ResealBatch) -> Result<(), ApiError> {
+fn reseal_one<K: Kv>(
+    env: &Env<'_, K>,
+    id: &SubscriptionId,
+    batch: &mut ResealBatch,
+) -> Result<(), ApiError> {
     let seal = &env.settings.seal;
     let done = update(env.kv, &keys::subscription(id), &mut |cur| {
         let Some(bytes) = cur else {
@@ -113,7 +118,7 @@ fn reseal_one<K: Kv>(env: &Env<'_, K>, id: &str, batch: &mut ResealBatch) -> Res
     match done {
         Done::Nothing => {}
         Done::Resealed => batch.resealed += 1,
-        Done::Unreadable => batch.unreadable.push(id.to_owned()),
+        Done::Unreadable => batch.unreadable.push(id.clone()),
     }
     Ok(())
 }
@@ -124,6 +129,7 @@ mod tests {
     use crate::{NewSubscription, activate, create_pending};
     use edgehook_model::config::Settings;
     use edgehook_model::env::SeededEntropy;
+    use edgehook_model::ids::ClientId;
     use edgehook_model::seal::{SealKey, SealKeys};
     use edgehook_storage::kv::MemoryKv;
 
@@ -138,7 +144,7 @@ mod tests {
     }
 
     /// A pass in batches of `limit`: the batches' counts, summed, and how many batches.
-    fn pass(env: &Env<'_, MemoryKv>, limit: usize) -> (u32, u32, Vec<String>, usize) {
+    fn pass(env: &Env<'_, MemoryKv>, limit: usize) -> (u32, u32, Vec<SubscriptionId>, usize) {
         let (mut scanned, mut resealed, mut unreadable, mut batches) = (0, 0, Vec::new(), 0);
         let mut cursor = Some(ResealCursor::default());
         while let Some(from) = cursor {
@@ -172,13 +178,14 @@ mod tests {
                 event_types: types,
                 options: Default::default(),
             };
-            let (sub, pending) = create_pending(&env, new, "acme").expect("create");
+            let (sub, pending) =
+                create_pending(&env, new, &ClientId::from("acme")).expect("create");
             activate(&env, &sub.id, Some((&sub, &pending))).expect("activate");
             ids.push(sub.id);
         }
         let stored = |id: &str| {
             Subscription::decode(
-                &kv.get(&keys::subscription(id))
+                &kv.get(&keys::subscription(&SubscriptionId::from(id)))
                     .expect("get")
                     .expect("record"),
             )

@@ -7,25 +7,26 @@ use crate::index::{Listing, client_index, encode_index_item, set_listing};
 use crate::*;
 use edgehook_model::config::Settings;
 use edgehook_model::env::SeededEntropy;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::MemoryKv;
 
 /// Creates acme's subscription number `n` as the partner API does (with no idempotency key:
 /// the pending record, then the commit).
-fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
+fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<SubscriptionId, ApiError> {
     let new = NewSubscription {
         url: format!("https://h{n}.example.com/x"),
         event_types: vec!["load.created".into()],
         options: Default::default(),
     };
-    let (sub, pending) = create_pending(env, new, "acme")?;
+    let (sub, pending) = create_pending(env, new, &ClientId::from("acme"))?;
     activate(env, &sub.id, Some((&sub, &pending)))?;
     Ok(sub.id)
 }
 
 /// One page of acme's list: the ids, whether more follow, the cursor to resume after.
 fn page(env: &Env<'_, MemoryKv>, limit: usize, after: u64) -> (Vec<String>, bool, u64) {
-    let (found, has_more) = list_page(env, "acme", limit, after).expect("list");
+    let (found, has_more) = list_page(env, &ClientId::from("acme"), limit, after).expect("list");
     let ids = found
         .iter()
         .map(|l| {
@@ -121,7 +122,13 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
     };
     let entropy = SeededEntropy::new(8);
     let env = Env::new(1_000, &kv, &settings, &entropy);
-    let live = || parse_live(kv.get(&keys::client_live("acme")).expect("get").as_deref());
+    let live = || {
+        parse_live(
+            kv.get(&keys::client_live(&ClientId::from("acme")))
+                .expect("get")
+                .as_deref(),
+        )
+    };
     let a = create_one(&env, 0).expect("create");
     let b = create_one(&env, 1).expect("create");
     assert_eq!(live(), Some(2));
@@ -131,11 +138,11 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
         (422, "subscription_limit_reached")
     );
     assert_eq!(
-        disable(&env, &a, Some("globex"), "deleted").expect("disable"),
+        disable(&env, &a, Some(&ClientId::from("globex")), "deleted").expect("disable"),
         None
     );
     assert_eq!(live(), Some(2), "another client's disable frees nothing");
-    let disabled = disable(&env, &a, Some("acme"), "deleted")
+    let disabled = disable(&env, &a, Some(&ClientId::from("acme")), "deleted")
         .expect("disable")
         .expect("was active");
     assert_eq!(disabled.status, Status::Disabled);
@@ -143,7 +150,7 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
     assert_eq!(disabled.disabled_at, Some(env.now_ms));
     let stored = |id: &str| {
         let bytes = kv
-            .get(&keys::subscription(id))
+            .get(&keys::subscription(&SubscriptionId::from(id)))
             .expect("get")
             .expect("record");
         Subscription::decode(&bytes).expect("decode")
@@ -166,15 +173,18 @@ fn a_disabled_subscription_gives_its_slot_back_once() {
     assert_eq!(live(), Some(1), "the slot is given back");
     assert_eq!(disable(&env, &a, None, "operator").expect("again"), None);
     assert_eq!(
-        disable(&env, "not-an-id", None, "operator").expect("no such id"),
+        disable(&env, &SubscriptionId::from("not-an-id"), None, "operator").expect("no such id"),
         None
     );
     assert_eq!(live(), Some(1), "once");
     create_one(&env, 4).expect("the slot is taken again");
     assert!(create_one(&env, 5).is_err(), "at the cap again");
     // A counter that is already 0 (written by an earlier version, or reset) stays 0.
-    kv.set(&keys::client_live("acme"), &encode_live(0, "n"))
-        .expect("set");
+    kv.set(
+        &keys::client_live(&ClientId::from("acme")),
+        &encode_live(0, "n"),
+    )
+    .expect("set");
     disable(&env, &b, None, "operator")
         .expect("disable")
         .expect("was active");
@@ -188,13 +198,13 @@ fn paging_skips_creates_cut_short_without_shortening_a_page() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
     let env = Env::new(1_000, &kv, &settings, &entropy);
-    let mut ids: Vec<String> = (0..5)
+    let mut ids: Vec<SubscriptionId> = (0..5)
         .map(|n| create_one(&env, n).expect("create"))
         .collect();
     // Creates cut short after appending their entry: entries with no active record.
-    let index = client_index("acme");
+    let index = client_index(&ClientId::from("acme"));
     for n in 0..3 {
-        let ghost = format!("sub_{n:024x}");
+        let ghost = SubscriptionId::from(format!("sub_{n:024x}"));
         index
             .append(&kv, &[encode_index_item(Listing::Joining, &ghost, b"{}")])
             .expect("append");
@@ -214,10 +224,15 @@ fn paging_skips_creates_cut_short_without_shortening_a_page() {
     assert!(!page(&env, 8, 0).1);
 }
 
-fn disabled_ids(env: &Env<'_, MemoryKv>, client: Option<&str>, limit: usize) -> Vec<String> {
+fn disabled_ids(
+    env: &Env<'_, MemoryKv>,
+    client: Option<&str>,
+    limit: usize,
+) -> Vec<SubscriptionId> {
+    let client = client.map(ClientId::from);
     let (mut ids, mut after) = (Vec::new(), 0);
     loop {
-        let (found, more) = disabled_page(env, client, limit, after).expect("page");
+        let (found, more) = disabled_page(env, client.as_ref(), limit, after).expect("page");
         assert!(found.len() <= limit);
         ids.extend(found.iter().map(|(_, s)| s.id.clone()));
         match found.last() {
@@ -239,7 +254,7 @@ fn the_lists_of_disabled_subscriptions_show_each_once_in_the_order_disabled() {
     disable(&env, &a, None, "gone")
         .expect("disable")
         .expect("active");
-    disable(&env, &b, Some("acme"), DELETED)
+    disable(&env, &b, Some(&ClientId::from("acme")), DELETED)
         .expect("delete")
         .expect("active");
     disable(&env, &c, None, "operator")
@@ -269,7 +284,7 @@ fn the_lists_of_disabled_subscriptions_show_each_once_in_the_order_disabled() {
     );
     // Its owner deletes a disabled one: out of the owner's list, `deleted` in the
     // operator's, where it stays in its place; deleted again, nothing changes.
-    let deleted = disable(&env, &a, Some("acme"), DELETED)
+    let deleted = disable(&env, &a, Some(&ClientId::from("acme")), DELETED)
         .expect("delete")
         .expect("a disabled one is deleted");
     assert_eq!(deleted.disabled_reason.as_deref(), Some(DELETED));
@@ -279,11 +294,11 @@ fn the_lists_of_disabled_subscriptions_show_each_once_in_the_order_disabled() {
         [b.clone(), c.clone(), a.clone()]
     );
     assert_eq!(
-        disable(&env, &a, Some("acme"), DELETED).expect("again"),
+        disable(&env, &a, Some(&ClientId::from("acme")), DELETED).expect("again"),
         None
     );
     assert_eq!(
-        disable(&env, &c, Some("globex"), DELETED).expect("other"),
+        disable(&env, &c, Some(&ClientId::from("globex")), DELETED).expect("other"),
         None
     );
     assert_eq!(disable(&env, &c, None, "operator").expect("disabled"), None);
@@ -337,15 +352,15 @@ fn a_delete_that_empties_index_pages_cut_short_anywhere_keeps_the_lists_exact() 
     for n in 1.. {
         let kv = MemoryKv::new();
         let env = Env::new(1_000, &kv, &settings, &entropy);
-        let ids: Vec<String> = (0..34)
+        let ids: Vec<SubscriptionId> = (0..34)
             .map(|i| create_one(&env, i).expect("create"))
             .collect();
         for id in &ids[..31] {
-            disable(&env, id, Some("acme"), DELETED).expect("delete");
+            disable(&env, id, Some(&ClientId::from("acme")), DELETED).expect("delete");
         }
         let before = kv.ops();
         kv.fail_at(Some(n));
-        let done = disable(&env, &ids[31], Some("acme"), DELETED);
+        let done = disable(&env, &ids[31], Some(&ClientId::from("acme")), DELETED);
         kv.fail_at(None);
         let faulted = kv.ops() - before >= n;
         let gone = load(&env, &ids[31]).expect("load").expect("record").status == Status::Disabled;
@@ -373,7 +388,7 @@ fn a_delete_that_empties_index_pages_cut_short_anywhere_keeps_the_lists_exact() 
             };
             assert_eq!(sealed(keys::fanout("load.created")), Some(&[0xE2][..]));
             assert_eq!(
-                sealed(keys::client_subscriptions("acme")),
+                sealed(keys::client_subscriptions(&ClientId::from("acme"))),
                 Some(&[0xE2][..])
             );
             break;

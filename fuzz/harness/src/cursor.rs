@@ -22,8 +22,8 @@
 //!   continues exactly where the window stops.
 
 use crate::text::substitute;
+use crate::world::delivery_id_of as delivery_id;
 use crate::world::{CLIENT_A, World};
-use edgehook_component::delivery::delivery_id;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

@@ -14,9 +14,9 @@
 //!   subscription's secret (the [`crate::model`] checks every sent request);
 //! - every delivery record then reads back through the operator API as succeeded.
 
+use crate::world::delivery_id_of as delivery_id;
 use crate::world::{ADMIN_TOKEN, World, bearer};
 use edgehook_component::api::router::INGEST_BODY_LIMIT;
-use edgehook_component::delivery::delivery_id;
 use edgehook_component::model::events::{self, PublishError};
 use edgehook_component::model::http::Request;
 use edgehook_component::storage::keys;
@@ -105,7 +105,8 @@ pub fn run(data: &[u8]) {
         .as_str()
         .unwrap_or("")
         .to_owned();
-    let stored = world.kv.get(&keys::event_body(&event_id)).ok().flatten();
+    let stored_id = edgehook_component::model::ids::EventId::trusted(event_id.as_str());
+    let stored = world.kv.get(&keys::event_body(&stored_id)).ok().flatten();
     assert_eq!(
         stored.as_deref(),
         Some(load),

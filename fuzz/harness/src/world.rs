@@ -98,6 +98,13 @@ impl Reply {
     }
 }
 
+/// The delivery id of `event` to `sub`, as the service derives it, from their texts.
+pub fn delivery_id_of(event: &str, sub: &str) -> String {
+    use edgehook_component::model::ids::{EventId, SubscriptionId};
+    let (event, sub) = (EventId::trusted(event), SubscriptionId::trusted(sub));
+    edgehook_component::delivery::delivery_id(&event, &sub).into_string()
+}
+
 /// One scripted answer of the network: a status code or a transport error, named by its
 /// text (`timeout`, `connection refused`, ...; any other text is an error of class `other`).
 pub type Outcome = Result<u16, String>;
@@ -319,18 +326,12 @@ impl World {
             ),
             ("$ADMIN", ADMIN_TOKEN.to_owned()),
             ("$OTHER", s.other.clone()),
-            (
-                "$DLVO",
-                edgehook_component::delivery::delivery_id(&s.event, &s.other),
-            ),
+            ("$DLVO", delivery_id_of(&s.event, &s.other)),
             ("$KEY2", s.key_b.clone()),
             ("$SUB2", s.sub2.clone()),
             ("$SUB3", s.sub3.clone()),
             ("$EVT", last_event.clone()),
-            (
-                "$DLV",
-                edgehook_component::delivery::delivery_id(&last_event, &s.sub),
-            ),
+            ("$DLV", delivery_id_of(&last_event, &s.sub)),
             (
                 "$CUR",
                 m.last_cursor.clone().unwrap_or_else(|| "cur_1".to_owned()),

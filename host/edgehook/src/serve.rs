@@ -544,7 +544,7 @@ pub fn host_error(error: ApiError) -> HttpResponse {
             let _ = rand::rngs::SysRng.try_fill_bytes(buf);
         }
     }
-    let request_id = edgehook_component::model::ids::IdKind::Request.generate(&OsEntropy);
+    let request_id = edgehook_component::model::ids::request_id(&OsEntropy);
     let response = error
         .into_response(&request_id)
         .with_header("x-request-id", &request_id);

@@ -20,6 +20,7 @@ mod measure;
 use crate::common::Proc;
 use edgehook::cli::Remote;
 use edgehook_component::delivery::delivery_id;
+use edgehook_component::model::ids::{EventId, SubscriptionId};
 use edgehook_testkit::receiver::Answer;
 use edgehook_testkit::redis::redis_or_skip;
 use edgehook_testkit::rediscluster::RedisCluster;
@@ -358,7 +359,11 @@ fn run(shape: &Run) -> Report {
     let expected: BTreeSet<String> = ledger
         .accepted
         .iter()
-        .flat_map(|e| subs.iter().map(move |s| delivery_id(e, s)))
+        .flat_map(|e| {
+            let e = EventId::trusted(e.as_str());
+            subs.iter()
+                .map(move |s| delivery_id(&e, &SubscriptionId::trusted(s.as_str())).into_string())
+        })
         .collect();
     let counts = || {
         recv.counts

@@ -6,6 +6,7 @@
 
 use edgehook::cli::Remote;
 use edgehook_component::delivery::delivery_id;
+use edgehook_component::model::ids::{EventId, SubscriptionId};
 use edgehook_testkit::redis::{redis_or_skip, shared_redis};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -125,7 +126,11 @@ fn two_instances_on_one_redis_share_subscriptions_and_deliveries() {
         assert_eq!(out["data"]["deliveries"], subs.len(), "{out}");
         let event = out["data"]["eventId"].as_str().expect("eventId");
         for sub in &subs {
-            expected.insert(delivery_id(event, sub));
+            let (event, sub) = (
+                EventId::trusted(event),
+                SubscriptionId::trusted(sub.as_str()),
+            );
+            expected.insert(delivery_id(&event, &sub).into_string());
         }
     }
     assert_eq!(expected.len(), events * subs.len());

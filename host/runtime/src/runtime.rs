@@ -501,7 +501,7 @@ impl Runtime {
             .await?;
         Ok(match result {
             Ok(r) => Ok(PublishReceipt {
-                event_id: r.event_id,
+                event_id: edgehook_component::model::ids::EventId::trusted(r.event_id),
                 deliveries: r.deliveries,
                 next_due_ms: r.next_due_ms,
                 replayed: false,

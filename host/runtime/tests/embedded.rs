@@ -5,6 +5,7 @@
 //! kept out of the engine. The key-value rules themselves are the conformance suite's
 //! (`kv_conformance`).
 
+use edgehook_component::model::ids::ClientId;
 use edgehook_component::storage::keys;
 use edgehook_runtime::embedded::{self, Durability, FjallStore};
 use edgehook_runtime::store::KvBackend;
@@ -168,7 +169,7 @@ fn the_counters_bucket_is_in_memory_beside_the_engine() {
     let dir = temp_dir("embedded-counters");
     let store = open(&dir);
     let counters = store.counters().expect("a counters store of its own");
-    let count = keys::rate("acme", 1);
+    let count = keys::rate(&ClientId::trusted("acme"), 1);
     assert_eq!(counters.increment(&count, 1), Ok(1));
     assert_eq!(store.get(&count), Ok(None));
     drop((counters, store));

@@ -127,7 +127,10 @@ async fn start_spin(binary: &Path) -> Result<SpinApp> {
     let variables = [
         ("admin_token", ADMIN),
         // Required by the manifest; a bench key.
-        ("seal_key", "be11be11be11be11be11be11be11be11be11be11be11be11be11be11be11be11"),
+        (
+            "seal_key",
+            "be11be11be11be11be11be11be11be11be11be11be11be11be11be11be11be11",
+        ),
         ("subscription_limit", "100000"),
         ("rate_limit_per_minute", "1000000"),
         ("allow_private_targets", "true"),

@@ -43,21 +43,21 @@ use edgehook_model::config::Settings;
 use edgehook_model::env::SeededEntropy;
 use edgehook_storage::kv::MemoryKv;
 
-fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<String, ApiError> {
+fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> Result<SubscriptionId, ApiError> {
     let req = Request::new("POST", "/v1/webhooks")
         .header("content-type", "application/json")
         .body(format!(
             r#"{{"url":"https://h{n}.example.com/x","eventTypes":["load.created"]}}"#
         ));
-    let resp = create(&cx(env, &req, "req_1"), "acme")?;
+    let resp = create(&cx(env, &req, "req_1"), &ClientId::from("acme"))?;
     let v: Value = serde_json::from_slice(&resp.body).expect("json");
-    Ok(v["data"]["id"].as_str().expect("id").to_owned())
+    Ok(SubscriptionId::from(v["data"]["id"].as_str().expect("id")))
 }
 
-fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<String> {
+fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<SubscriptionId> {
     let resp = list(
         &cx(env, &Request::new("GET", "/v1/webhooks?limit=100"), "req_2"),
-        "acme",
+        &ClientId::from("acme"),
     )
     .expect("list");
     let v: Value = serde_json::from_slice(&resp.body).expect("list is JSON");
@@ -66,12 +66,12 @@ fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<String> {
         .as_array()
         .expect("data")
         .iter()
-        .map(|s| s["id"].as_str().expect("id").to_owned())
+        .map(|s| SubscriptionId::from(s["id"].as_str().expect("id")))
         .collect()
 }
 
 /// The ids of acme's active records, in creation order.
-fn active_ids(kv: &MemoryKv) -> Vec<String> {
+fn active_ids(kv: &MemoryKv) -> Vec<SubscriptionId> {
     let mut subs: Vec<Subscription> = kv
         .dump()
         .iter()
@@ -88,7 +88,7 @@ fn list_shows_live_entries_from_the_index_without_reading_records() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(1));
     let env = Env::new(1_000, &kv, &settings, &entropy);
-    let ids: Vec<String> = (0..3)
+    let ids: Vec<SubscriptionId> = (0..3)
         .map(|n| create_one(&env, n).expect("create"))
         .collect();
     // Damage the records: list must not need them.
@@ -133,7 +133,7 @@ fn a_create_or_delete_cut_short_anywhere_never_lists_what_is_not_active() {
         let done = delete(
             &cx(&env, &Request::new("DELETE", "/"), "req_3"),
             &victim,
-            "acme",
+            &ClientId::from("acme"),
         )
         .is_ok();
         kv.fail_at(None);
@@ -228,12 +228,13 @@ fn a_create_whose_commit_reported_an_error_is_replayed_by_its_retry_not_made_twi
         .header("idempotency-key", "k")
         .body(r#"{"url":"https://h.example.com/x","eventTypes":["load.created"]}"#);
     let env_of = |kv| Env::new(1_000, kv, &settings, &entropy);
-    let first = create(&cx(&env_of(&flaky), &req, "req_1"), "acme");
+    let first = create(&cx(&env_of(&flaky), &req, "req_1"), &ClientId::from("acme"));
     assert!(first.is_err(), "the commit reported an error");
     assert!(flaky.tripped.get());
     let made = active_ids(&kv);
     assert_eq!(made.len(), 1, "the commit did apply");
-    let retry = create(&cx(&env_of(&flaky), &req, "req_2"), "acme").expect("retry");
+    let retry =
+        create(&cx(&env_of(&flaky), &req, "req_2"), &ClientId::from("acme")).expect("retry");
     assert_eq!(retry.status, 201);
     let v: Value = serde_json::from_slice(&retry.body).expect("json");
     assert_eq!(v["data"]["id"].as_str(), Some(made[0].as_str()), "replayed");
@@ -247,14 +248,14 @@ fn a_create_whose_commit_reported_an_error_is_replayed_by_its_retry_not_made_twi
 }
 
 /// One page of acme's list: the ids, `hasMore`, `nextCursor`.
-fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<String>, bool, Option<String>) {
+fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<SubscriptionId>, bool, Option<String>) {
     let resp = list(
         &cx(
             env,
             &Request::new("GET", &format!("/v1/webhooks?{query}")),
             "req_p",
         ),
-        "acme",
+        &ClientId::from("acme"),
     )
     .expect("list");
     assert!(
@@ -267,7 +268,7 @@ fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<String>, bool, Option<Stri
         .as_array()
         .expect("data")
         .iter()
-        .map(|s| s["id"].as_str().expect("id").to_owned())
+        .map(|s| SubscriptionId::from(s["id"].as_str().expect("id")))
         .collect();
     let has_more = v["hasMore"].as_bool().expect("hasMore");
     let next = v["nextCursor"].as_str().map(str::to_owned);
@@ -280,7 +281,7 @@ fn page(env: &Env<'_, MemoryKv>, query: &str) -> (Vec<String>, bool, Option<Stri
 }
 
 /// All of acme's pages with `limit`, following `nextCursor` to the end.
-fn walk(env: &Env<'_, MemoryKv>, limit: usize) -> Vec<Vec<String>> {
+fn walk(env: &Env<'_, MemoryKv>, limit: usize) -> Vec<Vec<SubscriptionId>> {
     let mut pages = Vec::new();
     let mut query = format!("limit={limit}");
     loop {
@@ -303,7 +304,7 @@ fn paging_walks_every_active_subscription_once_in_creation_order() {
     let kv = MemoryKv::new();
     let (settings, entropy) = (Settings::default(), SeededEntropy::new(7));
     let env = Env::new(1_000, &kv, &settings, &entropy);
-    let mut ids: Vec<String> = Vec::new();
+    let mut ids: Vec<SubscriptionId> = Vec::new();
     for n in 0..5 {
         ids.push(create_one(&env, n).expect("create"));
     }
@@ -343,23 +344,24 @@ fn a_create_replayed_after_a_delete_is_409_and_after_a_disable_says_disabled() {
         let v: Value = serde_json::from_slice(&resp.body).expect("json");
         v["data"]["id"].as_str().expect("id").to_owned()
     };
-    let first = create(&cx(&env, &req("gone"), "req_1"), "acme").expect("create");
+    let first = create(&cx(&env, &req("gone"), "req_1"), &ClientId::from("acme")).expect("create");
     let deleted = id_of(&first);
     delete(
         &cx(&env, &Request::new("DELETE", "/"), "req_2"),
         &deleted,
-        "acme",
+        &ClientId::from("acme"),
     )
     .expect("delete");
-    let err = create(&cx(&env, &req("gone"), "req_3"), "acme").expect_err("deleted");
+    let err =
+        create(&cx(&env, &req("gone"), "req_3"), &ClientId::from("acme")).expect_err("deleted");
     assert_eq!((err.status, err.code), (409, "subscription_deleted"));
     assert!(!err.message.contains("whsec_"));
-    let second = create(&cx(&env, &req("off"), "req_4"), "acme").expect("create");
+    let second = create(&cx(&env, &req("off"), "req_4"), &ClientId::from("acme")).expect("create");
     let off = id_of(&second);
-    edgehook_delivery::disable(&env, &off, "gone")
+    edgehook_delivery::disable(&env, &SubscriptionId::from(off.as_str()), "gone")
         .expect("disable")
         .expect("active");
-    let replay = create(&cx(&env, &req("off"), "req_5"), "acme").expect("replay");
+    let replay = create(&cx(&env, &req("off"), "req_5"), &ClientId::from("acme")).expect("replay");
     let v: Value = serde_json::from_slice(&replay.body).expect("json");
     assert_eq!(replay.status, 201);
     assert_eq!(
@@ -378,7 +380,11 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     let env = Env::new(1_000, &kv, &settings, &entropy);
     let id = create_one(&env, 0).expect("create");
     let read = |env: &Env<'_, MemoryKv>, client: &str| -> Result<Value, ApiError> {
-        let resp = get(&cx(env, &Request::new("GET", "/"), "req_r"), &id, client)?;
+        let resp = get(
+            &cx(env, &Request::new("GET", "/"), "req_r"),
+            &id,
+            &ClientId::from(client),
+        )?;
         Ok(serde_json::from_slice(&resp.body).expect("json"))
     };
     let v = read(&env, "acme").expect("active");
@@ -396,22 +402,30 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     assert!(v["data"].get("signingSecret").is_none());
     assert_eq!(read(&env, "globex").expect_err("other").status, 404);
     assert!(list_ids(&env).is_empty(), "list shows active ones");
-    let enabled =
-        enable(&cx(&env, &Request::new("POST", "/"), "req_e"), &id, "acme").expect("enable");
+    let enabled = enable(
+        &cx(&env, &Request::new("POST", "/"), "req_e"),
+        &id,
+        &ClientId::from("acme"),
+    )
+    .expect("enable");
     let v: Value = serde_json::from_slice(&enabled.body).expect("json");
     assert_eq!(v["data"]["status"], "active");
     assert_eq!(list_ids(&env), vec![id.clone()]);
     assert_eq!(
-        enable(&cx(&env, &Request::new("POST", "/"), "req_e"), &id, "acme")
-            .expect("again")
-            .status,
+        enable(
+            &cx(&env, &Request::new("POST", "/"), "req_e"),
+            &id,
+            &ClientId::from("acme")
+        )
+        .expect("again")
+        .status,
         200
     );
     assert_eq!(
         enable(
             &cx(&env, &Request::new("POST", "/"), "req_e"),
             &id,
-            "globex"
+            &ClientId::from("globex")
         )
         .expect_err("other")
         .status,
@@ -420,14 +434,18 @@ fn the_owner_reads_a_disabled_subscription_and_enables_it_again() {
     delete(
         &cx(&env, &Request::new("DELETE", "/"), "req_d"),
         &id,
-        "acme",
+        &ClientId::from("acme"),
     )
     .expect("delete");
     assert_eq!(read(&env, "acme").expect_err("deleted").status, 404);
     assert_eq!(
-        enable(&cx(&env, &Request::new("POST", "/"), "req_e"), &id, "acme")
-            .expect_err("deleted")
-            .status,
+        enable(
+            &cx(&env, &Request::new("POST", "/"), "req_e"),
+            &id,
+            &ClientId::from("acme")
+        )
+        .expect_err("deleted")
+        .status,
         404
     );
 }
@@ -455,14 +473,19 @@ fn list_status_is_active_or_disabled() {
     let env = Env::new(1_000, &kv, &settings, &entropy);
     let [a, b] = [0, 1].map(|n| create_one(&env, n).expect("create"));
     edgehook_delivery::disable(&env, &a, "gone").expect("disable");
-    delete(&cx(&env, &Request::new("DELETE", "/"), "req_d"), &b, "acme").expect("delete");
+    delete(
+        &cx(&env, &Request::new("DELETE", "/"), "req_d"),
+        &b,
+        &ClientId::from("acme"),
+    )
+    .expect("delete");
     let resp = list(
         &cx(
             &env,
             &Request::new("GET", "/v1/webhooks?status=disabled"),
             "req_l",
         ),
-        "acme",
+        &ClientId::from("acme"),
     )
     .expect("list");
     let v: Value = serde_json::from_slice(&resp.body).expect("json");

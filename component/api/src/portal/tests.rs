@@ -168,7 +168,7 @@ fn sessions_keys_and_links_each_authenticate_only_their_own_way() {
     let settings = Settings::default();
     let entropy = SeededEntropy::new(3);
     let env = Env::new(T0, &p.kv, &settings, &entropy);
-    let (_, key) = auth::issue(&env, "acme", Scope::Partner).expect("key");
+    let (_, key) = auth::issue(&env, &ClientId::from("acme"), Scope::Partner).expect("key");
     assert_eq!(code(&p.call(T0, list(&key))).0, 401, "key as a cookie");
     let read = p.call(
         T0,

@@ -10,6 +10,7 @@ use crate::replay::*;
 use crate::retry::*;
 use crate::sender::*;
 use crate::tick::*;
+use edgehook_model::ids::{ClientId, DeliveryId, EventId, ReplayJobId, SubscriptionId};
 use edgehook_records::delivery::{Delivery, EVENT_V1, EventRecord, Status, delivery_id};
 use edgehook_storage::keys::{self};
 use edgehook_storage::kv::MemoryKv;
@@ -144,14 +145,14 @@ impl Sender for Counting {
     }
 }
 
-pub(crate) fn active_subscription(kv: &MemoryKv) -> String {
+pub(crate) fn active_subscription(kv: &MemoryKv) -> SubscriptionId {
     active_subscription_n(kv, 1)
 }
 
 /// The `n`th active subscription to `load.created` (from 1; each `n` once per store).
-pub(crate) fn active_subscription_n(kv: &MemoryKv, n: u64) -> String {
+pub(crate) fn active_subscription_n(kv: &MemoryKv, n: u64) -> SubscriptionId {
     let sub = Subscription {
-        id: format!("sub_{n:024}"),
+        id: format!("sub_{n:024}").into(),
         client_id: "acme".into(),
         url: "https://hooks.example.com/x".into(),
         event_types: vec!["load.created".into()],
@@ -174,13 +175,19 @@ pub(crate) fn active_subscription_n(kv: &MemoryKv, n: u64) -> String {
     sub.id
 }
 
-pub(super) fn pending_delivery(kv: &MemoryKv, sub: &str, event: &str, due: u64) -> String {
-    let id = delivery_id(event, sub);
+pub(super) fn pending_delivery(
+    kv: &MemoryKv,
+    sub: &SubscriptionId,
+    event: &str,
+    due: u64,
+) -> DeliveryId {
+    let event = EventId::from(event);
+    let id = delivery_id(&event, sub);
     let d = Delivery {
         id: id.clone(),
-        event_id: event.into(),
+        event_id: event.clone(),
         event_type: "load.created".into(),
-        subscription_id: sub.into(),
+        subscription_id: sub.clone(),
         created_at: due,
         status: Status::Pending,
         attempts: Vec::new(),
@@ -191,7 +198,7 @@ pub(super) fn pending_delivery(kv: &MemoryKv, sub: &str, event: &str, due: u64) 
         finished_at: None,
     };
     kv.set(&keys::delivery(&id), &d.encode()).expect("set");
-    kv.set(&keys::event_body(event), br#"{"id":"L"}"#)
+    kv.set(&keys::event_body(&event), br#"{"id":"L"}"#)
         .expect("set");
     id
 }
@@ -213,8 +220,13 @@ pub(super) fn stored_delivery(kv: &MemoryKv, key: &str) -> Delivery {
     Delivery::decode(&bytes).expect("a whole record")
 }
 
-pub(super) fn queued(kv: &MemoryKv, sub: &str, events: &[&str], now: u64) -> Vec<String> {
-    let ids: Vec<String> = events
+pub(super) fn queued(
+    kv: &MemoryKv,
+    sub: &SubscriptionId,
+    events: &[&str],
+    now: u64,
+) -> Vec<DeliveryId> {
+    let ids: Vec<DeliveryId> = events
         .iter()
         .map(|e| pending_delivery(kv, sub, e, now))
         .collect();
@@ -223,19 +235,19 @@ pub(super) fn queued(kv: &MemoryKv, sub: &str, events: &[&str], now: u64) -> Vec
 }
 
 /// The delivery ids of a batch of requests, in order.
-pub(super) fn delivery_ids(requests: &[Outgoing]) -> Vec<String> {
+pub(super) fn delivery_ids(requests: &[Outgoing]) -> Vec<DeliveryId> {
     requests
         .iter()
         .filter_map(|r| {
             r.headers
                 .iter()
                 .find(|(n, _)| n == "x-service-delivery-id")
-                .map(|(_, v)| v.clone())
+                .map(|(_, v)| DeliveryId::from(v.as_str()))
         })
         .collect()
 }
 
-pub(super) fn stored_subscription(kv: &MemoryKv, id: &str) -> Subscription {
+pub(super) fn stored_subscription(kv: &MemoryKv, id: &SubscriptionId) -> Subscription {
     let bytes = kv
         .get(&keys::subscription(id))
         .expect("get")

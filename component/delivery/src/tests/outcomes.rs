@@ -214,7 +214,12 @@ fn the_failure_streak_disables_at_the_configured_count_and_a_success_resets_it()
     record_streak(&env, &sub, false).expect("disabled: left alone");
     record_streak(&env, &sub, true).expect("disabled: left alone");
     assert_eq!(streak(), (3, SubStatus::Disabled));
-    record_streak(&env, "sub_000000000000000000000009", false).expect("no such record");
+    record_streak(
+        &env,
+        &SubscriptionId::from("sub_000000000000000000000009"),
+        false,
+    )
+    .expect("no such record");
 }
 
 /// DESIGN "Delivery": disabling cancels the subscription's pending attempts; a delivery
@@ -228,7 +233,7 @@ fn disabling_cancels_pending_deliveries_but_not_leased_or_finished_ones() {
     let now = 1_767_225_600_000;
     let env = Env::new(now, &kv, &settings, &entropy);
     let sub = active_subscription(&kv);
-    let ids: Vec<String> = [
+    let ids: Vec<DeliveryId> = [
         "evt_due",
         "evt_later",
         "evt_leased",
@@ -239,9 +244,10 @@ fn disabling_cancels_pending_deliveries_but_not_leased_or_finished_ones() {
     .map(|e| pending_delivery(&kv, &sub, e, now + 60_000))
     .collect();
     let edit = |id: &str, f: &dyn Fn(&mut Delivery)| {
-        let mut d = stored_delivery(&kv, &keys::delivery(id));
+        let mut d = stored_delivery(&kv, &keys::delivery(&DeliveryId::from(id)));
         f(&mut d);
-        kv.set(&keys::delivery(id), &d.encode()).expect("set");
+        kv.set(&keys::delivery(&DeliveryId::from(id)), &d.encode())
+            .expect("set");
     };
     edit(&ids[2], &|d| {
         d.lease_until = Some(now + 1);
@@ -264,7 +270,7 @@ fn disabling_cancels_pending_deliveries_but_not_leased_or_finished_ones() {
         disabled.map(|s| (s.status, s.disabled_reason)),
         Some((SubStatus::Disabled, Some("operator".to_owned())))
     );
-    let status = |id: &str| stored_delivery(&kv, &keys::delivery(id));
+    let status = |id: &str| stored_delivery(&kv, &keys::delivery(&DeliveryId::from(id)));
     for id in [&ids[0], &ids[1], &ids[3]] {
         let d = status(id);
         assert_eq!(d.status, Status::Cancelled, "{id}");
@@ -434,10 +440,10 @@ fn retry_jitter_spreads_due_times_within_the_bound() {
 
 #[test]
 fn delivery_ids_are_stable_per_event_and_subscription() {
-    let a = delivery_id("evt_1", "sub_1");
-    assert_eq!(a, delivery_id("evt_1", "sub_1"));
-    assert_ne!(a, delivery_id("evt_1", "sub_2"));
-    assert_ne!(a, delivery_id("evt_2", "sub_1"));
+    let a = delivery_id(&"evt_1".into(), &"sub_1".into());
+    assert_eq!(a, delivery_id(&"evt_1".into(), &"sub_1".into()));
+    assert_ne!(a, delivery_id(&"evt_1".into(), &"sub_2".into()));
+    assert_ne!(a, delivery_id(&"evt_2".into(), &"sub_1".into()));
     assert!(IdKind::Delivery.matches(&a));
     // The derivation itself is fixed (records written by earlier versions are found
     // again by it): the first 96 bits of SHA-256("<event>/<subscription>"), computed

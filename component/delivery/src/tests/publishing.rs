@@ -88,7 +88,7 @@ fn a_keyless_fan_out_writes_its_body_records_and_event_in_one_batch_after_their_
     let settings = Settings::default();
     let entropy = SeededEntropy::new(8);
     let env = Env::new(1_767_225_600_000, &ops, &settings, &entropy);
-    let subs: Vec<String> = (1..=3).map(|n| active_subscription_n(&kv, n)).collect();
+    let subs: Vec<SubscriptionId> = (1..=3).map(|n| active_subscription_n(&kv, n)).collect();
     let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
     let records: Vec<String> = subs
         .iter()
@@ -295,7 +295,7 @@ fn a_keyless_events_batches_its_run_starts_for_certain_are_written_leased_to_it_
         .lease_owner
         .clone()
         .expect("a key-less event is leased");
-    let ids: Vec<String> = prepared
+    let ids: Vec<DeliveryId> = prepared
         .items
         .iter()
         .map(|(w, _)| w.delivery.id.clone())
@@ -478,8 +478,15 @@ fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
     let cost = |queued: usize| {
         // `queued` other deliveries are due in the same second (another instance's).
         let second = now / 1000;
-        let others: Vec<String> = (0..queued)
-            .map(|i| pending_delivery(&kv, "sub_other", &format!("evt_o{queued}_{i}"), now))
+        let others: Vec<DeliveryId> = (0..queued)
+            .map(|i| {
+                pending_delivery(
+                    &kv,
+                    &SubscriptionId::from("sub_other"),
+                    &format!("evt_o{queued}_{i}"),
+                    now,
+                )
+            })
             .collect();
         enqueue(&kv, &[(second, others)], None).expect("enqueue");
         let receipt = publish(&env, "load.created", br#"{"id":"L"}"#, None).expect("publish");
@@ -491,7 +498,10 @@ fn run_now_sends_only_its_own_event_and_its_cost_ignores_the_queue() {
         assert_eq!(sent.0.get(), 1, "only its own delivery");
         let d = load(
             &env,
-            &delivery_id(&receipt.event_id, "sub_000000000000000000000001"),
+            &delivery_id(
+                &receipt.event_id,
+                &SubscriptionId::from("sub_000000000000000000000001"),
+            ),
         )
         .expect("load")
         .expect("record");
@@ -623,13 +633,13 @@ fn skipped_deliveries_stop_after_the_retention_period_and_at_a_delete() {
     assert_eq!(skipped_at(t0 + retention_ms - 1), vec![sub.clone()]);
     assert_eq!(
         skipped_at(t0 + retention_ms),
-        Vec::<String>::new(),
+        Vec::<SubscriptionId>::new(),
         "past retention"
     );
     // Deleted (within retention): nothing is recorded, and its fan-out entry is gone.
     let env = Env::new(t0 + 1, &kv, &settings, &entropy);
     disable(&env, &sub, edgehook_subscriptions::DELETED).expect("delete");
-    assert_eq!(skipped_at(t0 + 2), Vec::<String>::new(), "deleted");
+    assert_eq!(skipped_at(t0 + 2), Vec::<SubscriptionId>::new(), "deleted");
     let fanout = edgehook_subscriptions::fanout_ids(&env, "load.created").expect("fanout");
     assert!(fanout.is_empty(), "{fanout:?}");
 }

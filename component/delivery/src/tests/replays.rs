@@ -13,7 +13,11 @@ const T0: u64 = 1_767_225_600_000;
 /// A subscription disabled at `T0` with `n` events published while disabled (each a skipped
 /// delivery, one a millisecond), then enabled again. Returns the subscription and the
 /// delivery ids in publish order.
-fn skipped_deliveries(kv: &MemoryKv, settings: &Settings, n: u64) -> (String, Vec<String>) {
+fn skipped_deliveries(
+    kv: &MemoryKv,
+    settings: &Settings,
+    n: u64,
+) -> (SubscriptionId, Vec<DeliveryId>) {
     let entropy = SeededEntropy::new(21);
     let sub = active_subscription(kv);
     disable(&Env::new(T0, kv, settings, &entropy), &sub, "operator").expect("disable");
@@ -29,10 +33,10 @@ fn skipped_deliveries(kv: &MemoryKv, settings: &Settings, n: u64) -> (String, Ve
     (sub, ids)
 }
 
-fn job_of(sub: &str, since: u64, until: u64) -> NewReplay {
+fn job_of(sub: &SubscriptionId, since: u64, until: u64) -> NewReplay {
     NewReplay {
         client_id: Some("acme".into()),
-        subscriptions: vec![sub.to_owned()],
+        subscriptions: vec![sub.clone()],
         since,
         until,
         statuses: vec![Status::Skipped, Status::Failed],
@@ -136,7 +140,7 @@ fn replay_keys(kv: &MemoryKv) -> Vec<String> {
 
 /// How many selection records of job `id` the store holds.
 fn selection_records(kv: &MemoryKv, id: &str) -> usize {
-    let prefix = format!("{}:s", keys::replay(id));
+    let prefix = format!("{}:s", keys::replay(&ReplayJobId::from(id)));
     replay_keys(kv)
         .iter()
         .filter(|k| k.starts_with(&prefix))
@@ -184,12 +188,13 @@ fn a_replay_job_selects_by_time_range_status_and_type_and_can_be_cancelled() {
         1,
         "selected, not replayed yet"
     );
-    let cancelled = replays::cancel(&at(now + 1_500), &job.id, Some("acme"))
+    let cancelled = replays::cancel(&at(now + 1_500), &job.id, Some(&ClientId::from("acme")))
         .expect("cancel")
         .expect("job");
     assert_eq!(cancelled.state, JobState::Cancelled);
     assert_eq!(
-        replays::cancel(&at(now + 1_500), &job.id, Some("globex")).expect("cancel"),
+        replays::cancel(&at(now + 1_500), &job.id, Some(&ClientId::from("globex")))
+            .expect("cancel"),
         None
     );
     let before = sent.0.get();

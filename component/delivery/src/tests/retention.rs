@@ -11,7 +11,7 @@ const T0: u64 = 1_767_225_600_000;
 
 /// A subscription that got `events` events over two days (so its history spans pages and
 /// both days' logs), then was deleted. Returns the subscription id.
-fn deleted_with_history(kv: &MemoryKv, settings: &Settings, events: u64) -> String {
+fn deleted_with_history(kv: &MemoryKv, settings: &Settings, events: u64) -> SubscriptionId {
     let entropy = SeededEntropy::new(12);
     let sub = active_subscription(kv);
     for n in 0..events {
@@ -33,7 +33,7 @@ fn deleted_with_history(kv: &MemoryKv, settings: &Settings, events: u64) -> Stri
 fn leftovers(kv: &MemoryKv, sub: &str) -> Vec<String> {
     kv.dump()
         .into_keys()
-        .filter(|k| *k != keys::subscription(sub))
+        .filter(|k| *k != keys::subscription(&SubscriptionId::from(sub)))
         .filter(|k| {
             k.contains(sub)
                 || [

@@ -36,7 +36,7 @@ fn the_watermark_never_passes_a_queue_number_still_being_written() {
             .unwrap_or_default();
         entries.push(Entry {
             seq: 1,
-            item: a.clone().into_bytes(),
+            item: a.clone().into_string().into_bytes(),
         });
         Ok::<_, KvError>(Update::Write(
             edgehook_storage::applog::encode_page(&entries),
@@ -88,7 +88,7 @@ struct Slow<'a> {
     kv: &'a MemoryKv,
     latency_ms: u64,
     /// (delivery id, X-Service-Timestamp, lease_until during the attempt)
-    seen: RefCell<Vec<(String, u64, Option<u64>)>>,
+    seen: RefCell<Vec<(DeliveryId, u64, Option<u64>)>>,
 }
 
 impl Sender for Slow<'_> {
@@ -103,7 +103,7 @@ impl Sender for Slow<'_> {
                         .map(|(_, v)| v.clone())
                         .unwrap_or_default()
                 };
-                let id = header("x-service-delivery-id");
+                let id = DeliveryId::from(header("x-service-delivery-id"));
                 let lease = self
                     .kv
                     .get(&keys::delivery(&id))
@@ -168,8 +168,8 @@ fn a_long_tick_signs_leases_and_schedules_each_batch_when_it_is_sent() {
 
 /// Answers 500 to the deliveries in `failing`, 200 to the rest; records each batch's ids.
 struct ByDelivery {
-    failing: Vec<String>,
-    batches: RefCell<Vec<Vec<String>>>,
+    failing: Vec<DeliveryId>,
+    batches: RefCell<Vec<Vec<DeliveryId>>>,
 }
 
 impl Sender for ByDelivery {
@@ -224,7 +224,10 @@ fn deliveries_to_one_subscription_run_together_and_a_success_in_the_batch_outwei
         kv.set(&keys::delivery(&ids[1]), &last.encode())
             .expect("set");
         let sender = ByDelivery {
-            failing: failing.iter().map(|e| delivery_id(e, &sub)).collect(),
+            failing: failing
+                .iter()
+                .map(|e| delivery_id(&EventId::from(*e), &sub))
+                .collect(),
             batches: RefCell::default(),
         };
         assert_eq!(tick(&env, &sender).attempted, 2);
@@ -233,7 +236,12 @@ fn deliveries_to_one_subscription_run_together_and_a_success_in_the_batch_outwei
             vec![ids.clone()],
             "both in one batch, in flight together"
         );
-        let status = |id: &str| load(&env, id).expect("load").expect("record").status;
+        let status = |id: &str| {
+            load(&env, &DeliveryId::from(id))
+                .expect("load")
+                .expect("record")
+                .status
+        };
         assert_eq!(status(&ids[1]), Status::Failed, "its last attempt");
         let record = kv
             .get(&keys::subscription(&sub))
@@ -707,7 +715,7 @@ fn a_tick_between_a_skipped_deliverys_replay_entry_and_its_record_does_not_lose_
 
 /// Answers 200 to everything and notes the delivery ids of each batch.
 #[derive(Default)]
-struct Batches(RefCell<Vec<Vec<String>>>);
+struct Batches(RefCell<Vec<Vec<DeliveryId>>>);
 
 impl Sender for Batches {
     fn send_all(&self, requests: &[Outgoing], _: u64) -> Vec<SendResult> {

@@ -5,52 +5,60 @@ use crate::cap::parse_live;
 use crate::*;
 use edgehook_model::config::Settings;
 use edgehook_model::env::SeededEntropy;
+use edgehook_model::ids::{ClientId, SubscriptionId};
 use edgehook_storage::keys;
 use edgehook_storage::kv::MemoryKv;
 
-fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> String {
+fn create_one(env: &Env<'_, MemoryKv>, n: usize) -> SubscriptionId {
     let new = NewSubscription {
         url: format!("https://h{n}.example.com/x"),
         event_types: vec!["load.created".into(), "load.updated".into()],
         options: Default::default(),
     };
-    let (sub, pending) = create_pending(env, new, "acme").expect("create");
+    let (sub, pending) = create_pending(env, new, &ClientId::from("acme")).expect("create");
     activate(env, &sub.id, Some((&sub, &pending))).expect("activate");
     sub.id
 }
 
-fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<String> {
-    let (found, more) = list_page(env, "acme", 100, 0).expect("list");
+fn list_ids(env: &Env<'_, MemoryKv>) -> Vec<SubscriptionId> {
+    let (found, more) = list_page(env, &ClientId::from("acme"), 100, 0).expect("list");
     assert!(!more);
     found
         .iter()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_slice(l.view()).expect("JSON");
-            v["id"].as_str().expect("id").to_owned()
+            SubscriptionId::from(v["id"].as_str().expect("id"))
         })
         .collect()
 }
 
 fn record(env: &Env<'_, MemoryKv>, id: &str) -> Subscription {
-    load(env, id).expect("load").expect("record")
+    load(env, &SubscriptionId::from(id))
+        .expect("load")
+        .expect("record")
 }
 
 fn live(kv: &MemoryKv) -> Option<u64> {
-    parse_live(kv.get(&keys::client_live("acme")).expect("get").as_deref())
+    parse_live(
+        kv.get(&keys::client_live(&ClientId::from("acme")))
+            .expect("get")
+            .as_deref(),
+    )
 }
 
 /// What everyone reads agrees with the record: listed and in each fan-out list exactly
 /// once when active, nowhere when disabled.
 fn assert_consistent(env: &Env<'_, MemoryKv>, id: &str, context: &str) {
     let active = record(env, id).status == Status::Active;
-    let count = |ids: Vec<String>| ids.iter().filter(|i| *i == id).count();
+    let count = |ids: Vec<SubscriptionId>| ids.iter().filter(|i| *i == id).count();
     assert_eq!(
         count(list_ids(env)),
         usize::from(active),
         "{context}: listed"
     );
     for client in [Some("acme"), None] {
-        let (found, _) = disabled_page(env, client, 100, 0).expect("disabled");
+        let client = client.map(ClientId::from);
+        let (found, _) = disabled_page(env, client.as_ref(), 100, 0).expect("disabled");
         let n = found.iter().filter(|(_, s)| s.id == id).count();
         assert_eq!(
             n,
@@ -90,7 +98,9 @@ fn an_enabled_subscription_is_listed_and_fanned_out_again_with_its_streak_reset(
     assert_eq!(list_ids(&env), vec![b.clone()]);
     assert_eq!(live(&kv), Some(1));
     let later = Env::new(5_000, &kv, &settings, &entropy);
-    let Some(Enabled::Now(now)) = enable(&later, &a, Some("acme")).expect("enable") else {
+    let Some(Enabled::Now(now)) =
+        enable(&later, &a, Some(&ClientId::from("acme"))).expect("enable")
+    else {
         panic!("enabled now");
     };
     assert_eq!(now, record(&env, &a), "the answer is the record");
@@ -113,7 +123,7 @@ fn an_enabled_subscription_is_listed_and_fanned_out_again_with_its_streak_reset(
     assert_consistent(&env, &a, "enabled");
     let ops = kv.ops();
     assert_eq!(
-        enable(&later, &a, Some("acme")).expect("again"),
+        enable(&later, &a, Some(&ClientId::from("acme"))).expect("again"),
         Some(Enabled::Already(now.clone()))
     );
     assert_eq!(kv.ops() - ops, 1, "an active one: one read, no write");
@@ -140,22 +150,28 @@ fn enable_refuses_others_deleted_and_pending_subscriptions_and_keeps_the_cap() {
     disable(&env, &a, None, "gone")
         .expect("disable")
         .expect("active");
-    assert_eq!(enable(&env, &a, Some("globex")).expect("other"), None);
-    assert_eq!(enable(&env, "sub_nope", None).expect("not an id"), None);
+    assert_eq!(
+        enable(&env, &a, Some(&ClientId::from("globex"))).expect("other"),
+        None
+    );
+    assert_eq!(
+        enable(&env, &SubscriptionId::from("sub_nope"), None).expect("not an id"),
+        None
+    );
     let b = create_one(&env, 1);
-    let full = enable(&env, &a, Some("acme")).expect_err("the cap");
+    let full = enable(&env, &a, Some(&ClientId::from("acme"))).expect_err("the cap");
     assert_eq!(
         (full.status, full.code),
         (422, "subscription_limit_reached")
     );
     assert_eq!(record(&env, &a).status, Status::Disabled);
     assert_consistent(&env, &a, "refused at the cap");
-    disable(&env, &b, Some("acme"), DELETED)
+    disable(&env, &b, Some(&ClientId::from("acme")), DELETED)
         .expect("delete")
         .expect("active");
     let deleted = record(&env, &b);
     assert_eq!(
-        enable(&env, &b, Some("acme")).expect("deleted"),
+        enable(&env, &b, Some(&ClientId::from("acme"))).expect("deleted"),
         Some(Enabled::Deleted(deleted))
     );
     assert_eq!(record(&env, &b).status, Status::Disabled);
@@ -166,7 +182,7 @@ fn enable_refuses_others_deleted_and_pending_subscriptions_and_keeps_the_cap() {
             event_types: vec!["load.created".into()],
             options: Default::default(),
         },
-        "globex",
+        &ClientId::from("globex"),
     )
     .expect("pending");
     assert_eq!(enable(&env, &pending.id, None).expect("pending"), None);
@@ -188,7 +204,7 @@ fn an_enable_cut_short_anywhere_leaves_nothing_half_made() {
             .expect("active");
         let before = live(&kv);
         kv.fail_at(Some(n as u64));
-        let done = enable(&env, &a, Some("acme"));
+        let done = enable(&env, &a, Some(&ClientId::from("acme")));
         kv.fail_at(None);
         assert_consistent(&env, &a, &format!("failing at op {n}"));
         if done.is_err() {
@@ -196,7 +212,7 @@ fn an_enable_cut_short_anywhere_leaves_nothing_half_made() {
             assert_eq!(record(&env, &a).status, Status::Disabled, "op {n}");
             assert!(live(&kv) >= before, "op {n}: the count errs high only");
             assert!(matches!(
-                enable(&env, &a, Some("acme")).expect("retried"),
+                enable(&env, &a, Some(&ClientId::from("acme"))).expect("retried"),
                 Some(Enabled::Now(_))
             ));
             assert_consistent(&env, &a, &format!("retried after op {n}"));
@@ -290,7 +306,7 @@ fn concurrent_enables_make_one_and_a_commit_reported_failed_still_counts() {
             }));
         }
         let env_r = Env::new(3_000, &racing, &settings, &entropy);
-        let got = enable(&env_r, &a, Some("acme"))
+        let got = enable(&env_r, &a, Some(&ClientId::from("acme")))
             .expect("enable")
             .expect("found");
         let stored = record(&env, &a);

@@ -5,6 +5,7 @@
 //! the store.
 
 use super::harness::{ADMIN, spin_and_redis};
+use edgehook_component::model::ids::ClientId;
 use edgehook_component::storage::keys;
 use edgehook_runtime::redisstore::{RedisOptions, RedisStore};
 use edgehook_runtime::store::RemoteKv;
@@ -78,8 +79,8 @@ fn spin_keeps_the_rate_limits_counts_in_a_counters_store_when_the_operator_gives
     let counted: Vec<Vec<u8>> = [minute, minute + 1]
         .iter()
         .filter_map(|m| {
-            rt.block_on(store.get(&keys::rate("acme", *m)))
-                .expect("get")
+            let acme = ClientId::trusted("acme");
+            rt.block_on(store.get(&keys::rate(&acme, *m))).expect("get")
         })
         .collect();
     assert_eq!(counted, [b"3".to_vec()], "{}", app.log_tail(20));
