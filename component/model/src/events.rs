@@ -28,7 +28,7 @@ pub enum PublishError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishReceipt {
     /// The stored event's id (`evt_...`).
-    pub event_id: crate::ids::EventId,
+    pub event_id: edgehook_storage::ids::EventId,
     /// Deliveries created, one per matching active subscription.
     pub deliveries: u32,
     /// When the earliest created attempt is due (ms since the epoch), if any.
