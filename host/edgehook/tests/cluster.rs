@@ -473,3 +473,45 @@ fn long() {
         );
     }
 }
+
+/// `serve --kv rediss://... --extra-ca`: the store over TLS, trusting the CA the operator
+/// gave (a `redis-server` with a TLS port only, its certificate from a CA made here).
+#[test]
+fn serve_keeps_its_state_in_redis_over_tls_with_the_extra_ca() {
+    if !redis_or_skip() {
+        return;
+    }
+    let redis = edgehook_testkit::rediscluster::TlsRedis::start();
+    let rt = rt();
+    let dir = temp_dir("cluster-tls-serve");
+    let ca = redis.dir.join("ca.pem");
+    let mut command = Command::new(binary());
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ])
+        .args(["--kv", &redis.url(), "--admin-token", "tls-token"])
+        .arg("--extra-ca")
+        .arg(&ca)
+        .current_dir(&dir);
+    let mut proc = Proc::spawn(command);
+    let base = format!("http://{}", proc.address());
+    assert!(ready(&rt, &base), "ready on a Redis over TLS");
+    let operator = Remote::new(&base, "tls-token").expect("client");
+    let (status, issued) = call(
+        &rt,
+        &operator,
+        "POST",
+        "/internal/v1/clients/acme/keys",
+        None,
+    );
+    assert_eq!(status, 201, "a key issued, so written over TLS: {issued}");
+    let listening = proc.wait_for("the listening line", |l| l.contains("\"msg\":\"listening"));
+    assert!(listening.contains("rediss://127.0.0.1"), "{listening}");
+    drop(proc);
+    let _ = std::fs::remove_dir_all(&dir);
+}
