@@ -49,7 +49,7 @@ bindings::export!(Component with_types_in bindings);
 struct WasiKv(store::Bucket);
 
 fn kv_err(e: store::Error) -> KvError {
-    KvError(match e {
+    KvError::Unavailable(match e {
         store::Error::NoSuchStore => "no such store".into(),
         store::Error::AccessDenied => "access denied".into(),
         store::Error::Other(s) => s,

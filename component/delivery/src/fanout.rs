@@ -86,7 +86,7 @@ fn publish_inner<K: Kv>(
 
 /// A store failure, as a publish reports it.
 fn store(e: KvError) -> PublishError {
-    PublishError::StoreUnavailable(e.0)
+    PublishError::StoreUnavailable(e.to_string())
 }
 
 /// The event id of a publish: derived from its idempotency key, or fresh and random.
@@ -197,7 +197,7 @@ fn settle<K: Kv>(
         return Ok(event);
     }
     let Some(existing) = found.existing.as_deref() else {
-        return Err(store(KvError("no event record".into())));
+        return Err(store(KvError::Missing("event record")));
     };
     let existing = EventRecord::decode(existing).map_err(store)?;
     if existing.event_type != event_type || existing.body_sha256 != body_sha256 {
@@ -226,7 +226,7 @@ fn fan_out_found<K: Kv>(
     let fifo: Vec<SubscriptionId> = match origin {
         Origin::Resumed => fifo_ids(
             subscriptions::load_many(env, &event.subscriptions)
-                .map_err(|e| KvError(e.message))?
+                .map_err(|e| KvError::Refused(e.message))?
                 .iter()
                 .flatten(),
         ),
@@ -364,7 +364,7 @@ fn create_if_absent<K: Kv>(kv: &K, key: &Key, value: &[u8]) -> Result<Option<Vec
             return Ok(None);
         }
     }
-    Err(KvError(format!("{key} kept changing")))
+    Err(KvError::Contended(key.to_string()))
 }
 
 /// A delivery record as fan-out wrote it: the record and its exact bytes, so a claim that

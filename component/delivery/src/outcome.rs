@@ -83,7 +83,8 @@ pub(crate) fn record_outcomes<K: Kv>(
     // If the queue cannot be written, the retries are not recorded (their attempts run again
     // when the lease expires) but every other outcome is.
     let queued = queue_retries(env, &judged);
-    let mut failure: Option<KvError> = (!queued).then(|| KvError("could not queue retries".into()));
+    let mut failure: Option<KvError> =
+        (!queued).then(|| KvError::Unavailable("could not queue retries".into()));
     write_outcomes(env, tick_id, &mut judged, queued);
     let mut lost: Vec<(DeliveryId, Wait)> = Vec::new();
     let mut streaks = Streaks::default();

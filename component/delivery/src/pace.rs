@@ -132,7 +132,8 @@ pub(crate) fn mark_slow<K: Kv>(env: &Env<'_, K>, sub_id: &SubscriptionId) -> Res
         let Some(bytes) = cur else {
             return Ok::<_, KvError>(Update::Keep(()));
         };
-        let mut sub = Subscription::decode(bytes).map_err(|e| KvError(e.message))?;
+        let mut sub = Subscription::decode(bytes)
+            .map_err(|e| KvError::Corrupt(format!("subscription record: {}", e.message)))?;
         if sub
             .options
             .slow_until

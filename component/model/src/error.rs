@@ -266,7 +266,7 @@ impl ApiError {
 /// its log text, or its message.
 impl From<ApiError> for KvError {
     fn from(e: ApiError) -> Self {
-        KvError(e.log.unwrap_or(e.message))
+        KvError::Refused(e.log.unwrap_or(e.message))
     }
 }
 
@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn store_errors_keep_the_cause_out_of_the_response() {
-        let err = ApiError::from(KvError("disk on fire at /var/secret".into()));
+        let err = ApiError::from(KvError::Unavailable("disk on fire at /var/secret".into()));
         assert_eq!(err.status, 503);
         assert!(err.log.as_deref().unwrap_or("").contains("disk on fire"));
         let resp = err.into_response("req_1");

@@ -144,7 +144,7 @@ impl Delivery {
 
     /// Reads a stored record ([`Delivery::encode`]). A damaged record is an error.
     pub fn decode(bytes: &[u8]) -> Result<Delivery, KvError> {
-        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt delivery record".into()))
+        Self::decode_binary(bytes).ok_or_else(|| KvError::Corrupt("delivery record".into()))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<Delivery> {
@@ -407,7 +407,7 @@ impl EventRecord {
 
     /// Reads a stored record ([`EventRecord::encode`]). Damage is an error.
     pub fn decode(bytes: &[u8]) -> Result<EventRecord, KvError> {
-        Self::decode_binary(bytes).ok_or_else(|| KvError("corrupt event record".into()))
+        Self::decode_binary(bytes).ok_or_else(|| KvError::Corrupt("event record".into()))
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {

@@ -77,8 +77,8 @@ pub struct Entry<T> {
 fn store_err<E>(e: UpdateError<E>) -> KvError {
     match e {
         UpdateError::Kv(e) => e,
-        UpdateError::Rejected(_) => KvError("corrupt append-log page".into()),
-        UpdateError::Contended => KvError("append-log page contended".into()),
+        UpdateError::Rejected(_) => KvError::Corrupt("append-log page".into()),
+        UpdateError::Contended => KvError::Contended("append-log page".into()),
     }
 }
 
@@ -104,7 +104,7 @@ pub fn encode_page(entries: &[Entry<Vec<u8>>]) -> Vec<u8> {
 /// concurrent appenders can make differ from their numbers' order); a sealed page has none.
 /// `Err` if it is damaged.
 pub fn decode_page(page: &[u8]) -> Result<Vec<Entry<Vec<u8>>>, KvError> {
-    let damaged = || KvError("damaged append-log page".into());
+    let damaged = || KvError::Corrupt("append-log page (damaged)".into());
     if page == [SEALED_PAGE] {
         return Ok(Vec::new());
     }
@@ -197,7 +197,7 @@ impl AppendLog {
     /// [`read_counter`] (never `get`: a counter's bytes are the host's own).
     pub fn len<K: Kv>(&self, kv: &K) -> Result<u64, KvError> {
         let n = read_counter(kv, &self.counter_key())?;
-        u64::try_from(n).map_err(|_| KvError(format!("{} is negative", self.counter_key())))
+        u64::try_from(n).map_err(|_| KvError::Corrupt(format!("{} (negative)", self.counter_key())))
     }
 
     /// Appends items; returns their numbers. Each page is extended in place (the entries
@@ -221,7 +221,9 @@ impl AppendLog {
         }
         match todo.is_empty() {
             true => Ok(seqs),
-            false => Err(KvError("append-log pages sealed under every append".into())),
+            false => Err(KvError::Contended(
+                "append-log pages (sealed under every append)".into(),
+            )),
         }
     }
 
@@ -234,9 +236,11 @@ impl AppendLog {
         todo: &[usize],
         seqs: &mut [u64],
     ) -> Result<Vec<usize>, KvError> {
-        let count = i64::try_from(todo.len()).map_err(|_| KvError("too many items".into()))?;
+        let count =
+            i64::try_from(todo.len()).map_err(|_| KvError::Refused("too many items".into()))?;
         let end = kv.increment(&self.counter_key(), count)?;
-        let end = u64::try_from(end).map_err(|_| KvError("negative counter".into()))?;
+        let end = u64::try_from(end)
+            .map_err(|_| KvError::Corrupt("append-log counter (negative)".into()))?;
         let first = end + 1 - todo.len() as u64;
         for (n, at) in todo.iter().enumerate() {
             seqs[*at] = first + n as u64;
@@ -298,8 +302,9 @@ impl AppendLog {
             .map(|e| {
                 Ok(Entry {
                     seq: e.seq,
-                    item: String::from_utf8(e.item)
-                        .map_err(|_| KvError(format!("a non-text item under {}", self.prefix)))?,
+                    item: String::from_utf8(e.item).map_err(|_| {
+                        KvError::Corrupt(format!("item under {} (not text)", self.prefix))
+                    })?,
                 })
             })
             .collect()
@@ -421,7 +426,7 @@ impl AppendLog {
         let mut entries = Vec::new();
         for value in values {
             let part = decode_page(value)
-                .map_err(|e| KvError(format!("{} under {}", e.0, self.prefix)))?;
+                .map_err(|_| KvError::Corrupt(format!("append-log page under {}", self.prefix)))?;
             entries.extend(part);
         }
         crate::sort::sort_by(&mut entries, |a, b| a.seq < b.seq);
@@ -549,7 +554,7 @@ impl AppendLog {
             Some(b) => std::str::from_utf8(&b)
                 .ok()
                 .and_then(|s| s.parse().ok())
-                .ok_or_else(|| KvError(format!("damaged {}", keys::log_dropped(&self.prefix))))?,
+                .ok_or_else(|| KvError::Corrupt(keys::log_dropped(&self.prefix).to_string()))?,
         })
     }
 

@@ -147,7 +147,7 @@ const ENTRY: usize = 16;
 const HEAD: usize = 5;
 
 fn corrupt() -> KvError {
-    KvError("corrupt directory record".into())
+    KvError::Corrupt("directory record".into())
 }
 
 /// The record of `dir`.

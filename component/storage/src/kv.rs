@@ -9,14 +9,39 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A failure of the key-value store (the host's `wasi:keyvalue` error, or a fault injected in
-/// simulation). The text is for logs only; it never reaches an API response.
+/// A failure of the key-value store, or of what it holds. Its text ([`Display`](fmt::Display))
+/// is for logs only; it never reaches an API response. The shell makes the host's
+/// `wasi:keyvalue` errors [`KvError::Unavailable`]; no other part sees the WIT's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KvError(pub String);
+pub enum KvError {
+    /// The host's store failed or refused the call (its `wasi:keyvalue` error, in its words).
+    Unavailable(String),
+    /// A value in the store cannot be read as the record it should be: which one, and why.
+    Corrupt(String),
+    /// A record that must be there is not (it is written before anything refers to it).
+    Missing(&'static str),
+    /// Other writers kept winning the compare-and-swap on a key; nothing was written.
+    Contended(String),
+    /// A fault a test store injected, at this operation's number.
+    Injected(u64),
+    /// An increment of a key whose value is not a counter.
+    NotACounter(String),
+    /// A change the core refused met where only a store error can be returned (inside a
+    /// store update): its log text.
+    Refused(String),
+}
 
 impl fmt::Display for KvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "key-value store error: {}", self.0)
+        f.write_str("key-value store error: ")?;
+        match self {
+            KvError::Unavailable(why) | KvError::Refused(why) => f.write_str(why),
+            KvError::Corrupt(what) => write!(f, "corrupt {what}"),
+            KvError::Missing(what) => write!(f, "no {what}"),
+            KvError::Contended(key) => write!(f, "{key} kept changing"),
+            KvError::Injected(n) => write!(f, "injected fault at operation {n}"),
+            KvError::NotACounter(key) => write!(f, "{key} does not hold a counter"),
+        }
     }
 }
 
@@ -98,7 +123,7 @@ impl From<UpdateError<KvError>> for KvError {
     fn from(e: UpdateError<KvError>) -> Self {
         match e {
             UpdateError::Kv(e) | UpdateError::Rejected(e) => e,
-            UpdateError::Contended => KvError("compare-and-swap contended".into()),
+            UpdateError::Contended => KvError::Contended("a compare-and-swap's key".into()),
         }
     }
 }
@@ -261,10 +286,7 @@ impl MemoryKv {
         let mut inner = self.inner.borrow_mut();
         inner.ops += 1;
         if inner.fail_at == Some(inner.ops) {
-            return Err(KvError(format!(
-                "injected fault at operation {}",
-                inner.ops
-            )));
+            return Err(KvError::Injected(inner.ops));
         }
         Ok(inner)
     }
@@ -310,7 +332,7 @@ impl Kv for MemoryKv {
             None => 0,
             Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
                 .map(i64::from_le_bytes)
-                .map_err(|_| KvError(format!("{key} does not hold a counter")))?,
+                .map_err(|_| KvError::NotACounter(key.to_owned()))?,
         };
         let next = current + delta;
         inner

@@ -137,7 +137,7 @@ mod tests {
             purge_before(kv, 1, 2, |items| {
                 handed.push(items.to_vec());
                 if fail {
-                    return Err(KvError("down".into()));
+                    return Err(KvError::Unavailable("down".into()));
                 }
                 Ok(())
             })

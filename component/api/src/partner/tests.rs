@@ -206,7 +206,9 @@ impl Kv for SwapAppliedThenFailed<'_> {
         let trip = cas.0.starts_with(keys::SUBSCRIPTION_PREFIX) && !self.tripped.replace(true);
         let swapped = self.inner.cas_swap(cas, value)?;
         if trip {
-            return Err(edgehook_storage::kv::KvError("connection reset".into()));
+            return Err(edgehook_storage::kv::KvError::Unavailable(
+                "connection reset".into(),
+            ));
         }
         Ok(swapped)
     }

@@ -82,7 +82,7 @@ impl Kv for HookKv<'_> {
             .borrow_mut()
             .push((self.cas.borrow().len(), names.clone()));
         if self.fail_batches.get() {
-            return Err(KvError("batch write refused".into()));
+            return Err(KvError::Unavailable("batch write refused".into()));
         }
         self.sets.borrow_mut().extend(names);
         self.inner.set_many(entries)

@@ -61,7 +61,7 @@ impl Directory {
         let Some(value) = value else {
             return Ok(Directory::default());
         };
-        let damaged = || KvError("damaged append-log directory".into());
+        let damaged = || KvError::Corrupt("append-log directory".into());
         let mut r = Reader::new(value, DIRECTORY).ok_or_else(damaged)?;
         let open = r.u64().ok_or_else(damaged)?;
         let mut pages = Vec::new();

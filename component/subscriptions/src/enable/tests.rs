@@ -269,7 +269,7 @@ impl Kv for Racing<'_> {
         }
         let swapped = self.inner.cas_swap(cas, value)?;
         if trip && self.fail_after {
-            return Err(KvError("connection reset".into()));
+            return Err(KvError::Unavailable("connection reset".into()));
         }
         Ok(swapped)
     }
