@@ -395,3 +395,72 @@ fn a_citation_is_found_and_an_identifier_an_entity_or_a_colour_is_not() {
         assert_eq!(citation(&clean), None, "found in {clean:?}");
     }
 }
+
+/// No product function of the component is past 80 lines (ARCHITECTURE.md, "Architecture
+/// invariants"): a longer one is split into named steps. A function counts from its `fn`
+/// line to its closing brace, comments included; test code does not count.
+#[test]
+fn no_component_function_is_past_80_lines() {
+    const MAX_LINES: usize = 80;
+    let files = sources("component");
+    let (mut long, mut functions) = (Vec::new(), 0);
+    for (name, lines) in &files {
+        for (start, end) in function_spans(lines) {
+            functions += 1;
+            let n = end - start + 1;
+            if n > MAX_LINES {
+                long.push(format!(
+                    "{name}:{}: {n} lines: {}",
+                    start + 1,
+                    lines[start].trim()
+                ));
+            }
+        }
+    }
+    assert!(functions > 500, "only {functions} functions found");
+    assert!(
+        long.is_empty(),
+        "functions past {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// The (first, last) line of each function with a body in `lines` (comments stripped): from
+/// its `fn` line to the `}` at the same indent. One-line functions and bodiless
+/// declarations are left out.
+fn function_spans(lines: &[String]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = line.len() - code.len();
+        let mut rest = code;
+        for prefix in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+        ] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        if !rest.starts_with("fn ") {
+            continue;
+        }
+        let opens = lines[i..]
+            .iter()
+            .map(|l| l.trim_end())
+            .position(|l| l.ends_with('{') || l.ends_with(';') || l.ends_with('}'));
+        let Some(open) = opens.map(|o| i + o) else {
+            continue;
+        };
+        if !lines[open].trim_end().ends_with('{') {
+            continue; // a declaration, or a body on one line
+        }
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(end) = (open + 1..lines.len()).find(|&j| lines[j].trim_end() == close) {
+            spans.push((i, end));
+        }
+    }
+    spans
+}
