@@ -18,16 +18,26 @@ pub const NONCE_LEN: usize = 24;
 /// Bytes of the authentication tag, at the end of every sealed value.
 pub const TAG_LEN: usize = 16;
 
-/// A sealing key and its id. Its `Debug` shows the id only.
-#[derive(Clone, PartialEq, Eq)]
+/// A sealing key and its id. Its `Debug` shows the id only. The id (a SHA-256) is worked
+/// out on first use, not when the settings are read: on a host that makes an instance per
+/// request, every request reads them.
+#[derive(Clone)]
 pub struct SealKey {
-    id: [u8; 4],
+    id: std::cell::OnceCell<[u8; 4]>,
     key: [u8; 32],
 }
 
+impl PartialEq for SealKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for SealKey {}
+
 impl std::fmt::Debug for SealKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let [a, b, c, d] = self.id;
+        let [a, b, c, d] = self.id();
         write!(f, "SealKey({a:02x}{b:02x}{c:02x}{d:02x})")
     }
 }
@@ -35,13 +45,10 @@ impl std::fmt::Debug for SealKey {
 impl SealKey {
     /// The key of 32 bytes `key`.
     pub fn new(key: [u8; 32]) -> Self {
-        let digest = Sha256::new()
-            .chain_update(b"edgehook seal key id\0")
-            .chain_update(key)
-            .finalize();
-        let mut id = [0u8; 4];
-        id.copy_from_slice(&digest[..4]);
-        SealKey { id, key }
+        SealKey {
+            id: std::cell::OnceCell::new(),
+            key,
+        }
     }
 
     /// A key written as 64 hex digits (what `openssl rand -hex 32` prints); `None` for
@@ -61,7 +68,15 @@ impl SealKey {
 
     /// Its id, stored beside every value sealed under it.
     pub fn id(&self) -> [u8; 4] {
-        self.id
+        *self.id.get_or_init(|| {
+            let digest = Sha256::new()
+                .chain_update(b"edgehook seal key id\0")
+                .chain_update(self.key)
+                .finalize();
+            let mut id = [0u8; 4];
+            id.copy_from_slice(&digest[..4]);
+            id
+        })
     }
 
     /// `plain` sealed under this key with `nonce`, bound to `context` (the store key of the
@@ -121,7 +136,7 @@ impl SealKeys {
         [&self.current, &self.previous]
             .into_iter()
             .flatten()
-            .find(|k| k.id == id)
+            .find(|k| k.id() == id)
     }
 }
 

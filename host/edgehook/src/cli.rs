@@ -52,6 +52,35 @@ pub fn seal_key_or_create(data_dir: &Path) -> Result<(String, bool)> {
     secret_file_or_create(data_dir, SEAL_KEY_FILE, hex::encode)
 }
 
+/// The `seal_key` `serve` starts with when none is given (`--set seal_key`,
+/// `EDGEHOOK_SEAL_KEY`): for the embedded store, the data directory's `seal-key`, made on
+/// first start with one warning. A shared store (`shared`: `--kv`) needs the same key on
+/// every instance, which no instance can make alone: none (secrets stored unsealed), with a
+/// warning.
+pub fn seal_key_for_serve(data_dir: &Path, shared: bool) -> Result<Option<String>> {
+    if shared {
+        edgehook_runtime::log::log_line(
+            "warn",
+            "no seal_key: signing secrets are stored unsealed in the shared store; give every \
+             instance the same key (--set seal_key=... or EDGEHOOK_SEAL_KEY, 64 hex digits \
+             from openssl rand -hex 32)",
+            &[],
+        );
+        return Ok(None);
+    }
+    let (key, created) = seal_key_or_create(data_dir)?;
+    if created {
+        let file = std::path::absolute(data_dir.join(SEAL_KEY_FILE))?;
+        edgehook_runtime::log::log_line(
+            "warn",
+            "seal key created: signing secrets are sealed under it; keep a copy apart from the \
+             store and its backups (losing it means every partner must rotate)",
+            &[("file", file.display().to_string())],
+        );
+    }
+    Ok(Some(key))
+}
+
 /// The text of `<data_dir>/<file>`, or if it is missing or empty a new one made by `make`
 /// from 32 random bytes and written there (mode 0600); whether it was made now.
 fn secret_file_or_create(

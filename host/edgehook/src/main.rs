@@ -669,34 +669,11 @@ fn serve(args: ServeArgs) -> Result<()> {
         },
     };
     config.insert("admin_token".into(), token);
-    // The key signing secrets are sealed under: --set seal_key / EDGEHOOK_SEAL_KEY, else, for
-    // the embedded store, the data directory's seal-key file, made on first start (with one
-    // warning). A shared store (--kv) needs the same key on every instance, which no instance
-    // can make alone: without one given, secrets are stored unsealed, with a warning.
-    if !config.get("seal_key").is_some_and(given) {
-        match args.kv.kv.is_some() {
-            false => {
-                let (key, created) = cli::seal_key_or_create(&args.data_dir)?;
-                if created {
-                    let file = absolute(&args.data_dir.join(cli::SEAL_KEY_FILE));
-                    edgehook_runtime::log::log_line(
-                        "warn",
-                        "seal key created: signing secrets are sealed under it; keep a copy \
-                         apart from the store and its backups (losing it means every partner \
-                         must rotate)",
-                        &[("file", file.display().to_string())],
-                    );
-                }
-                config.insert("seal_key".into(), key);
-            }
-            true => edgehook_runtime::log::log_line(
-                "warn",
-                "no seal_key: signing secrets are stored unsealed in the shared store; give \
-                 every instance the same key (--set seal_key=... or EDGEHOOK_SEAL_KEY, 64 hex \
-                 digits from openssl rand -hex 32)",
-                &[],
-            ),
-        }
+    // The key signing secrets are sealed under: given, or made (cli::seal_key_for_serve).
+    if !config.get("seal_key").is_some_and(given)
+        && let Some(key) = cli::seal_key_for_serve(&args.data_dir, args.kv.kv.is_some())?
+    {
+        config.insert("seal_key".into(), key);
     }
     // Checked now, as the component will read them: a bad value stops the start (naming the
     // key, never the value) instead of failing every request.

@@ -32,9 +32,10 @@ pub fn served(kv: KvStore) -> Result<HostEnv> {
 }
 
 /// The bench's settings: the admin token `bench`, limits out of the way, loopback receivers
-/// over plain HTTP allowed.
+/// over plain HTTP allowed; with `EDGEHOOK_BENCH_SEAL_KEY` set, that `seal_key` (secrets
+/// sealed at rest, so each attempt opens one).
 fn settings() -> BTreeMap<String, String> {
-    [
+    let mut settings: BTreeMap<String, String> = [
         ("admin_token", "bench"),
         ("subscription_limit", "100000"),
         ("allow_private_targets", "true"),
@@ -45,7 +46,11 @@ fn settings() -> BTreeMap<String, String> {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
+    .collect();
+    if let Ok(key) = std::env::var("EDGEHOOK_BENCH_SEAL_KEY") {
+        settings.insert("seal_key".to_owned(), key);
+    }
+    settings
 }
 
 /// A JSON request with a bearer token, as the benchmarks send them.
