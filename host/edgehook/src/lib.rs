@@ -1,6 +1,6 @@
 //! # edgehook
 //!
-//! The parts of the `edgehook` binary: [`serve`] (the component behind a real HTTP server,
+//! The parts of the `edgehook` binary: [`start`] (`edgehook serve`'s flags and settings) and [`serve`] (the component behind a real HTTP server,
 //! HTTP/1.1, or with [`tls`] HTTPS with HTTP/2 too, with a timer that ticks when work is due
 //! and a graceful shutdown; [`metrics`], its Prometheus endpoint; [`portal`], which paths go to
 //! the web portal's component), [`listen`] (a local receiver that verifies signatures), [`cli`]
@@ -23,4 +23,5 @@ pub mod receiver;
 pub mod replay;
 pub mod serve;
 pub mod signals;
+pub mod start;
 pub mod tls;
