@@ -34,13 +34,9 @@ pub fn admin_token_or_create(data_dir: &Path) -> Result<String> {
         format!("eha_{}", hex::encode(bytes))
     })?;
     if created {
-        edgehook_runtime::log::log_line(
-            "info",
-            "admin token created",
-            &[(
-                "file",
-                data_dir.join(ADMIN_TOKEN_FILE).display().to_string(),
-            )],
+        tracing::info!(
+            file = %data_dir.join(ADMIN_TOKEN_FILE).display(),
+            "admin token created"
         );
     }
     Ok(token)
@@ -59,23 +55,20 @@ pub fn seal_key_or_create(data_dir: &Path) -> Result<(String, bool)> {
 /// warning.
 pub fn seal_key_for_serve(data_dir: &Path, shared: bool) -> Result<Option<String>> {
     if shared {
-        edgehook_runtime::log::log_line(
-            "warn",
+        tracing::warn!(
             "no seal_key: signing secrets are stored unsealed in the shared store; give every \
              instance the same key (--set seal_key=... or EDGEHOOK_SEAL_KEY, 64 hex digits \
-             from openssl rand -hex 32)",
-            &[],
+             from openssl rand -hex 32)"
         );
         return Ok(None);
     }
     let (key, created) = seal_key_or_create(data_dir)?;
     if created {
         let file = std::path::absolute(data_dir.join(SEAL_KEY_FILE))?;
-        edgehook_runtime::log::log_line(
-            "warn",
+        tracing::warn!(
+            file = %file.display(),
             "seal key created: signing secrets are sealed under it; keep a copy apart from the \
-             store and its backups (losing it means every partner must rotate)",
-            &[("file", file.display().to_string())],
+             store and its backups (losing it means every partner must rotate)"
         );
     }
     Ok(Some(key))

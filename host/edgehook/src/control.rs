@@ -34,10 +34,9 @@ impl Control {
                 path: data_dir.join(SOCKET),
             }),
             Err(e) => {
-                edgehook_runtime::log::log_line(
-                    "warn",
-                    "no control socket: `edgehook backup` needs serve stopped",
-                    &[("error", format!("{e:#}"))],
+                tracing::warn!(
+                    error = %format!("{e:#}"),
+                    "no control socket: `edgehook backup` needs serve stopped"
                 );
                 None
             }

@@ -4,7 +4,7 @@
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
-use edgehook_runtime::log::{log_line, now_ms};
+use edgehook_runtime::log::now_ms;
 use hmac::{Hmac, Mac};
 use http_body_util::Full;
 use sha2::Sha256;
@@ -57,6 +57,7 @@ const SEEN_LIMIT: usize = 100_000;
 
 /// Runs the receiver on `addr` until the process is stopped.
 pub async fn run(addr: SocketAddr, secret: String, tolerance_s: u64) -> Result<()> {
+    init_log()?;
     run_on(crate::serve::bind(addr).await?, secret, tolerance_s).await
 }
 
@@ -64,6 +65,7 @@ pub async fn run(addr: SocketAddr, secret: String, tolerance_s: u64) -> Result<(
 /// [`detach`] starts it; the inetd convention) until the process is stopped.
 #[cfg(unix)]
 pub async fn run_on_stdin(secret: String, tolerance_s: u64) -> Result<()> {
+    init_log()?;
     use std::os::fd::AsFd as _;
     let fd = std::io::stdin()
         .as_fd()
@@ -113,17 +115,25 @@ pub fn detach(_addr: SocketAddr, _secret: &str, _tolerance_s: u64) -> Result<(So
     anyhow::bail!("--detach needs Unix; start `edgehook listen` in a terminal of its own")
 }
 
+/// The receiver's log, as `serve`'s: `EDGEHOOK_LOG_FORMAT` (text on a terminal, json
+/// otherwise) and `EDGEHOOK_LOG` (info).
+fn init_log() -> Result<()> {
+    use edgehook_runtime::log::{self, Format};
+    let format = match std::env::var(log::FORMAT_ENV) {
+        Ok(name) => Format::parse(&name).map_err(anyhow::Error::msg)?,
+        Err(_) => Format::for_stdout(),
+    };
+    let filter = std::env::var(log::FILTER_ENV).unwrap_or_else(|_| log::DEFAULT_FILTER.into());
+    log::init(format, &filter).map_err(anyhow::Error::msg)
+}
+
 /// Runs the receiver on `listener` until the process is stopped.
 pub async fn run_on(
     listener: tokio::net::TcpListener,
     secret: String,
     tolerance_s: u64,
 ) -> Result<()> {
-    log_line(
-        "info",
-        "listening for deliveries",
-        &[("addr", listener.local_addr()?.to_string())],
-    );
+    tracing::info!(addr = %listener.local_addr()?, "listening for deliveries");
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let secret = Arc::new(secret);
     crate::receiver::serve_on(listener, move |parts: http::request::Parts, body: Bytes| {

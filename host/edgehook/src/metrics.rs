@@ -9,7 +9,6 @@
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
-use edgehook_runtime::log::log_line;
 use edgehook_runtime::metrics::{CONTENT_TYPE, Metrics};
 use edgehook_runtime::net::{NetOptions, NetOutbound};
 use edgehook_runtime::store::KvStore;
@@ -71,10 +70,10 @@ pub async fn bind(listen: &str) -> Result<Option<tokio::net::TcpListener>> {
     match crate::serve::bind(addr).await {
         Ok(listener) => Ok(Some(listener)),
         Err(e) if listen == DEFAULT_LISTEN => {
-            log_line(
-                "warn",
-                "metrics endpoint not started: its default address is taken (set --metrics-listen)",
-                &[("addr", listen.to_owned()), ("error", format!("{e:#}"))],
+            tracing::warn!(
+                addr = %listen,
+                error = %format!("{e:#}"),
+                "metrics endpoint not started: its default address is taken (set --metrics-listen)"
             );
             Ok(None)
         }

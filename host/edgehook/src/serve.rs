@@ -4,7 +4,7 @@
 use anyhow::{Context as _, Result};
 use bytes::{Bytes, BytesMut};
 use edgehook_component::model::error::ApiError;
-use edgehook_runtime::log::{log_line, now_ms};
+use edgehook_runtime::log::{REQUESTS, now_ms};
 use edgehook_runtime::{Baseline, HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime, Warm};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -168,7 +168,7 @@ impl Server {
                         Err(e) => {
                             // Out of file descriptors, say: pause rather than spin, and let
                             // connections close meanwhile.
-                            log_line("warn", "accept failed", &[("error", e.to_string())]);
+                            tracing::warn!(error = %e, "accept failed");
                             tokio::select! {
                                 _ = tokio::time::sleep(ACCEPT_BACKOFF) => {}
                                 _ = shutdown.changed() => break,
@@ -223,7 +223,7 @@ impl Server {
         let _ = tokio::time::timeout_at(deadline, self.inflight.closed()).await;
         if tokio::time::timeout_at(deadline, &mut timer).await.is_err() {
             timer.abort();
-            log_line("info", "shutdown cut a tick short", &[]);
+            tracing::info!("shutdown cut a tick short");
         }
         Ok(())
     }
@@ -250,16 +250,11 @@ impl Server {
             Ok(resp) => resp,
             Err(e) => {
                 let response = host_error(ApiError::internal(""));
-                log_line(
-                    "error",
-                    "request failed in the host",
-                    &[
-                        ("error", format!("{e:#}")),
-                        (
-                            "requestId",
-                            response.header("x-request-id").unwrap_or("").to_owned(),
-                        ),
-                    ],
+                tracing::error!(
+                    target: REQUESTS,
+                    error = %format!("{e:#}"),
+                    requestId = response.header("x-request-id").unwrap_or(""),
+                    "request failed in the host"
                 );
                 response
             }
@@ -268,20 +263,15 @@ impl Server {
         if let Some(m) = &self.env.metrics {
             m.observe_request(&method, &path, response.status, elapsed);
         }
-        log_line(
-            "info",
-            "request",
-            &[
-                ("method", method),
-                ("path", path),
-                ("status", response.status.to_string()),
-                (
-                    "requestId",
-                    response.header("x-request-id").unwrap_or("").to_owned(),
-                ),
-                ("ms", format!("{:.3}", elapsed * 1000.0)),
-                ("peer", peer.to_string()),
-            ],
+        tracing::info!(
+            target: REQUESTS,
+            method = %method,
+            path = %path,
+            status = response.status,
+            requestId = response.header("x-request-id").unwrap_or(""),
+            ms = %format!("{:.3}", elapsed * 1000.0),
+            peer = %peer,
+            "request"
         );
         if response.status == 202 {
             // An event was accepted or a delivery replayed: work is due now.
@@ -444,20 +434,17 @@ impl Server {
             match ticked {
                 Ok(report) => {
                     if report.attempted > 0 {
-                        log_line(
-                            "info",
-                            "tick",
-                            &[
-                                ("attempted", report.attempted.to_string()),
-                                ("succeeded", report.succeeded.to_string()),
-                                ("failed", report.failed.to_string()),
-                            ],
+                        tracing::info!(
+                            attempted = report.attempted,
+                            succeeded = report.succeeded,
+                            failed = report.failed,
+                            "tick"
                         );
                     }
                     next_due = report.next_due_ms;
                 }
                 Err(e) => {
-                    log_line("error", "tick failed", &[("error", format!("{e:#}"))]);
+                    tracing::error!(error = %format!("{e:#}"), "tick failed");
                     next_due = Some(now_ms() + 1000);
                 }
             }
@@ -574,10 +561,9 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
 /// Logs an invocation that trapped (or whose task failed) after its response was sent.
 fn report_rest(outcome: Result<()>) {
     if let Err(e) = outcome {
-        log_line(
-            "error",
-            "component failed after responding",
-            &[("error", format!("{e:#}"))],
+        tracing::error!(
+            error = %format!("{e:#}"),
+            "component failed after responding"
         );
     }
 }

@@ -2,7 +2,6 @@
 //! a graceful shutdown), `SIGHUP` reads its TLS certificate again ([`reload_on_sighup`]).
 
 use crate::tls::Tls;
-use edgehook_runtime::log::log_line;
 use std::sync::Arc;
 
 /// Reads the TLS certificate and key again on every `SIGHUP`: new connections use them,
@@ -16,11 +15,10 @@ pub fn reload_on_sighup(tls: Arc<Tls>) {
         };
         while hangups.recv().await.is_some() {
             match tls.reload() {
-                Ok(()) => log_line("info", "tls certificate reloaded", &[]),
-                Err(e) => log_line(
-                    "error",
-                    "tls certificate reload failed; the one in use stays",
-                    &[("error", format!("{e:#}"))],
+                Ok(()) => tracing::info!("tls certificate reloaded"),
+                Err(e) => tracing::error!(
+                    error = %format!("{e:#}"),
+                    "tls certificate reload failed; the one in use stays"
                 ),
             }
         }

@@ -7,7 +7,7 @@ use crate::serve::{Server, bind};
 use anyhow::{Context as _, Result, bail};
 use edgehook_runtime::Runtime;
 use edgehook_runtime::embedded::{self, Durability};
-use edgehook_runtime::log::log_line;
+use edgehook_runtime::log::{self, Format};
 use edgehook_runtime::net::{self, NetOptions};
 use edgehook_runtime::proxy::EgressProxy;
 use edgehook_runtime::store::KvStore;
@@ -89,10 +89,14 @@ pub struct ServeArgs {
     /// Address of the Prometheus endpoint (`GET /metrics`), apart from the API's; `off`: none.
     #[arg(long, default_value = crate::metrics::DEFAULT_LISTEN, env = "EDGEHOOK_METRICS_LISTEN")]
     pub metrics_listen: String,
+    /// The log: its format and level filter.
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// Runs the service until SIGINT or SIGTERM.
 pub fn serve(args: ServeArgs) -> Result<()> {
+    args.log.init()?;
     // A usage error (exit 2) naming the flag, without the value: it may hold a password.
     let egress_proxy = match args.egress_proxy.as_deref().map(EgressProxy::parse) {
         None => None,
@@ -213,40 +217,33 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         let listener = bind(args.listen).await?;
         let addr = listener.local_addr()?;
         // Where things are: the first lines a newcomer reads.
-        log_line(
-            "info",
-            "listening",
-            &[
-                ("url", format!("{scheme}://{addr}")),
-                ("addr", addr.to_string()),
-                ("dataDir", absolute(&args.data_dir).display().to_string()),
-                ("store", store_name),
-                ("adminToken", token_from),
-                ("outbound", net::describe(net.policy()).to_owned()),
-                (
-                    "egressProxy",
-                    net.egress_proxy
-                        .as_ref()
-                        .map_or("none".into(), |p| p.to_string()),
-                ),
-                ("metrics", crate::metrics::url(metrics_listener.as_ref())),
-            ],
+        tracing::info!(
+            url = %format!("{scheme}://{addr}"),
+            addr = %addr,
+            dataDir = %absolute(&args.data_dir).display(),
+            store = %store_name,
+            adminToken = %token_from,
+            outbound = %net::describe(net.policy()),
+            egressProxy = %net
+                .egress_proxy
+                .as_ref()
+                .map_or("none".into(), |p| p.to_string()),
+            metrics = %crate::metrics::url(metrics_listener.as_ref()),
+            "listening"
         );
         if net.allow_http || net.allow_private {
-            log_line(
-                "warn",
-                net::RELAXED,
-                &[
-                    ("allowHttp", net.allow_http.to_string()),
-                    ("allowPrivateTargets", net.allow_private.to_string()),
-                ],
+            tracing::warn!(
+                allowHttp = net.allow_http,
+                allowPrivateTargets = net.allow_private,
+                "{}",
+                net::RELAXED
             );
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         endpoint.spawn(metrics_listener, stop_rx.clone());
         tokio::spawn(async move {
             crate::signals::shutdown().await;
-            log_line("info", "shutting down", &[]);
+            tracing::info!("shutting down");
             let _ = stop_tx.send(true);
         });
         // `edgehook backup` asks this process for a copy of the store it has open.
@@ -260,7 +257,30 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         if let Some(store) = file_store {
             store.flush().map_err(anyhow::Error::new)?;
         }
-        log_line("info", "stopped", &[]);
+        tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// `serve`'s log flags (`edgehook_runtime::log`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct LogArgs {
+    /// How log lines are written: text (short human lines) or json (a JSON object a line).
+    /// Default: text on a terminal, json otherwise.
+    #[arg(long, value_name = "FORMAT", env = log::FORMAT_ENV, value_parser = Format::parse)]
+    pub log_format: Option<Format>,
+    /// Which events are logged, RUST_LOG style: a level (error, warn, info, debug, trace)
+    /// and per-target levels, e.g. info,edgehook::request=warn,wasmtime=warn. Targets of
+    /// note: edgehook::request (a line per request), edgehook::delivery (a line per
+    /// attempt), edgehook::component (the component's own lines, on stderr).
+    #[arg(long, value_name = "FILTER", env = log::FILTER_ENV, default_value = log::DEFAULT_FILTER)]
+    pub log_level: String,
+}
+
+impl LogArgs {
+    /// Sets the process's log as these flags say.
+    pub fn init(&self) -> Result<()> {
+        let format = self.log_format.unwrap_or_else(Format::for_stdout);
+        log::init(format, &self.log_level).map_err(|e| anyhow::anyhow!("--log-level: {e}"))
+    }
 }

@@ -384,7 +384,7 @@ fn sync_thread(store: Weak<Shared>, gate: Arc<Mutex<()>>, period: Duration) -> s
                 let _gate = lock(&gate);
                 let Some(store) = store.upgrade() else { return };
                 if let Err(e) = store.db.persist(PersistMode::SyncData) {
-                    crate::log::log_line("error", "store sync failed", &[("error", e.to_string())]);
+                    tracing::error!(error = %e, "store sync failed");
                 }
             }
         })

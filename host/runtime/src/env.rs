@@ -34,19 +34,18 @@ pub struct HostEnv {
 }
 
 /// The component's stderr (its log lines), kept in memory so tests can read them, and also
-/// copied to the process's stderr.
+/// passed on as the process's log does (to its stderr).
 #[derive(Clone, Default)]
 pub struct GuestLog(Arc<Mutex<Vec<u8>>>);
 
 impl GuestLog {
-    /// Keeps `buf` and copies it to the process's stderr.
+    /// Keeps `buf` and passes it on as the process's log does ([`crate::log::guest_lines`]).
     pub(crate) fn append(&self, buf: &[u8]) {
-        use std::io::Write as _;
         self.0
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend_from_slice(buf);
-        let _ = std::io::stderr().write_all(buf);
+        crate::log::guest_lines(buf);
     }
 
     /// Everything the component has logged so far.
@@ -100,10 +99,7 @@ impl EventTap {
     fn pass(&self, bytes: &[u8]) {
         match &self.log {
             Some(log) => log.append(bytes),
-            None => {
-                use std::io::Write as _;
-                let _ = std::io::stderr().write_all(bytes);
-            }
+            None => crate::log::guest_lines(bytes),
         }
     }
 }

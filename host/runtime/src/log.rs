@@ -1,15 +1,25 @@
-//! The process's log sink: whole lines, written to stdout by one writer thread; and
-//! [`log_line`], the one structured (JSON) line every part of the host writes through.
+//! The process's log: `tracing` events (the host's own, and those wasmtime and h2 emit),
+//! filtered by level in the RUST_LOG style ([`init`]), written as JSON lines or as short
+//! human lines to stdout by one writer thread ([`Sink`]); and the component's log lines,
+//! passed on to stderr as the component wrote them ([`guest_lines`]).
 //!
-//! Every request `edgehook serve` answers and every delivery attempt it makes logs one line.
-//! Each line used to be written by the task that made it, with its own `write(2)` under the
-//! stdout lock: a system call per line and the runtime's workers contending for the lock
-//! (8.7 % of `serve`'s CPU under load; BENCHMARKS.md). Now a line is appended to a shared
-//! buffer and one thread writes whatever has gathered, with one call. The first line of a
-//! batch wakes the thread, which then gathers lines for [`LINGER`] (10 ms) before it writes:
-//! at most one wake-up and one write per 10 ms under any load, and a line is on stdout
-//! within about 10 ms of being logged. (Waking the writer for every line instead cost a
-//! context switch per line: more CPU than the writes it saved, measured.)
+//! A JSON line is `ts` (ms since the epoch), `level`, `msg`, then the event's fields in the
+//! order given, each value a string, then `logger` (the event's target: where it came from),
+//! e.g. `{"ts":1764650000000,"level":"info","msg":"request","method":"GET",...,"logger":"edgehook::request"}`.
+//! The host's events use a few fixed targets, so that a filter can name them:
+//! [`REQUESTS`] (a line per request answered), [`ATTEMPTS`] (a line per delivery attempt),
+//! [`COMPONENT`] (the component's own lines); everything else is under `edgehook`.
+//!
+//! Every request `edgehook serve` answers and every delivery attempt it makes logs one line,
+//! so the line is written off the request path. Each line used to be written by the task
+//! that made it, with its own `write(2)` under the stdout lock: a system call per line and
+//! the runtime's workers contending for the lock (8.7 % of `serve`'s CPU under load;
+//! BENCHMARKS.md). Now a line is appended to a shared buffer and one thread writes whatever
+//! has gathered, with one call. The first line of a batch wakes the thread, which then
+//! gathers lines for [`LINGER`] (10 ms) before it writes: at most one wake-up and one write
+//! per 10 ms under any load, and a line is on stdout within about 10 ms of being logged.
+//! (Waking the writer for every line instead cost a context switch per line: more CPU than
+//! the writes it saved, measured.)
 //!
 //! - Lines never mix: only the writer thread writes them, a batch at a time, and a batch
 //!   holds whole lines.
@@ -19,7 +29,9 @@
 //! - [`flush`] waits until every line queued before it has been written; `edgehook` calls it
 //!   before it exits. Lines queued in the last 10 ms before the process is killed
 //!   (SIGKILL) can be lost, as with any logger that writes off the request path.
-
+//!
+//! Without [`init`] (a library user, a test, the bench) no subscriber is set: the host's
+//! events go nowhere and the component's lines go straight to stderr, as they always did.
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -191,42 +203,238 @@ pub fn flush() {
     }
 }
 
-/// Writes one structured (JSON) log line to stdout (through this sink).
-pub fn log_line(level: &str, msg: &str, fields: &[(&str, String)]) {
-    let line = LogLine {
-        ts: now_ms(),
-        level,
-        msg,
-        fields,
-    };
-    // Encoded whole, then queued whole: lines from concurrent requests never mix.
-    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-    bytes.push(b'\n');
-    write_line(&bytes);
+/// The target of the line logged for every request `serve` answers.
+pub const REQUESTS: &str = "edgehook::request";
+
+/// The target of the line logged for every delivery attempt (and every refused one).
+pub const ATTEMPTS: &str = "edgehook::delivery";
+
+/// The target of the component's own log lines (what it writes to `wasi:cli/stderr`).
+pub const COMPONENT: &str = "edgehook::component";
+
+/// The environment variable with the level filter, RUST_LOG style (`--log-level`).
+pub const FILTER_ENV: &str = "EDGEHOOK_LOG";
+
+/// The environment variable with the format, `text` or `json` (`--log-format`).
+pub const FORMAT_ENV: &str = "EDGEHOOK_LOG_FORMAT";
+
+/// The level filter when none is given: `info` for everything.
+pub const DEFAULT_FILTER: &str = "info";
+
+/// The filter of a tool that runs servers in process (the bench): their warnings and
+/// errors, not a line per request, per attempt or of the component.
+pub const QUIET_FILTER: &str =
+    "warn,edgehook::request=off,edgehook::delivery=off,edgehook::component=off";
+
+/// How lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Short human lines (time, level, target, message, fields), coloured on a terminal.
+    Text,
+    /// One JSON object a line (the module's doc says which fields).
+    Json,
 }
 
-/// One log line: `ts`, `level` and `msg` first, then the fields in the order given.
+impl Format {
+    /// `text` or `json`.
+    pub fn parse(name: &str) -> Result<Format, String> {
+        match name {
+            "text" => Ok(Format::Text),
+            "json" => Ok(Format::Json),
+            other => Err(format!("{other:?}: expected text or json")),
+        }
+    }
+
+    /// Text when stdout is a terminal, JSON otherwise (a pipe, a file, a log collector).
+    pub fn for_stdout() -> Format {
+        use std::io::IsTerminal as _;
+        if std::io::stdout().is_terminal() {
+            Format::Text
+        } else {
+            Format::Json
+        }
+    }
+}
+
+/// Sets the process's `tracing` subscriber: events that pass `filter` (RUST_LOG style, e.g.
+/// `info` or `edgehook=debug,wasmtime=warn`) written to stdout in `format` by the writer
+/// thread; the component's lines ([`COMPONENT`]) that pass it go to stderr as written.
+/// Fails on a filter that does not parse, or if a subscriber is already set.
+pub fn init(format: Format, filter: &str) -> Result<(), String> {
+    use std::io::IsTerminal as _;
+    let ansi = format == Format::Text && std::io::stdout().is_terminal();
+    let subscriber = subscriber(format, filter, ansi, || StdoutLines)?;
+    tracing::subscriber::set_global_default(subscriber).map_err(|e| e.to_string())
+}
+
+/// [`init`]'s subscriber, its lines written to `writer`'s writers.
+fn subscriber<W>(
+    format: Format,
+    filter: &str,
+    ansi: bool,
+    writer: W,
+) -> Result<impl tracing::Subscriber + Send + Sync + 'static, String>
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| format!("log filter {filter:?}: {e}"))?;
+    let host = tracing_subscriber::filter::filter_fn(|m| m.target() != COMPONENT);
+    let lines = tracing_subscriber::fmt::layer().with_writer(writer);
+    let lines = match format {
+        Format::Json => lines.event_format(JsonLine).boxed(),
+        Format::Text => lines.compact().with_ansi(ansi).boxed(),
+    };
+    Ok(tracing_subscriber::registry()
+        .with(filter)
+        .with(lines.with_filter(host))
+        .with(GuestLines))
+}
+
+/// Passes on the component's stderr bytes (whole lines): each line an event of target
+/// [`COMPONENT`] (level `warn` for a `store.error` or `secret.unreadable` line, `info` for
+/// the rest) once [`init`] has set a subscriber, else straight to the process's stderr.
+pub fn guest_lines(bytes: &[u8]) {
+    if !tracing::dispatcher::has_been_set() {
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(bytes);
+        return;
+    }
+    for line in String::from_utf8_lossy(bytes).lines() {
+        if line.starts_with("{\"type\":\"store.error\"")
+            || line.starts_with("{\"type\":\"secret.unreadable\"")
+        {
+            tracing::warn!(target: COMPONENT, line);
+        } else {
+            tracing::info!(target: COMPONENT, line);
+        }
+    }
+}
+
+/// Writes the component's lines ([`COMPONENT`] events' `line`) to stderr, as written.
+struct GuestLines;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for GuestLines {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() != COMPONENT {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if let Some((_, line)) = fields.0.iter().find(|(k, _)| *k == "line") {
+            use std::io::Write as _;
+            let mut bytes = Vec::with_capacity(line.len() + 1);
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+            let _ = std::io::stderr().write_all(&bytes);
+        }
+    }
+}
+
+/// The formatter's writer: each formatted line queued whole on stdout's [`Sink`].
+struct StdoutLines;
+
+impl std::io::Write for StdoutLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        write_line(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An event's fields, each as a string, in the order given; `message` apart.
+#[derive(Default)]
+struct Fields(Vec<(&'static str, String)>, Option<String>);
+
+impl tracing::field::Visit for Fields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.put(field.name(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        // `%x` fields arrive here as their Display text.
+        self.put(field.name(), format!("{value:?}"));
+    }
+}
+
+impl Fields {
+    fn put(&mut self, name: &'static str, value: String) {
+        if name == "message" {
+            self.1 = Some(value);
+        } else {
+            self.0.push((name, value));
+        }
+    }
+}
+
+/// The JSON line format (the module's doc).
+struct JsonLine;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for JsonLine
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let meta = event.metadata();
+        let line = LogLine {
+            ts: now_ms(),
+            level: level_name(meta.level()),
+            msg: fields.1.as_deref().unwrap_or(""),
+            fields: &fields.0,
+            target: meta.target(),
+        };
+        let text = serde_json::to_string(&line).map_err(|_| std::fmt::Error)?;
+        writeln!(writer, "{text}")
+    }
+}
+
+fn level_name(level: &tracing::Level) -> &'static str {
+    match *level {
+        tracing::Level::ERROR => "error",
+        tracing::Level::WARN => "warn",
+        tracing::Level::INFO => "info",
+        tracing::Level::DEBUG => "debug",
+        tracing::Level::TRACE => "trace",
+    }
+}
+
+/// One JSON line: `ts`, `level` and `msg` first, then the fields in the order given, then
+/// `logger` (the event's target).
 struct LogLine<'a> {
     ts: u64,
     level: &'a str,
     msg: &'a str,
-    fields: &'a [(&'a str, String)],
+    fields: &'a [(&'static str, String)],
+    target: &'a str,
 }
 
 impl serde::Serialize for LogLine<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
-        let mut map = s.serialize_map(Some(3 + self.fields.len()))?;
+        let mut map = s.serialize_map(Some(4 + self.fields.len()))?;
         map.serialize_entry("ts", &self.ts)?;
         map.serialize_entry("level", self.level)?;
         map.serialize_entry("msg", self.msg)?;
         for (k, v) in self.fields {
             map.serialize_entry(k, v)?;
         }
+        map.serialize_entry("logger", self.target)?;
         map.end()
     }
 }
-
 /// Wall time, ms since the epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -341,6 +549,87 @@ mod tests {
         sink.flush();
         assert_eq!(out.text(), "first\n");
         opener.join().expect("opener");
+    }
+
+    #[test]
+    fn json_lines_carry_ts_level_msg_the_fields_as_strings_and_the_target() {
+        let out = Capture::default();
+        let sink = Arc::new(Sink::new(out.clone(), MAX_PENDING));
+        let writer = {
+            let sink = sink.clone();
+            move || SinkWriter(sink.clone())
+        };
+        let subscriber = subscriber(Format::Json, "info,edgehook::request=off", false, writer)
+            .expect("subscriber");
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(addr = %"127.0.0.1:8080", dataDir = "d", n = 3u64, "listening");
+            tracing::info!(target: REQUESTS, status = 201u16, "request");
+            tracing::debug!("not at info");
+            tracing::warn!(target: ATTEMPTS, deliveryId = "dlv_1", "delivery attempt");
+        });
+        sink.flush();
+        let text = out.text();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            text.starts_with("{\"ts\":") && text.contains(",\"level\":\"info\",\"msg\":\"listening\",\"addr\":\"127.0.0.1:8080\",\"dataDir\":\"d\",\"n\":\"3\","),
+            "{text}"
+        );
+        assert_eq!(lines[1]["level"], "warn");
+        assert_eq!(lines[1]["msg"], "delivery attempt");
+        assert_eq!(lines[1]["deliveryId"], "dlv_1");
+        assert_eq!(lines[1]["logger"], ATTEMPTS);
+    }
+
+    #[test]
+    fn the_quiet_filter_keeps_warnings_and_drops_requests_attempts_and_the_components_lines() {
+        let out = Capture::default();
+        let sink = Arc::new(Sink::new(out.clone(), MAX_PENDING));
+        let writer = {
+            let sink = sink.clone();
+            move || SinkWriter(sink.clone())
+        };
+        let subscriber = subscriber(Format::Text, QUIET_FILTER, false, writer).expect("quiet");
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..100 {
+                tracing::info!(target: REQUESTS, status = 200u16, "request");
+                tracing::warn!(target: ATTEMPTS, "delivery attempt");
+                tracing::warn!(target: COMPONENT, line = "{}", "component line");
+                tracing::info!("tick");
+            }
+            tracing::warn!("accept failed");
+        });
+        sink.flush();
+        let text = out.text();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains("WARN") && text.contains("accept failed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_filter_that_does_not_parse_is_refused() {
+        let made = subscriber(Format::Text, "edgehook=loud", false, || {
+            SinkWriter(Arc::new(Sink::new(Capture::default(), 64)))
+        });
+        assert!(made.is_err());
+    }
+
+    /// A formatter's writer onto a test's own sink.
+    struct SinkWriter(Arc<Sink>);
+
+    impl Write for SinkWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.write_line(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]

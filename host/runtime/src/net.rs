@@ -9,7 +9,7 @@
 //! ([`crate::proxy`]) to the checked address; everything else stays as it is.
 
 use crate::gate::{DEFAULT_PER_TARGET, Gates};
-use crate::log::log_line;
+use crate::log::ATTEMPTS;
 use crate::metrics::Metrics;
 use crate::outbound::{Outbound, OutboundFuture};
 use crate::proxy::{self, EgressProxy, TunnelError};
@@ -521,13 +521,11 @@ impl Outbound for NetOutbound {
                 if let Some(m) = &metrics {
                     m.observe_attempt(Err("refused"), started.elapsed().as_secs_f64());
                 }
-                log_line(
-                    "warn",
-                    "delivery refused",
-                    &[
-                        ("target", parts.uri.host().unwrap_or("").to_owned()),
-                        ("error", format!("{refusal:?}")),
-                    ],
+                tracing::warn!(
+                    target: ATTEMPTS,
+                    target = %parts.uri.host().unwrap_or(""),
+                    error = ?refusal,
+                    "delivery refused"
                 );
                 return Err(refusal.http_error());
             }
@@ -576,15 +574,13 @@ impl Outbound for NetOutbound {
             match outcome {
                 Ok(resp) => {
                     let (parts, mut incoming) = resp.into_parts();
-                    log_line(
-                        "info",
-                        "delivery attempt",
-                        &[
-                            ("deliveryId", delivery),
-                            ("target", target),
-                            ("status", parts.status.as_u16().to_string()),
-                            ("ms", ms),
-                        ],
+                    tracing::info!(
+                        target: ATTEMPTS,
+                        deliveryId = %delivery,
+                        target = %target,
+                        status = parts.status.as_u16(),
+                        ms = %ms,
+                        "delivery attempt"
                     );
                     // Read the body (bounded) in the background so the connection can go back
                     // to the pool; the component only needs the status.
@@ -608,16 +604,15 @@ impl Outbound for NetOutbound {
                     Ok(http::Response::from_parts(parts, empty))
                 }
                 Err(e) => {
-                    let mut fields = vec![
-                        ("deliveryId", delivery),
-                        ("target", target),
-                        ("error", format!("{e:?}")),
-                        ("ms", ms),
-                    ];
-                    if let Some(cause) = cause {
-                        fields.push(("cause", cause));
-                    }
-                    log_line("warn", "delivery attempt", &fields);
+                    tracing::warn!(
+                        target: ATTEMPTS,
+                        deliveryId = %delivery,
+                        target = %target,
+                        error = ?e,
+                        ms = %ms,
+                        cause = cause.as_deref(),
+                        "delivery attempt"
+                    );
                     Err(e)
                 }
             }

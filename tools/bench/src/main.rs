@@ -39,6 +39,7 @@ mod table;
 
 use anyhow::Result;
 use clap::{Parser, ValueEnum};
+use edgehook_runtime::log;
 use edgehook_testkit::progress::Progress;
 use std::time::Duration;
 
@@ -125,6 +126,10 @@ const OPT_IN: [Section; 1] = [Section::Store];
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    // The servers it runs in process log their warnings and errors, not a line per request
+    // or attempt (the table is what the bench prints); EDGEHOOK_LOG says otherwise.
+    let filter = std::env::var(log::FILTER_ENV).unwrap_or_else(|_| log::QUIET_FILTER.into());
+    log::init(log::Format::Text, &filter).map_err(anyhow::Error::msg)?;
     let chosen: Vec<(Section, &str)> = ALL
         .into_iter()
         .filter(|(s, _)| {
@@ -197,7 +202,7 @@ fn main() -> Result<()> {
     }
     progress.clear();
     // The servers' log lines first, then the table.
-    edgehook_runtime::log::flush();
+    log::flush();
     table::print(&rows);
     if args.write_baseline {
         exact::write_baseline(&rows)?;
