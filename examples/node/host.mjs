@@ -11,11 +11,14 @@
 //    port; the operator issues a partner key and the partner subscribes a loopback receiver
 //    (receiver.mjs, a worker thread) over that API; the platform publishes through the
 //    `events` export; the host's timer calls `scheduler.tick` when `next-due-ms` says; the
-//    receiver verifies the signature with docs/verify/verify.mjs.
+//    receiver verifies the signature with docs/verify/verify.mjs; with `seal_key` set (a
+//    random key here; the platform's secret store in production), no value in the store
+//    holds the signing secret, in text or base64.
 // Exits 0 when the delivery arrived and verified, 1 otherwise.
 
 import { http as wasiHttp } from "@bytecodealliance/preview2-shim";
 import { WASIShim } from "@bytecodealliance/preview2-shim/instantiation";
+import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -87,6 +90,9 @@ async function main() {
 
   const settings = {
     admin_token: ADMIN_TOKEN,
+    // Signing secrets are stored sealed under this key (64 hex digits); keep it apart from
+    // the store: docs/operations.md, "The secrets key".
+    seal_key: randomBytes(32).toString("hex"),
     // The receiver is plain http on loopback, which the component refuses by default
     // (SSRF rules): both switches are for development only.
     allow_http: true,
@@ -144,6 +150,16 @@ async function main() {
     if (!got.verified) fail(`the receiver rejected the delivery: ${got.reason}`);
     if (got.body !== load) fail(`the body changed on the way: ${got.body}`);
     step(`receiver got ${got.method} ${got.path}: ${got.event} ${got.deliveryId}`);
+    const holding = (text) =>
+      [...store.entries].filter(([key, { bytes }]) =>
+        [text, Buffer.from(text).toString("base64"), Buffer.from(text).toString("base64url")].some(
+          (form) => key.includes(form) || Buffer.from(bytes).includes(form),
+        ),
+      ).length;
+    if (holding(sub.data.id) === 0) fail("the search finds no subscription id in the store");
+    const secretAt = holding(sub.data.signingSecret);
+    if (secretAt !== 0) fail(`${secretAt} stored values hold the signing secret`);
+    step(`the store holds no signing secret (sealed under seal_key), ${store.entries.size} keys`);
     console.log(`verified: ${got.deliveryId} (${got.event}), body byte for byte as published`);
   } finally {
     server.stop();

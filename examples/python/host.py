@@ -21,6 +21,7 @@ WIT error case, and ticks. Exits 0 when all of that holds. The whole story (a su
 a delivery, a verified signature) is the Node.js host's (examples/node).
 """
 
+import secrets
 import sys
 from pathlib import Path
 
@@ -154,7 +155,13 @@ def main():
     linker.add_wasi_http()
     kv = MemoryStore()
     link_keyvalue(linker, kv)
-    link_config(linker, {"admin_token": "python-host-operator-token", "opportunistic_tick_s": 0})
+    settings = {
+        "admin_token": "python-host-operator-token",
+        "opportunistic_tick_s": 0,
+        # Signing secrets are sealed under it in the store; keep it apart from the store.
+        "seal_key": secrets.token_hex(32),
+    }
+    link_config(linker, settings)
 
     store = Store(engine)
     store.set_wasi(WasiConfig())  # no files, no environment, no arguments

@@ -1,6 +1,7 @@
 //! The embedding kit's other-language hosts (docs/embedding.md), run on the very component
 //! and probe this build embeds (written to a temporary directory): the Node.js host walks the
-//! whole story and its receiver verifies the delivery with docs/verify/verify.mjs; its store
+//! whole story and its receiver verifies the delivery with docs/verify/verify.mjs, with
+//! secrets sealed under a `seal_key` (no value of its store holds the secret); its store
 //! keeps the key-value contract (the kvprobe); the Python host links every import and calls
 //! publish and tick. They need `node` with `npm ci` done in examples/node, and a Python with
 //! examples/python/requirements.txt installed (`.ci/run` does both): without them they print
@@ -92,6 +93,7 @@ fn node_host_delivers_and_its_receiver_verifies_the_signature() {
         "published evt_",
         "tick: 1 attempted, 1 succeeded, 0 failed",
         "receiver got POST /hook: load.created dlv_",
+        "the store holds no signing secret (sealed under seal_key)",
     ] {
         assert!(shown.contains(step), "no `{step}` in:\n{shown}");
     }

@@ -8,7 +8,7 @@
 
 use crate::common::*;
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use edgehook_component::model::ids::SubscriptionId;
 use edgehook_component::subscriptions::Subscription;
 use edgehook_runtime::store::KvBackend;
@@ -71,25 +71,9 @@ fn verifies(secret: &str, r: &Received) -> bool {
     })
 }
 
-/// Every form a secret could be stored in: its text, the text in base64 (each alphabet,
-/// padded or not), and for a Standard Webhooks secret the 32 key bytes it encodes.
-fn forms(secret: &str) -> Vec<Vec<u8>> {
-    let mut forms = vec![secret.as_bytes().to_vec()];
-    for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
-        forms.push(engine.encode(secret).into_bytes());
-    }
-    let body = &secret["whsec_".len()..];
-    for engine in [STANDARD, URL_SAFE_NO_PAD] {
-        if let Ok(raw) = engine.decode(body) {
-            forms.push(raw);
-        }
-    }
-    forms
-}
-
 /// The store keys whose key or value holds any form of any of `secrets`.
 fn holding(sim: &Simulation, secrets: &[String]) -> Vec<String> {
-    let needles: Vec<Vec<u8>> = secrets.iter().flat_map(|s| forms(s)).collect();
+    let needles = edgehook_testkit::secrets::needles(secrets);
     sim.store()
         .snapshot()
         .into_iter()
@@ -390,4 +374,101 @@ fn send_json(
         body.to_string().as_bytes(),
     )
     .expect("request runs")
+}
+
+/// A whole pass of `POST /internal/v1/secrets/reseal`, `limit` records a call, following
+/// each answer's `nextCursor`: the records re-sealed and the subscriptions unreadable.
+fn reseal_pass(sim: &mut Simulation, limit: u64) -> (u64, Vec<String>) {
+    let (mut resealed, mut unreadable, mut calls) = (0, Vec::new(), 0);
+    let mut body = json!({"limit": limit});
+    loop {
+        let r = operator_post_json(sim, "/internal/v1/secrets/reseal", &body);
+        assert_eq!(r.status, 200, "{}", r.json());
+        let data = &r.json()["data"];
+        assert!(
+            data["scanned"].as_u64().expect("scanned") <= limit,
+            "bounded"
+        );
+        resealed += data["resealed"].as_u64().expect("resealed");
+        for id in data["unreadable"].as_array().expect("unreadable") {
+            unreadable.push(id.as_str().expect("id").to_owned());
+        }
+        calls += 1;
+        assert!(calls < 100, "a pass ends");
+        match &data["nextCursor"] {
+            Value::Null => {
+                assert_eq!(data["done"], true);
+                break;
+            }
+            cursor => body = json!({"limit": limit, "cursor": cursor}),
+        }
+    }
+    unreadable.sort();
+    unreadable.dedup();
+    (resealed, unreadable)
+}
+
+#[test]
+fn the_operators_reseal_pass_seals_every_secret_then_the_previous_key_can_go() {
+    // Secrets stored plain (no key yet), one of them in a rotation's overlap.
+    let mut plain = sealed_sim(910, &[], None);
+    let key = issue_key(&mut plain, "acme");
+    let (a, a_secret) = subscribe(&mut plain, &key, A, json!({}));
+    let (b, b_secret) = subscribe(&mut plain, &key, B, json!({"signatureScheme": "standard"}));
+    let (c, c_old) = subscribe(&mut plain, &key, C, json!({}));
+    let r = call(
+        &mut plain,
+        "POST",
+        &format!("/v1/webhooks/{c}/rotate-secret"),
+        &key,
+    );
+    let c_new = r.json()["data"]["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let secrets = [
+        a_secret.clone(),
+        b_secret.clone(),
+        c_old.clone(),
+        c_new.clone(),
+    ];
+    assert_eq!(holding(&plain, &secrets).len(), 3, "stored plain");
+    // Without a key there is nothing to seal under: a clear 409.
+    let r = operator_post_json(&mut plain, "/internal/v1/secrets/reseal", &json!({}));
+    assert_eq!(r.status, 409);
+    assert_eq!(r.json()["error"]["code"], "seal_key_missing");
+    // A key set: one pass, a record a call, seals them all; a second finds nothing to do.
+    let mut first = sealed_sim(911, &[("seal_key", K1)], Some(&plain));
+    assert_eq!(reseal_pass(&mut first, 1), (3, Vec::new()));
+    assert_eq!(holding(&first, &secrets), Vec::<String>::new());
+    assert_eq!(reseal_pass(&mut first, 1000), (0, Vec::new()));
+    // A key rotation: the pass seals everything under the new key ...
+    let pair = [("seal_key", K2), ("seal_previous_key", K1)];
+    let mut rotating = sealed_sim(912, &pair, Some(&plain));
+    assert_eq!(reseal_pass(&mut rotating, 2), (3, Vec::new()));
+    // ... so the old key can go: every delivery verifies under the new key alone.
+    let mut second = sealed_sim(913, &[("seal_key", K2)], Some(&plain));
+    let got = deliver(&mut second, &[A, B, C]);
+    assert!(got[0].as_ref().is_some_and(|r| verifies(&a_secret, r)));
+    assert!(got[1].as_ref().is_some_and(|r| verifies(&b_secret, r)));
+    assert!(
+        got[2]
+            .as_ref()
+            .is_some_and(|r| verifies(&c_new, r) && verifies(&c_old, r))
+    );
+    assert_eq!(holding(&second, &secrets), Vec::<String>::new());
+    // Under a key that opens nothing, each is named, in the answer and in the log, and
+    // left as it is.
+    let mut wrong = sealed_sim(914, &[("seal_key", K1)], Some(&plain));
+    let mut all = vec![a.clone(), b, c];
+    all.sort();
+    assert_eq!(reseal_pass(&mut wrong, 10), (0, all));
+    assert!(
+        wrong
+            .guest_log()
+            .lines()
+            .any(|l| l.contains("\"secret.unreadable\"") && l.contains(&a))
+    );
+    let mut again = sealed_sim(915, &[("seal_key", K2)], Some(&plain));
+    assert_eq!(reseal_pass(&mut again, 10), (0, Vec::new()), "untouched");
 }

@@ -7,7 +7,8 @@
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
 //! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), replays by range for both ([`replays`]),
 //! the partner's delivery options: scheme, headers, secret rotation ([`options`]), and
-//! the portal's links and sessions ([`portal`]).
+//! the portal's links and sessions ([`portal`]), and the operator's re-seal of stored
+//! secrets ([`secrets`]).
 //!
 //! May use: `edgehook-delivery`, `edgehook-subscriptions`, `edgehook-records`,
 //! `edgehook-model`, `edgehook-storage` (everything below it). Nothing uses it but the
@@ -27,3 +28,4 @@ pub mod ping;
 pub mod portal;
 pub mod replays;
 pub mod router;
+pub mod secrets;

@@ -3,7 +3,7 @@
 
 use crate::auth::{self, Scope};
 use crate::ctx::{Caller, Ctx};
-use crate::{deliveries, keys, operator, options, partner, ping, portal, replays};
+use crate::{deliveries, keys, operator, options, partner, ping, portal, replays, secrets};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -263,6 +263,11 @@ routes! { cx, client;
     /// `/internal/v1/replays/{id}/cancel`: cancel any replay job (operator, POST).
     OperatorReplayCancel(id) = ["internal", "v1", "replays", id, "cancel"], Operator {
         "POST" => replays::cancel(cx, &id, None),
+    }
+    /// `/internal/v1/secrets/reseal`: seal a batch of stored secrets under the current key
+    /// (operator, POST).
+    Reseal = ["internal", "v1", "secrets", "reseal"], Operator {
+        "POST" => secrets::reseal(cx),
     }
 }
 
@@ -570,6 +575,7 @@ mod tests {
             "/internal/v1/deliveries/dlv_0123456789abcdef01234567",
             "/internal/v1/deliveries/dlv_0123456789abcdef01234567/replay",
             "/internal/v1/clients/acme/portal-links",
+            "/internal/v1/secrets/reseal",
             "/v1/portal/sessions",
             "/v1/portal/sessions/current",
         ];

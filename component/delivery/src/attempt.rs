@@ -30,12 +30,12 @@ pub(crate) fn outgoing<K: Kv>(
     signed(env, &d.id, &d.event_type, sub, url, body)
 }
 
-/// Says that `sub`'s secret did not open: a `secret.unreadable` log line with its id, and
-/// the metrics event `secret_unreadable` (the host counts them).
-fn report_unreadable<K: Kv>(env: &Env<'_, K>, sub: &Subscription) {
+/// Says that subscription `id`'s secret did not open: a `secret.unreadable` log line with its
+/// id, and the metrics event `secret_unreadable` (the host counts them).
+pub fn report_unreadable<K: Kv>(env: &Env<'_, K>, id: &str) {
     env.log.line(&format!(
         "{{\"type\":\"secret.unreadable\",\"subscriptionId\":{},\"error\":{}}}",
-        edgehook_model::error::quoted(&sub.id),
+        edgehook_model::error::quoted(id),
         edgehook_model::error::quoted(&Unreadable.to_string())
     ));
     env.log.event(UNREADABLE_EVENT);
@@ -57,7 +57,7 @@ pub(crate) fn signed<K: Kv>(
     // During a rotation's overlap the previous secret signs too.
     let (secret, previous) = sub
         .open_secrets(&env.settings.seal, env.now_ms)
-        .inspect_err(|_| report_unreadable(env, sub))?;
+        .inspect_err(|_| report_unreadable(env, &sub.id))?;
     let (secret, previous) = (secret.as_ref(), previous.as_deref());
     let authority = match url.port {
         Some(p) => format!("{}:{p}", url.host),

@@ -47,6 +47,10 @@ enum Command {
     /// Show a subscription with its state and recent deliveries, or enable or disable it
     /// (talks to a running server).
     Subscription(SubscriptionArgs),
+    /// Seal every stored signing secret under the server's current seal_key, in batches,
+    /// with progress (after a key rotation, before dropping seal_previous_key; talks to a
+    /// running server).
+    Reseal(ResealArgs),
     /// Show a delivery with every attempt, or replay it (talks to a running server).
     #[command(subcommand)]
     Delivery(DeliveryCommand),
@@ -267,6 +271,15 @@ struct ReplayArgs {
     remote: RemoteArgs,
 }
 
+#[derive(clap::Args)]
+struct ResealArgs {
+    /// Subscriptions looked at per call (1 to 1000).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    batch: u32,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
 #[derive(Subcommand)]
 enum DeliveryCommand {
     /// Show a delivery with every attempt.
@@ -319,6 +332,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Subscribe(args) => subscribe(args),
         Command::Replay(args) => replay(args),
+        Command::Reseal(args) => {
+            let remote = operator_remote(&args.remote)?;
+            runtime()?.block_on(edgehook::reseal::run(&remote, args.batch))
+        }
         Command::Store(command) => edgehook::inspect::run(command),
         Command::Backup { to, data_dir } => {
             println!("{}", cli::backup(&data_dir, &to)?);

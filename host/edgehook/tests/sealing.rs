@@ -3,52 +3,16 @@
 //! of any value in it (read back through the engine, as the files are compressed) holds a
 //! secret, `edgehook backup` copies neither a secret nor the key, deliveries verify with the
 //! partner's secret (the test kit's verifier, not the component's), and the copy, once the
-//! key is put back beside it, starts a server whose deliveries verify with the same secret.
+//! key is put back beside it, starts a server whose deliveries verify with the same secret;
+//! after a key rotation, `edgehook reseal` seals it under the new key, which then serves
+//! alone.
 
 use crate::common::*;
 use edgehook_runtime::embedded::{Durability, open};
 use edgehook_runtime::store::KvBackend;
+use edgehook_testkit::secrets::{files_holding, forms, holds};
 use serde_json::json;
 use std::path::Path;
-
-/// A secret's text and its base64 in each alphabet, padded or not.
-fn forms(secret: &str) -> Vec<Vec<u8>> {
-    use edgehook_component::model::ids::{push_base64, push_base64url};
-    let (mut padded, mut url) = (String::new(), String::new());
-    push_base64(&mut padded, secret.as_bytes());
-    push_base64url(&mut url, secret.as_bytes());
-    let pad = "=".repeat(padded.len() - padded.trim_end_matches('=').len());
-    vec![
-        secret.as_bytes().to_vec(),
-        padded.trim_end_matches('=').as_bytes().to_vec(),
-        url.as_bytes().to_vec(),
-        format!("{url}{pad}").into_bytes(),
-        padded.into_bytes(),
-    ]
-}
-
-fn holds(bytes: &[u8], needles: &[Vec<u8>]) -> bool {
-    needles
-        .iter()
-        .any(|n| bytes.windows(n.len()).any(|w| w == n.as_slice()))
-}
-
-/// Every file under `dir` whose bytes hold one of `needles`.
-fn files_holding(dir: &Path, needles: &[Vec<u8>]) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut todo = vec![dir.to_owned()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).expect("read dir").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else if std::fs::read(&path).is_ok_and(|b| holds(&b, needles)) {
-                found.push(path.display().to_string());
-            }
-        }
-    }
-    found
-}
 
 /// The keys of the embedded store at `store` whose values hold one of `needles`, read
 /// through the engine (its files are compressed).
@@ -173,6 +137,66 @@ fn serve_seals_secrets_under_its_key_file_and_no_stored_byte_or_backup_holds_one
         r.header("x-service-signature"),
         &r.body,
     ));
+
+    // A key rotation: the new key, the old one as the previous; `edgehook reseal` seals
+    // every secret under the new key, a batch a call with its count on stderr; after it the
+    // old key can go, and deliveries verify under the new key alone.
+    restored.kill();
+    let new_key = "7".repeat(64);
+    let rotating = format!("--set=seal_previous_key={}", seal_key.trim());
+    let with_new = format!("--set=seal_key={new_key}");
+    let serve_copy = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-http",
+            "--allow-private-targets",
+            "--data-dir",
+            "copy",
+        ];
+        args.extend(extra);
+        Proc::start(&args, &dir)
+    };
+    let mut rotated = serve_copy(&[&with_new, &rotating]);
+    let rotated_base = format!("http://{}", rotated.address());
+    let out = std::process::Command::new(BIN)
+        .args(["reseal", "--batch", "1", "--data-dir", "copy", "--server"])
+        .arg(&rotated_base)
+        .current_dir(&dir)
+        .output()
+        .expect("reseal");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON report");
+    assert_eq!(report["resealed"], 1, "{stdout}");
+    assert_eq!(report["unreadable"], json!([]), "{stdout}");
+    assert!(
+        report["batches"].as_u64() >= Some(2),
+        "a record a call: {stdout}"
+    );
+    assert!(stderr.contains("1 re-sealed, 0 unreadable"), "{stderr}");
+    rotated.kill();
+    let mut renewed = serve_copy(&[&with_new]);
+    let token = std::fs::read_to_string(dir.join("copy/admin-token")).expect("token");
+    let renewed_base = format!("http://{}", renewed.address());
+    let operator = edgehook::cli::Remote::new(&renewed_base, token.trim()).expect("operator");
+    let before = recv.received().len();
+    publish_event(&rt, &operator, "load.created", br#"{"id":"L3"}"#);
+    wait_for("the delivery under the new key", || {
+        recv.received().len() > before
+    });
+    let r = recv.received()[before].clone();
+    assert!(edgehook_testkit::signature::verifies(
+        &secret,
+        r.header("x-service-timestamp"),
+        r.header("x-service-signature"),
+        &r.body,
+    ));
+    renewed.kill();
 }
 
 #[test]

@@ -78,6 +78,7 @@ pub const ROUTES: &[&str] = &[
     "/internal/v1/replays",
     "/internal/v1/replays/:id",
     "/internal/v1/replays/:id/cancel",
+    "/internal/v1/secrets/reseal",
 ];
 
 /// The template of [`ROUTES`] that `path` matches (a `:name` segment matches any non-empty

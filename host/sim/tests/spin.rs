@@ -24,13 +24,16 @@
 //!
 //! The walks begin with the web portal's files (`spin/portal_files.rs`: `spin.toml`'s second
 //! component on `/portal/...`) and end with the delivery options (`spin/options.rs`): Standard Webhooks signatures
-//! with a partner's header, both secrets of a rotation verifying, and FIFO ordering.
+//! with a partner's header, both secrets of a rotation verifying, and FIFO ordering; then
+//! the portal, and last the store's bytes (`spin/at_rest.rs`): under the manifest's required
+//! `seal_key`, Spin's SQLite files and Redis's dump file hold no secret in any form.
 //!
 //! Retries: in the walks attempt 2 is due about 60 s after attempt 1 failed (SPEC's delays),
 //! and the walk checks that the tick route reports it due then and does not send it early.
 //! [`spin_retries_through_the_tick_route`] runs a retry for real: with `retry_delays_ms` at
 //! one second and the opportunistic tick off, only the tick route sends attempt 2.
 
+mod at_rest;
 mod counters;
 mod harness;
 mod options;
@@ -56,7 +59,8 @@ fn spin_sqlite_walks_the_partner_and_operator_story() {
     let receiver = Receiver::start(&rt);
     // No key-value table: the `default` store is Spin's SQLite file in the state directory.
     let app = start_spin("sqlite", binary, &receiver, "", LOOPBACK_TARGETS);
-    story(Walk::new("spin-sqlite", app, rt), &receiver);
+    let walk = Walk::new("spin-sqlite", app, rt);
+    story(walk, &receiver, at_rest::Store::Sqlite);
 }
 
 #[test]
@@ -68,7 +72,8 @@ fn spin_redis_walks_the_partner_and_operator_story() {
     let receiver = Receiver::start(&rt);
     let config = spin::redis_runtime_config(&redis.url()).expect("runtime config");
     let app = start_spin("redis", binary, &receiver, &config, LOOPBACK_TARGETS);
-    story(Walk::new("spin-redis", app, rt), &receiver);
+    let walk = Walk::new("spin-redis", app, rt);
+    story(walk, &receiver, at_rest::Store::Redis(&redis));
 }
 
 #[test]
@@ -140,8 +145,8 @@ impl Made {
     }
 }
 
-/// The partner and operator story, step by step.
-fn story(mut w: Walk, receiver: &Receiver) {
+/// The partner and operator story, step by step, on `store`.
+fn story(mut w: Walk, receiver: &Receiver, store: at_rest::Store<'_>) {
     let made = keys_and_subscriptions(&mut w, receiver);
     listing(&mut w, &made);
     idempotency_and_validation(&mut w, &made, receiver);
@@ -150,6 +155,7 @@ fn story(mut w: Walk, receiver: &Receiver) {
     options::delivery_options(&mut w, &made.acme, made.id(4), &made.subs[4].1, receiver);
     portal::index_pages(&mut w, receiver);
     portal::session(&mut w);
+    at_rest::sealed(&mut w, store, &made.subs);
     w.report();
 }
 

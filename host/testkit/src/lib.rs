@@ -20,6 +20,7 @@ pub mod proxy;
 pub mod receiver;
 pub mod redis;
 pub mod rediscluster;
+pub mod secrets;
 pub mod signature;
 pub mod spin;
 pub mod ssrf;

@@ -31,6 +31,21 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// What a Redis dump file of its data holds: the server writes one now (`SAVE`, with
+    /// `rdbcompression` off so that every value is in it as its bytes) and it is read back.
+    pub fn dump_file(&self) -> Vec<u8> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
+        s.set_read_timeout(Some(DEADLINE)).expect("timeout");
+        for command in ["CONFIG SET rdbcompression no", "SAVE"] {
+            s.write_all(format!("{command}\r\n").as_bytes())
+                .expect("send");
+            let mut answer = [0u8; 5];
+            s.read_exact(&mut answer).expect("answer");
+            assert_eq!(&answer, b"+OK\r\n", "{command}");
+        }
+        std::fs::read(self.dir.join("dump.rdb")).expect("dump.rdb")
+    }
+
     /// Stops the server (a store outage), keeping its port and directory for [`Self::restart`].
     pub fn stop(&mut self) {
         let _ = self.child.kill();

@@ -156,7 +156,8 @@ fn component_scenario(doc: &Doc, ex: &Example) -> Option<Vec<Observed>> {
             observe_users(json, ex, &mut w.sim, Auth::AsDocumented(&w.key), Some(big))
         }
         "components/responses/StoreUnavailable storeUnavailable" => {
-            let mut w = World::new(42);
+            // With a seal key, so that the re-seal route gets as far as the store.
+            let mut w = World::with_seal_key(42);
             w.sim.store().set_faults(Faults {
                 fail_all: true,
                 ..Faults::default()

@@ -23,6 +23,7 @@
 mod conformance;
 mod document;
 mod headers;
+mod more_scenarios;
 pub(crate) mod routes;
 mod scenarios;
 mod schemas;
@@ -184,6 +185,13 @@ impl World {
     /// As [`World::new`], with a cap of one subscription per client.
     fn at_cap_of_one(seed: u64) -> World {
         let mut sim = sim_with(seed, &[("subscription_limit", "1")]);
+        let key = issue_key(&mut sim, "acme");
+        World { sim, key }
+    }
+
+    /// As [`World::new`], with secrets sealed under [`more_scenarios::SEAL_KEY`].
+    fn with_seal_key(seed: u64) -> World {
+        let mut sim = sim_with(seed, &[("seal_key", more_scenarios::SEAL_KEY)]);
         let key = issue_key(&mut sim, "acme");
         World { sim, key }
     }

@@ -44,11 +44,12 @@ pub(crate) fn served_paths() -> Vec<String> {
         "/v1/portal/sessions".to_owned(),
         "/v1/portal/sessions/current".to_owned(),
         "/internal/v1/clients/acme/portal-links".to_owned(),
+        "/internal/v1/secrets/reseal".to_owned(),
     ]
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 33;
+pub(crate) const VARIANTS: usize = 34;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -88,6 +89,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::PortalSession => 30,
         Route::PortalLinks(_) => 31,
         Route::WebhookDeliveryReplay(..) => 32,
+        Route::Reseal => 33,
     }
 }
 

@@ -717,7 +717,7 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
                 &format!("/v1/webhooks/{sub}/deliveries/{id}/replay"),
             )
         }
-        _ => return None,
+        _ => return super::more_scenarios::scenario(doc, key),
     };
     Some(resp)
 }

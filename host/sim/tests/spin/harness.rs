@@ -244,6 +244,11 @@ impl Walk {
         }
     }
 
+    /// The application's temporary directory (its state directory is `state/`).
+    pub fn app_dir(&self) -> &std::path::Path {
+        self.app.dir()
+    }
+
     /// Records a failed step.
     pub fn fail(&mut self, step: &str, what: impl std::fmt::Display) {
         let line = format!("{step} on {}: {what}", self.store);
