@@ -24,3 +24,4 @@ mod sessions;
 mod standard;
 mod startup;
 mod tls;
+mod traces;
