@@ -24,4 +24,3 @@ mod sessions;
 mod standard;
 mod startup;
 mod tls;
-mod traces;

@@ -39,6 +39,7 @@ mod harness;
 mod options;
 mod portal;
 mod portal_files;
+mod rotation;
 
 use edgehook_sim::spin;
 use edgehook_testkit::rt;

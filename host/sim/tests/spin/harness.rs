@@ -244,6 +244,12 @@ impl Walk {
         }
     }
 
+    /// Goes on with `app` (a restart of the application, e.g. with other variables): the
+    /// previous one is stopped.
+    pub fn restart(&mut self, app: SpinApp) {
+        self.app = app;
+    }
+
     /// The application's temporary directory (its state directory is `state/`).
     pub fn app_dir(&self) -> &std::path::Path {
         self.app.dir()
