@@ -16,10 +16,11 @@
 //! exact rows (fuel, store operations) are judged against a committed baseline ([`exact`]):
 //! more than 5 % over it is exit status 3.
 //! Section names (`size`, `api`, `fuel`, `serve`, `delivery`, `latency`, `simulation`, `growth`,
-//! `redis`, `spin`, `store`) run only those; `store` (minutes, a large store on disk) runs
-//! only when named. `redis` runs only where `EDGEHOOK_BENCH_REDIS` names a
-//! server (`redis://127.0.0.1:6379`); `spin` only where a Spin CLI is found (`$SPIN_BIN`, else
-//! `<repo>/../shared/tools/spin`). The whole suite skips them otherwise, and says so.
+//! `redis`, `spin`, `store`, `peer`) run only those; `store` (minutes, a large store on disk)
+//! and `peer` (edgehook beside Svix's server: [`peer`]) run only when named. `redis` runs
+//! only where `EDGEHOOK_BENCH_REDIS` names a server (`redis://127.0.0.1:6379`); `spin` only
+//! where a Spin CLI is found (`$SPIN_BIN`, else `<repo>/../shared/tools/spin`). The whole
+//! suite skips them otherwise, and says so.
 
 mod api;
 mod exact;
@@ -28,6 +29,7 @@ mod heap;
 mod latency;
 mod load;
 mod measure;
+mod peer;
 mod procmem;
 mod redis;
 mod scale;
@@ -104,10 +106,13 @@ enum Section {
     /// bytes on disk, RSS and restart at 1,000,000 delivery records (opt-in: 5 minutes and
     /// a gigabyte of disk, not in the default run).
     Store,
+    /// edgehook beside Svix's server (PostgreSQL, Redis) on the same load and receiver
+    /// (opt-in: about 15 minutes; needs Svix's server built, see BENCHMARKS.md).
+    Peer,
 }
 
 /// Every section, in the order they run, with what the progress line says.
-const ALL: [(Section, &str); 11] = [
+const ALL: [(Section, &str); 12] = [
     (Section::Size, "sizes"),
     (Section::Api, "api latency and instantiate"),
     (Section::Fuel, "guest fuel"),
@@ -119,12 +124,17 @@ const ALL: [(Section, &str); 11] = [
     (Section::Redis, "redis latency"),
     (Section::Spin, "spin against serve"),
     (Section::Store, "the embedded store"),
+    (Section::Peer, "side by side with Svix"),
 ];
 
 /// Sections that run only when named (they take minutes and fill the disk).
-const OPT_IN: [Section; 1] = [Section::Store];
+const OPT_IN: [Section; 2] = [Section::Store, Section::Peer];
 
 fn main() -> Result<()> {
+    // The peer section runs `edgehook serve` as a process of its own: this binary again.
+    if std::env::var_os(peer::AS_SERVE).is_some() {
+        return peer::run_as_serve();
+    }
     let args = Args::parse();
     // The servers it runs in process log their warnings and errors, not a line per request
     // or attempt (the table is what the bench prints); EDGEHOOK_LOG says otherwise.
@@ -184,6 +194,7 @@ fn main() -> Result<()> {
                 }
             },
             Section::Store => rows.extend(rt.block_on(store::store(args.quick))?),
+            Section::Peer => rows.extend(rt.block_on(peer::peer(args.quick))?),
             Section::Spin => match edgehook_sim::spin::find_binary() {
                 Some(binary) => rows.extend(rt.block_on(spin::spin_vs_serve(
                     &binary,
