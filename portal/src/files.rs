@@ -54,6 +54,7 @@ pub const FILES: &[File] = &[
     file!("ui.js", JS),
     file!("operator.js", JS),
     file!("partner.js", JS),
+    file!("notices.js", JS),
     file!("favicon.svg", "image/svg+xml"),
 ];
 

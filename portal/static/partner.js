@@ -9,6 +9,7 @@ import {
 } from "./ui.js";
 import { partner as api, seg } from "./api.js";
 import { attemptsTable, testResult } from "./operator.js";
+import { notificationEndpoint } from "./notices.js";
 
 let frame;
 
@@ -46,7 +47,13 @@ function header(current) {
       notice(null);
       frame.home();
     } }, "Sign out"));
-  frame.nav([["Active", () => list("active")], ["Disabled", () => list("disabled")], ["New subscription", () => create()]], current);
+  frame.nav([["Active", () => list("active")], ["Disabled", () => list("disabled")], ["New subscription", () => create()], ["Notices", () => notices()]], current);
+}
+
+/** The notification endpoint's page (`notices.js`). */
+function notices() {
+  header("Notices");
+  return notificationEndpoint(frame, failed);
 }
 
 /** A failed call: a 401 means the session is over. */

@@ -6,7 +6,8 @@
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
 //! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), replays by range for both ([`replays`]),
-//! the partner's delivery options: scheme, headers, secret rotation ([`options`]), and
+//! the partner's delivery options: scheme, headers, secret rotation ([`options`]), its
+//! notification endpoint ([`notify`]), and
 //! the portal's links and sessions ([`portal`]), and the operator's re-seal of stored
 //! secrets ([`secrets`]).
 //!
@@ -21,6 +22,7 @@ pub mod deliveries;
 pub mod idempotency;
 pub mod keys;
 pub mod limits;
+pub mod notify;
 pub mod operator;
 pub mod options;
 pub mod partner;

@@ -218,24 +218,14 @@ pub fn partner_start<K: Kv>(
 }
 
 /// Starts the owner's replay of everything `failed` or `skipped` since `since` (the
-/// `replaySince` of an enable).
+/// `replaySince` of an enable): [`replays::after_enable`].
 pub fn after_enable<K: Kv>(
     env: &Env<'_, K>,
     sub_id: &SubscriptionId,
     client_id: Option<&ClientId>,
     since: u64,
 ) -> Result<ReplayJob, ApiError> {
-    let new = NewReplay {
-        client_id: client_id.cloned(),
-        subscriptions: vec![sub_id.clone()],
-        since,
-        // Up to and including the enable's millisecond.
-        until: (env.now_ms + 1).max(since + 1),
-        statuses: vec![Status::Failed, Status::Skipped],
-        event_types: Vec::new(),
-        search_client: None,
-    };
-    replays::start(env, new)
+    replays::after_enable(env, sub_id, client_id, since)
 }
 
 /// The `replaySince` of an enable's optional body (`{"replaySince": ms}`): `None` without a

@@ -3,7 +3,7 @@
 
 use crate::auth::{self, Scope};
 use crate::ctx::{Caller, Ctx};
-use crate::{deliveries, keys, operator, options, partner, ping, portal, replays, secrets};
+use crate::{deliveries, keys, notify, operator, options, partner, ping, portal, replays, secrets};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
@@ -160,6 +160,14 @@ routes! { cx, client;
     /// its own, as the operator's replay does (POST).
     WebhookDeliveryReplay(id, dlv) = ["v1", "webhooks", id, "deliveries", dlv, "replay"], Partner {
         "POST" => deliveries::partner_replay(cx, &id, &dlv, client),
+    }
+    /// `/v1/notification-endpoint`: where the caller's notices go (`subscription.disabled`,
+    /// `subscription.enabled`, `secret.rotation_ending`): read (GET), register or change
+    /// (PUT), remove (DELETE).
+    NotificationEndpoint = ["v1", "notification-endpoint"], Partner {
+        "GET" => notify::endpoint(cx, client),
+        "PUT" => notify::endpoint(cx, client),
+        "DELETE" => notify::endpoint(cx, client),
     }
     /// `/v1/replays/{id}`: a replay job of the caller's (GET).
     PartnerReplay(id) = ["v1", "replays", id], Partner {

@@ -110,8 +110,9 @@ fn with_subscriptions<K: Kv>(
                 .iter()
                 .map(|(_, c)| c.delivery.subscription_id.clone())
                 .collect();
-            // Operator alerts go to a subscription made from the settings, never stored.
-            subscriptions::load_many(env, &ids)
+            // Operator alerts go to a subscription made from the settings, never stored;
+            // a partner's notices to its notification endpoint.
+            let mut subs: Vec<Option<Subscription>> = subscriptions::load_many(env, &ids)
                 .map_err(KvError::from)?
                 .into_iter()
                 .zip(&ids)
@@ -119,7 +120,9 @@ fn with_subscriptions<K: Kv>(
                     true => alert::target(env.settings),
                     false => sub,
                 })
-                .collect()
+                .collect();
+            crate::notify::fill_endpoints(env, &ids, &mut subs);
+            subs
         }
     };
     Ok(claimed

@@ -1,7 +1,8 @@
-//! Subscription health: the failure streak, disabling (after a streak, on `410 Gone`, by an operator), and cancelling what a disabled subscription still has pending.
+//! Subscription health: the failure streak, disabling (after a streak, on `410 Gone`, by an operator), enabling, the notices and probes each starts, and cancelling what a disabled subscription still has pending.
 
 use crate::alert;
 use crate::history::history_log;
+use crate::{notify, timers};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::ids::{ClientId, DeliveryId, SubscriptionId};
@@ -42,7 +43,7 @@ pub(crate) fn record_streak<K: Kv>(
         Ok(Update::Write(sub.encode(), reached))
     })?;
     if reached {
-        disable(env, sub_id, "repeated_failures")?;
+        disable(env, sub_id, timers::REPEATED_FAILURES)?;
     }
     Ok(())
 }
@@ -62,21 +63,39 @@ pub fn disable<K: Kv>(
         );
         if reason != subscriptions::DELETED {
             alert::raise(env, alert::SUBSCRIPTION_DISABLED, sub);
+            notify::send(env, alert::SUBSCRIPTION_DISABLED, sub, reason);
+            timers::schedule_first_probe(env, sub, reason);
         }
     }
     Ok(sub)
 }
 
 /// Enables a disabled subscription again (its owner's, if `client_id` is given; see
-/// [`subscriptions::enable`]), and raises `subscription.enabled` when it was disabled.
+/// [`subscriptions::enable`]), and raises `subscription.enabled` when it was disabled: to
+/// the operator, and to the owner's notification endpoint (reason `owner` or `operator`).
 pub fn enable<K: Kv>(
     env: &Env<'_, K>,
     id: &SubscriptionId,
     client_id: Option<&ClientId>,
 ) -> Result<Option<subscriptions::Enabled>, ApiError> {
+    let reason = match client_id {
+        Some(_) => "owner",
+        None => "operator",
+    };
+    enable_because(env, id, client_id, reason)
+}
+
+/// [`enable`], the partner's notice giving `reason`.
+pub(crate) fn enable_because<K: Kv>(
+    env: &Env<'_, K>,
+    id: &SubscriptionId,
+    client_id: Option<&ClientId>,
+    reason: &str,
+) -> Result<Option<subscriptions::Enabled>, ApiError> {
     let enabled = subscriptions::enable(env, id, client_id)?;
     if let Some(subscriptions::Enabled::Now(sub)) = &enabled {
         alert::raise(env, alert::SUBSCRIPTION_ENABLED, sub);
+        notify::send(env, alert::SUBSCRIPTION_ENABLED, sub, reason);
     }
     Ok(enabled)
 }

@@ -4,7 +4,8 @@
 //! publish and fan-out ([`fanout`]), the due queue ([`queue`]), ticks ([`mod@tick`], which scan
 //! due seconds with [`scan`] and run [`batch`]es: [`claim`], [`attempt`], [`outcome`]), the
 //! retry schedule ([`retry`]), subscription health and disabling ([`health`]), operator
-//! alerts ([`alert`]), retention ([`purge`]), replay ([`mod@replay`]) and replays by range
+//! alerts ([`alert`]), partners' notices ([`notify`]), recovery by probes ([`recover`]) and
+//! the due queue's other timers ([`timers`]), retention ([`purge`]), replay ([`mod@replay`]) and replays by range
 //! ([`replays`]), history ([`mod@history`]), the operator's search ([`mod@search`]), sending
 //! ([`sender`]), test deliveries ([`mod@ping`]), and the opportunistic tick ([`scheduler`]).
 //!
@@ -32,11 +33,13 @@ pub mod fanout;
 pub mod fifo;
 pub mod health;
 pub mod history;
+pub mod notify;
 pub mod outcome;
 pub mod pace;
 pub mod ping;
 pub mod purge;
 pub mod queue;
+pub mod recover;
 pub mod replay;
 pub mod replays;
 pub mod report;
@@ -46,6 +49,7 @@ pub mod scheduler;
 pub mod search;
 pub mod sender;
 pub mod tick;
+pub mod timers;
 
 pub use attempt::USER_AGENT;
 pub use batch::{MAX_ATTEMPTS_PER_TICK, TICK_TIME_BUDGET_MS};
@@ -55,6 +59,7 @@ pub use health::{cancel_pending, disable, enable};
 pub use history::{HistoryFilter, history, last_attempt, load};
 pub use ping::{PING_EVENT, Ping, ping};
 pub use replay::replay;
+pub use replays::after_enable;
 pub use report::TickReport;
 pub use retry::{MAX_ATTEMPTS, RETRY_DELAYS_MS, Verdict, retry_due, retry_due_after, verdict};
 pub use scan::schedule_secret_erasure;

@@ -78,12 +78,25 @@ pub struct PingView<'a> {
 /// URL policy of the day (a URL it no longer allows is refused, nothing sent).
 pub fn ping<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender, sub: &Subscription) -> Ping {
     let id = DeliveryId::generate(env.entropy);
+    let body = Rc::new(ping_body(&sub.id, env.now_ms));
+    send_ping(env, sender, sub, id, body)
+}
+
+/// A ping's body: its type, the subscription, when it was made.
+pub(crate) fn ping_body(sub_id: &str, now_ms: u64) -> Vec<u8> {
     // Written out: the ids are ours (no character to escape), the rest numbers.
-    let body = format!(
-        r#"{{"type":"{PING_EVENT}","subscriptionId":"{}","createdAt":{}}}"#,
-        sub.id, env.now_ms
-    );
-    let body = Rc::new(body.into_bytes());
+    format!(r#"{{"type":"{PING_EVENT}","subscriptionId":"{sub_id}","createdAt":{now_ms}}}"#)
+        .into_bytes()
+}
+
+/// Sends `body` as ping `id` to `sub` now ([`ping`]; a recovery's probe gives its own id).
+pub(crate) fn send_ping<K: Kv>(
+    env: &Env<'_, K>,
+    sender: &dyn Sender,
+    sub: &Subscription,
+    id: DeliveryId,
+    body: Rc<Vec<u8>>,
+) -> Ping {
     let result = match validate::target_url(&sub.url, env.settings.target_policy()) {
         Ok(url) => match signed(env, &id, PING_EVENT, sub, url, body) {
             Ok(request) => {

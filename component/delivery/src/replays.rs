@@ -101,6 +101,28 @@ pub fn start<K: Kv>(env: &Env<'_, K>, new: NewReplay) -> Result<ReplayJob, ApiEr
     Ok(job)
 }
 
+/// Starts the replay of everything `failed` or `skipped` of subscription `sub_id` since
+/// `since`, up to and including now: what an enable with `replaySince` starts (the owner's,
+/// with `client_id`), and a recovery by probes.
+pub fn after_enable<K: Kv>(
+    env: &Env<'_, K>,
+    sub_id: &SubscriptionId,
+    client_id: Option<&ClientId>,
+    since: u64,
+) -> Result<ReplayJob, ApiError> {
+    let new = NewReplay {
+        client_id: client_id.cloned(),
+        subscriptions: vec![sub_id.clone()],
+        since,
+        // Up to and including the enable's millisecond.
+        until: (env.now_ms + 1).max(since + 1),
+        statuses: vec![Status::Failed, Status::Skipped],
+        event_types: Vec::new(),
+        search_client: None,
+    };
+    start(env, new)
+}
+
 /// A replay job, if it exists (and, with `client_id`, is that client's).
 pub fn load<K: Kv>(
     env: &Env<'_, K>,

@@ -30,6 +30,8 @@ pub(crate) struct SecondScan {
     pub(crate) candidates: Vec<(u64, DeliveryId, bool)>,
     pub(crate) unfinished_until: Option<u64>,
     pub(crate) first_unfinished: Option<u64>,
+    /// Timer entries to run (`timers.rs`): (entry number, entry).
+    pub(crate) timers: Vec<(u64, String)>,
 }
 
 impl SecondScan {
@@ -73,6 +75,10 @@ pub(crate) fn scan_second<K: Kv>(
     let (erasures, entries): (Vec<_>, Vec<_>) = entries
         .into_iter()
         .partition(|e| e.item.starts_with(SUBSCRIPTION_PREFIX));
+    let (timers, entries): (Vec<_>, Vec<_>) = entries
+        .into_iter()
+        .partition(|e| crate::timers::is_timer(&e.item));
+    scan.timers = timers.into_iter().map(|e| (e.seq, e.item)).collect();
     for e in &erasures {
         let sub_id = SubscriptionId::trusted(e.item.as_str());
         if edgehook_subscriptions::erase_expired_secret(env, &sub_id).is_err() {
@@ -125,6 +131,7 @@ impl SecondScan {
             candidates: Vec::new(),
             unfinished_until: None,
             first_unfinished: None,
+            timers: Vec::new(),
         }
     }
 
@@ -181,13 +188,21 @@ const SUBSCRIPTION_PREFIX: &str = "sub_";
 
 /// Queues the erasure of subscription `sub_id`'s previous secret for when its overlap ends
 /// (`until_ms`): the tick that reads that second erases it ([`scan_second`]). The second is
-/// rounded up, so the tick never comes before the end.
+/// rounded up, so the tick never comes before the end. Queues its rotation-ending notice
+/// too, an hour before (`notify.rs`).
 pub fn schedule_secret_erasure<K: Kv>(
     env: &Env<'_, K>,
     sub_id: &SubscriptionId,
     until_ms: u64,
 ) -> Result<(), KvError> {
-    let by_second = [(until_ms.div_ceil(1000), vec![sub_id.to_owned()])];
+    let (notice_ms, notice) = crate::notify::rotation_ending_entry(env.now_ms, sub_id, until_ms);
+    let mut by_second: Vec<(u64, Vec<String>)> =
+        vec![(until_ms.div_ceil(1000), vec![sub_id.to_string()])];
+    let notice_second = notice_ms.div_ceil(1000);
+    match by_second[0].0 == notice_second {
+        true => by_second[0].1.insert(0, notice),
+        false => by_second.insert(0, (notice_second, vec![notice])),
+    }
     crate::queue::enqueue(env.kv, &by_second, None)
 }
 

@@ -120,6 +120,7 @@ pub fn tick<K: Kv>(env: &Env<'_, K>, sender: &dyn Sender) -> TickReport {
     };
     let (mut scans, expired) = due.scan(env, &mut next);
     run_candidates(env, sender, &tick_id, &mut scans, &clock, &mut report);
+    crate::recover::run(env, sender, &mut scans, &clock);
     // A FIFO head this tick delivered (or failed for good) lets the next one go now; the
     // tick that follows at once sends it.
     // (Only when FIFO subscriptions are listed: otherwise no read is spent on it.)

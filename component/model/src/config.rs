@@ -23,6 +23,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("alert_secret", Some("")),
     ("seal_key", None),
     ("seal_previous_key", Some("")),
+    ("auto_recover", Some("false")),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -65,6 +66,10 @@ pub struct Settings {
     /// `seal_previous_key` during a key rotation): without a current key, secrets are stored
     /// as they are.
     pub seal: SealKeys,
+    /// Whether a subscription disabled for a failure streak is probed with a signed
+    /// `webhook.ping` (10 min, 1 h, 6 h and 24 h on) and enabled again, with a replay of
+    /// what it missed, when a probe is answered 2xx.
+    pub auto_recover: bool,
 }
 
 impl std::fmt::Debug for Settings {
@@ -90,6 +95,7 @@ impl std::fmt::Debug for Settings {
                 &self.alert_secret.as_ref().map(|_| "<redacted>"),
             )
             .field("seal", &self.seal)
+            .field("auto_recover", &self.auto_recover)
             .finish()
     }
 }
@@ -143,6 +149,7 @@ impl Settings {
                 current: given.seal_key("seal_key")?,
                 previous: given.seal_key("seal_previous_key")?,
             },
+            auto_recover: given.flag("auto_recover")?,
         })
     }
 }

@@ -60,6 +60,9 @@
 //!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
 //! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
 //!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
+//! - `notify:{endpoint id}` — a client's notification endpoint (URL, signing secret; binary,
+//!   `NotificationEndpoint::encode`); the id is the `sub_...` id its notices are delivered
+//!   under, derived from the client id (`subscriptions::notify`).
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`), in the `counters` bucket: a host may keep it in memory.
 
@@ -194,10 +197,12 @@ pub const RETENTION_PREFIX: &str = "ret:";
 pub const RATE_PREFIX: &str = "rate:";
 /// What [`auth_failures`] keys begin with.
 pub const AUTH_FAILURES_PREFIX: &str = "authfail:";
+/// What [`notification_endpoint`] keys begin with.
+pub const NOTIFY_PREFIX: &str = "notify:";
 
 /// Every prefix a key of a kind begins with (the keys without one are the fixed keys:
 /// [`TICK_LEASE`], [`DUE_DIRECTORY`], ...).
-pub const PREFIXES: [&str; 16] = [
+pub const PREFIXES: [&str; 17] = [
     API_KEY_PREFIX,
     API_KEY_ID_PREFIX,
     CLIENT_PREFIX,
@@ -214,6 +219,7 @@ pub const PREFIXES: [&str; 16] = [
     RETENTION_PREFIX,
     RATE_PREFIX,
     AUTH_FAILURES_PREFIX,
+    NOTIFY_PREFIX,
 ];
 
 /// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
@@ -239,6 +245,11 @@ pub fn client_keys(client_id: &ClientId) -> Key {
 
 /// Prefix of the index of ingest keys (an append log of key hashes; they have no client).
 pub const INGEST_KEYS: Key = Key::fixed("ingestkeys");
+
+/// A client's notification endpoint, by the id its notices are delivered under.
+pub fn notification_endpoint(id: &SubscriptionId) -> Key {
+    joined(&[NOTIFY_PREFIX, id])
+}
 
 /// A subscription record.
 pub fn subscription(id: &SubscriptionId) -> Key {
@@ -440,7 +451,7 @@ mod tests {
 
     #[test]
     fn every_key_of_a_kind_begins_with_its_prefix_and_no_prefix_begins_another() {
-        let kinds: [(Key, &str); 18] = [
+        let kinds: [(Key, &str); 19] = [
             (api_key("ab"), API_KEY_PREFIX),
             (api_key_id(&ApiKeyId::from("key_1")), API_KEY_ID_PREFIX),
             (client_keys(&ClientId::from("acme")), CLIENT_PREFIX),
@@ -468,6 +479,10 @@ mod tests {
             (pace(&SubscriptionId::from("sub_1")), PACE_PREFIX),
             (retention(1), RETENTION_PREFIX),
             (rate(&ClientId::from("acme"), 1), RATE_PREFIX),
+            (
+                notification_endpoint(&SubscriptionId::from("sub_1")),
+                NOTIFY_PREFIX,
+            ),
         ];
         for (key, prefix) in &kinds {
             assert!(key.starts_with(prefix), "{key} under {prefix}");

@@ -32,6 +32,7 @@ pub mod enable;
 pub mod index;
 pub mod list;
 pub mod load;
+pub mod notify;
 pub mod options;
 pub mod reseal;
 

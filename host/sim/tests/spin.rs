@@ -36,6 +36,7 @@
 mod at_rest;
 mod counters;
 mod harness;
+mod notices;
 mod options;
 mod portal;
 mod portal_files;
@@ -151,7 +152,7 @@ fn story(mut w: Walk, receiver: &Receiver, store: at_rest::Store<'_>) {
     let made = keys_and_subscriptions(&mut w, receiver);
     listing(&mut w, &made);
     idempotency_and_validation(&mut w, &made, receiver);
-    deliveries(&mut w, &made, receiver);
+    notices::around(&mut w, &made, receiver, deliveries);
     recovery(&mut w, &made, receiver);
     options::delivery_options(&mut w, &made.acme, made.id(4), &made.subs[4].1, receiver);
     portal::index_pages(&mut w, receiver);

@@ -23,6 +23,7 @@
 mod conformance;
 mod document;
 mod headers;
+mod notice_scenarios;
 mod more_scenarios;
 pub(crate) mod routes;
 mod scenarios;

@@ -22,6 +22,7 @@ pub(crate) fn served_paths() -> Vec<String> {
         format!("/v1/webhooks/{SAMPLE_SUB}/deliveries/{SAMPLE_DLV}/replay"),
         format!("/v1/replays/{SAMPLE_RPL}"),
         format!("/v1/replays/{SAMPLE_RPL}/cancel"),
+        "/v1/notification-endpoint".to_owned(),
         "/internal/v1/replays".to_owned(),
         format!("/internal/v1/replays/{SAMPLE_RPL}"),
         format!("/internal/v1/replays/{SAMPLE_RPL}/cancel"),
@@ -49,7 +50,7 @@ pub(crate) fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 34;
+pub(crate) const VARIANTS: usize = 35;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -90,6 +91,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::PortalLinks(_) => 31,
         Route::WebhookDeliveryReplay(..) => 32,
         Route::Reseal => 33,
+        Route::NotificationEndpoint => 34,
     }
 }
 

@@ -183,6 +183,10 @@ pub fn patch<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
     req("PATCH", path, who)
 }
 
+pub fn put<'a>(path: impl Into<String>, who: Who<'a>) -> Req<'a> {
+    req("PUT", path, who)
+}
+
 impl<'a> Req<'a> {
     /// `body` as `application/json`.
     pub fn json(self, body: &Value) -> Self {
