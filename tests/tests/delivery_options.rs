@@ -567,3 +567,68 @@ fn retry_after_holds_the_next_attempt_back_within_the_normal_delay_and_an_hour()
         );
     }
 }
+
+/// The operator rotates a partner's secret (a leaked one): with no overlap the old secret
+/// stops signing at once and the new one, answered to the operator, signs; the partner's
+/// rules on the overlap hold; a partner key may not, and a deleted subscription is 404.
+#[test]
+fn the_operator_rotates_a_partners_secret_and_the_leaked_one_stops_at_once() {
+    let mut sim = sim(307);
+    let key = issue_key(&mut sim, "acme");
+    sim.net().endpoint(URL, []);
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let created = create_with(&mut sim, &key, &body, &[]).json()["data"].clone();
+    let id = created["id"].as_str().expect("id").to_owned();
+    let leaked = created["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let path = format!("/internal/v1/subscriptions/{id}/rotate-secret");
+    for (overlap, code) in [
+        (json!(700_000), "out_of_range"),
+        (json!(1.5), "out_of_range"),
+    ] {
+        let refused = operator_post_json(&mut sim, &path, &json!({"overlapSeconds": overlap}));
+        assert_error(&refused, 422, "validation_failed");
+        assert_eq!(refused.json()["error"]["details"][0]["code"], code);
+    }
+    assert_error(
+        &send(&mut sim, "POST", &path, &key, &json!({})),
+        403,
+        "forbidden",
+    );
+
+    let rotated = operator_post_json(&mut sim, &path, &json!({"overlapSeconds": 0.0}));
+    assert_eq!(rotated.status, 200, "{}", rotated.json());
+    let data = rotated.json()["data"].clone();
+    assert_eq!(data["id"], created["id"]);
+    assert_eq!(data["previousSecretExpiresAt"], Value::Null);
+    let new = data["signingSecret"].as_str().expect("secret").to_owned();
+    assert_ne!(new, leaked);
+    let r = deliver(&mut sim, r#"{"id":"L1"}"#);
+    let signature = header(&r, "x-service-signature");
+    assert!(spec_verifies(&new, signature.as_deref(), &r));
+    assert!(!spec_verifies(&leaked, signature.as_deref(), &r));
+    assert_eq!(header(&r, "x-service-signatures"), None, "no overlap");
+
+    // With an overlap, as the partner's: both sign until it ends.
+    let rotated = operator_post_json(&mut sim, &path, &json!({"overlapSeconds": 3600}));
+    assert_eq!(rotated.status, 200, "{}", rotated.json());
+    assert!(rotated.json()["data"]["previousSecretExpiresAt"].is_u64());
+
+    assert_eq!(
+        call(&mut sim, "DELETE", &format!("/v1/webhooks/{id}"), &key).status,
+        200
+    );
+    assert_error(
+        &operator_post_json(&mut sim, &path, &json!({})),
+        404,
+        "not_found",
+    );
+    let unknown = "/internal/v1/subscriptions/sub_0123456789abcdef01234567/rotate-secret";
+    assert_error(
+        &operator_post_json(&mut sim, unknown, &json!({})),
+        404,
+        "not_found",
+    );
+}

@@ -222,3 +222,100 @@ fn concurrent_creates_with_one_key_make_one_subscription() {
     }
     assert_eq!(list_ids(&mut sim, &key).len(), 8);
 }
+
+/// A create replayed after its subscription changed answers the subscription as it is now
+/// without a secret: never the rotated one (the first answer did not give it), never the
+/// first one (it signs no more, or soon not). Replayed before any change, and after a
+/// disable (no change of what the create made), it answers the secret as the first time.
+#[test]
+fn a_create_replayed_after_a_rotation_or_a_change_answers_no_secret() {
+    let mut sim = sim(57);
+    let key = issue_key(&mut sim, "acme");
+    let body = json!({"url": URL, "eventTypes": ["load.created"]});
+    let replay = |sim: &mut Simulation, idem: &str| {
+        let r = create_with(sim, &key, &body, &[("idempotency-key", idem)]);
+        assert_eq!(r.status, 201, "{}", r.json());
+        assert_eq!(r.header("idempotent-replayed"), Some("true"));
+        r.json()["data"].clone()
+    };
+    let secret_of = |data: &Value| data["signingSecret"].as_str().map(str::to_owned);
+
+    // A rotation, by the partner or by the operator.
+    for (idem, rotate) in [("rotated-by-partner", false), ("rotated-by-operator", true)] {
+        let first = create_with(&mut sim, &key, &body, &[("idempotency-key", idem)]);
+        let data = first.json()["data"].clone();
+        let id = data["id"].as_str().expect("id").to_owned();
+        let created = secret_of(&data).expect("a secret");
+        assert_eq!(replay(&mut sim, idem), data, "unchanged: the first answer");
+        let rotated = if rotate {
+            operator_post_json(
+                &mut sim,
+                &format!("/internal/v1/subscriptions/{id}/rotate-secret"),
+                &json!({"overlapSeconds": 0}),
+            )
+        } else {
+            call(
+                &mut sim,
+                "POST",
+                &format!("/v1/webhooks/{id}/rotate-secret"),
+                &key,
+            )
+        };
+        assert_eq!(rotated.status, 200, "{}", rotated.json());
+        let current = secret_of(&rotated.json()["data"]).expect("the new secret");
+        let again = replay(&mut sim, idem);
+        assert_eq!(again["id"], data["id"]);
+        assert_eq!(again["status"], "active");
+        assert_eq!(secret_of(&again), None, "{again}");
+        let text = again.to_string();
+        assert!(
+            !text.contains(&current) && !text.contains(&created),
+            "{text}"
+        );
+        let mut expected = data.clone();
+        expected
+            .as_object_mut()
+            .expect("object")
+            .remove("signingSecret");
+        assert_eq!(again, expected, "the rest as it is");
+    }
+
+    // Other headers (a change of the delivery options).
+    let first = create_with(&mut sim, &key, &body, &[("idempotency-key", "patched")]);
+    let id = first.json()["data"]["id"].as_str().expect("id").to_owned();
+    let patched = patch_json(&mut sim, &key, &id, &json!({"headers": {"X-Token": "t"}}));
+    assert_eq!(patched.status, 200, "{}", patched.json());
+    let again = replay(&mut sim, "patched");
+    assert_eq!(secret_of(&again), None, "{again}");
+    assert_eq!(again["headerNames"], json!(["X-Token"]));
+
+    // A disable changes nothing the create made: the secret, and the status as it is now.
+    let first = create_with(&mut sim, &key, &body, &[("idempotency-key", "disabled")]);
+    let data = first.json()["data"].clone();
+    let id = data["id"].as_str().expect("id").to_owned();
+    let path = format!("/internal/v1/subscriptions/{id}/disable");
+    assert_eq!(call(&mut sim, "POST", &path, ADMIN).status, 200);
+    let again = replay(&mut sim, "disabled");
+    assert_eq!(again["status"], "disabled");
+    assert_eq!(secret_of(&again), secret_of(&data));
+}
+
+/// `PATCH /v1/webhooks/{id}` with a JSON body and API key `key`.
+fn patch_json(
+    sim: &mut Simulation,
+    key: &str,
+    id: &str,
+    body: &Value,
+) -> edgehook_runtime::HttpResponse {
+    let auth = bearer(key);
+    sim.request(
+        "PATCH",
+        &format!("/v1/webhooks/{id}"),
+        &[
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .expect("request runs")
+}

@@ -51,3 +51,38 @@ pub(crate) fn optional_object(
         false => object(req, fields).map(Some),
     }
 }
+
+/// A JSON number that is a whole number from 0 to `u64::MAX`, as a `u64`: `165` and also
+/// `165.0` (JSON Schema's `integer` counts both, and so does every field documented as one);
+/// `None` for anything else (a fraction, a negative number, a string, 2^64 and beyond).
+pub(crate) fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        let f = value.as_f64()?;
+        ((0.0..18_446_744_073_709_551_616.0).contains(&f) && f.trunc() == f).then_some(f as u64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_number;
+    use serde_json::json;
+
+    #[test]
+    fn a_whole_number_may_be_written_as_a_float() {
+        for (v, n) in [
+            (json!(165), Some(165)),
+            (json!(165.0), Some(165)),
+            (json!(0.0), Some(0)),
+            (json!(u64::MAX), Some(u64::MAX)),
+            (json!(9_007_199_254_740_993.0), Some(9_007_199_254_740_992)),
+            (json!(165.5), None),
+            (json!(-1), None),
+            (json!(-1.0), None),
+            (json!(18_446_744_073_709_551_616.0), None),
+            (json!("165"), None),
+            (json!(null), None),
+        ] {
+            assert_eq!(whole_number(&v), n, "{v}");
+        }
+    }
+}

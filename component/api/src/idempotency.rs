@@ -208,6 +208,7 @@ mod tests {
             status: 201,
             location: Some("/v1/webhooks/sub_b".into()),
             subscription_id: "sub_b".into(),
+            created: None,
         };
         finish(&env(t0 + STALE_CLAIM_MS + 3_000), &b, response.clone())
             .expect("B's claim is still B's");
@@ -252,6 +253,7 @@ mod tests {
             status: 201,
             location: Some(format!("/v1/webhooks/{id}")),
             subscription_id: id.into(),
+            created: None,
         }
     }
 

@@ -100,7 +100,7 @@ pub(crate) fn limit(
 ) -> Option<u32> {
     match obj.get(field)? {
         Value::Null => Some(0),
-        v => match v.as_u64().filter(|n| (1..=max).contains(n)) {
+        v => match body::whole_number(v).filter(|n| (1..=max).contains(n)) {
             Some(n) => Some(n as u32),
             None => {
                 details.push(FieldError::new(
@@ -257,6 +257,19 @@ struct Rotated<'a> {
     signing_secret: &'a str,
 }
 
+/// `POST /internal/v1/subscriptions/{id}/rotate-secret`: the operator rotates any client's
+/// subscription's secret (a leaked one, say), with the partner's body, overlap rules and
+/// answer ([`rotate`]); a deleted or unknown subscription is 404.
+pub fn operator_rotate<K: Kv>(cx: &Ctx<'_, K>, id: &str) -> Result<Response, ApiError> {
+    let owner = match subscriptions::load(cx.env, &crate::ctx::subscription_id(id)?)? {
+        Some(sub) if sub.disabled_reason.as_deref() != Some(subscriptions::DELETED) => {
+            sub.client_id
+        }
+        _ => return Err(ApiError::not_found("Subscription")),
+    };
+    rotate(cx, id, &owner)
+}
+
 /// `POST /v1/webhooks/{id}/rotate-secret` (`{"overlapSeconds": n}`, optional, default 24 h,
 /// at most 7 days; 0: the old secret stops at once): a new secret, shown this once.
 pub fn rotate<K: Kv>(
@@ -267,13 +280,15 @@ pub fn rotate<K: Kv>(
     let obj = body::optional_object(cx.req, &["overlapSeconds"])?.unwrap_or_default();
     let overlap_s = match obj.get("overlapSeconds") {
         None => DEFAULT_OVERLAP_S,
-        Some(v) => v.as_u64().filter(|s| *s <= MAX_OVERLAP_S).ok_or_else(|| {
-            body::invalid(
-                "overlapSeconds",
-                "out_of_range",
-                "overlapSeconds is a whole number of seconds from 0 to 604800 (7 days)",
-            )
-        })?,
+        Some(v) => body::whole_number(v)
+            .filter(|s| *s <= MAX_OVERLAP_S)
+            .ok_or_else(|| {
+                body::invalid(
+                    "overlapSeconds",
+                    "out_of_range",
+                    "overlapSeconds is a whole number of seconds from 0 to 604800 (7 days)",
+                )
+            })?,
     };
     let overlap_ms = overlap_s * 1000;
     // The erasure is queued first: if the rotation then fails, the entry finds nothing to

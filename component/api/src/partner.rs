@@ -185,7 +185,8 @@ struct Created<'a> {
     ordering: &'static str,
     rate_limit: Option<u32>,
     signature_scheme: &'static str,
-    signing_secret: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signing_secret: Option<&'a str>,
     status: &'static str,
     url: &'a str,
 }
@@ -223,6 +224,7 @@ fn create_fresh<K: Kv>(
             status: 201,
             location: Some(location(&id)),
             subscription_id: id.clone(),
+            created: Some(created_digest(env, &sub)?),
         };
         if let Err(e) = idempotency::finish(env, claim, stored) {
             // The swap may have applied though the store reported an error: release
@@ -251,6 +253,28 @@ fn created_data<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<Vec<u8>, 
     let secret = (sub.signing_secret)
         .open(&env.settings.seal, &sub.seal_context())
         .map_err(ApiError::internal)?;
+    created_json(sub, Some(&secret), None)
+}
+
+/// What an idempotent create's replay compares to tell whether its subscription changed
+/// since: the SHA-256 (hex) of the 201's `data` with its secret, its status left out (a
+/// replay shows the status as it is now). The secret is 32 random bytes, so the digest says
+/// nothing of it; a rotation, a new scheme, other headers, URL or event types all change it.
+fn created_digest<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<String, ApiError> {
+    let secret = (sub.signing_secret)
+        .open(&env.settings.seal, &sub.seal_context())
+        .map_err(ApiError::internal)?;
+    let data = created_json(sub, Some(&secret), Some(""))?;
+    Ok(edgehook_model::ids::hex(&Sha256::digest(&data)))
+}
+
+/// The 201's `data` for `sub`, with `secret` if given, and its status (as it is now unless
+/// `status` says otherwise).
+fn created_json(
+    sub: &Subscription,
+    secret: Option<&str>,
+    status: Option<&'static str>,
+) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(&Created {
         created_at: sub.created_at,
         event_types: &sub.event_types,
@@ -265,11 +289,11 @@ fn created_data<K: Kv>(env: &Env<'_, K>, sub: &Subscription) -> Result<Vec<u8>, 
         ordering: sub.options.ordering.name(),
         rate_limit: (sub.options.rate_limit > 0).then_some(sub.options.rate_limit),
         signature_scheme: sub.options.scheme.name(),
-        signing_secret: &secret,
-        status: match sub.status {
+        signing_secret: secret,
+        status: status.unwrap_or(match sub.status {
             subscriptions::Status::Disabled => "disabled",
             _ => "active",
-        },
+        }),
         url: &sub.url,
     })
     .map_err(ApiError::internal)
@@ -281,14 +305,21 @@ fn location(id: &str) -> String {
 }
 
 /// Answers a retried create from its stored response, finishing the create if the first
-/// attempt stored its response but failed before the commit point.
+/// attempt stored its response but failed before the commit point. Once the subscription
+/// has changed since (a rotated secret, a new scheme, other headers, URL or event types)
+/// the replay shows it as it is now without a secret: a replay never hands out a secret
+/// other than the one the first answer gave, nor a configuration it did not make.
 fn replay<K: Kv>(cx: &Ctx<'_, K>, stored: StoredResponse) -> Result<Response, ApiError> {
     let sub = subscriptions::activate(cx.env, &stored.subscription_id, None)?;
     // Never the secret of a deleted subscription, nor "active" for a disabled one.
     if sub.disabled_reason.as_deref() == Some(subscriptions::DELETED) {
         return Err(subscription_deleted());
     }
-    let data = created_data(cx.env, &sub)?;
+    let unchanged = stored.created.as_ref() == Some(&created_digest(cx.env, &sub)?);
+    let data = match unchanged {
+        true => created_data(cx.env, &sub)?,
+        false => created_json(&sub, None, None)?,
+    };
     // The stored response as it was, its `Location` included.
     Ok(created_response(
         stored.status,

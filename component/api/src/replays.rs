@@ -85,7 +85,7 @@ fn filters(
 /// (reported).
 fn time(obj: &Map<String, Value>, field: &str, errors: &mut Vec<FieldError>) -> Option<u64> {
     let v = obj.get(field).filter(|v| !v.is_null())?;
-    let t = v.as_u64();
+    let t = body::whole_number(v);
     if t.is_none() {
         errors.push(FieldError::new(
             field,
@@ -237,7 +237,7 @@ pub fn replay_since(req: &Request) -> Result<Option<u64>, ApiError> {
     let invalid = body::invalid;
     match obj.get("replaySince") {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+        Some(v) => body::whole_number(v).map(Some).ok_or_else(|| {
             invalid(
                 "replaySince",
                 "invalid_type",

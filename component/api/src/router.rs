@@ -240,6 +240,11 @@ routes! { cx, client;
     EnableSubscription(id) = ["internal", "v1", "subscriptions", id, "enable"], Operator {
         "POST" => operator::enable_subscription(cx, &id),
     }
+    /// `/internal/v1/subscriptions/{id}/rotate-secret`: a new signing secret for any
+    /// client's subscription, with the partner's overlap rules (operator, POST).
+    OperatorRotate(id) = ["internal", "v1", "subscriptions", id, "rotate-secret"], Operator {
+        "POST" => options::operator_rotate(cx, &id),
+    }
     /// `/internal/v1/subscriptions/{id}/test`: send a test delivery now (operator).
     TestSubscription(id) = ["internal", "v1", "subscriptions", id, "test"], Operator {
         "POST" => ping::operator(cx, &id),
@@ -579,6 +584,7 @@ mod tests {
             "/internal/v1/subscriptions/sub_0123456789abcdef01234567/disable",
             "/internal/v1/subscriptions/sub_0123456789abcdef01234567/enable",
             "/internal/v1/subscriptions/sub_0123456789abcdef01234567/test",
+            "/internal/v1/subscriptions/sub_0123456789abcdef01234567/rotate-secret",
             "/internal/v1/subscriptions/sub_0123456789abcdef01234567/deliveries",
             "/internal/v1/deliveries/dlv_0123456789abcdef01234567",
             "/internal/v1/deliveries/dlv_0123456789abcdef01234567/replay",

@@ -48,8 +48,7 @@ pub fn reseal<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     };
     let limit = match obj.get("limit") {
         None => DEFAULT_LIMIT,
-        Some(v) => v
-            .as_u64()
+        Some(v) => body::whole_number(v)
             .filter(|n| (1..=MAX_LIMIT).contains(n))
             .ok_or_else(|| {
                 body::invalid(

@@ -56,6 +56,11 @@ pub struct StoredResponse {
     pub location: Option<String>,
     /// The resource the request created (to finish it on replay if needed).
     pub subscription_id: SubscriptionId,
+    /// A digest of what the request created, as the API computes it (the partner API: of
+    /// the created subscription with its secret), so a replay can tell whether it changed
+    /// since. Absent in records of earlier versions: a replay takes them for changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
 }
 
 impl Record {
@@ -79,6 +84,7 @@ impl Record {
                 status: u16::try_from(r.get("status")?.as_u64()?).ok()?,
                 location: optional_str(r.get("location"))?,
                 subscription_id: SubscriptionId::trusted(r.get("subscriptionId")?.as_str()?),
+                created: optional_str(r.get("created"))?,
             }),
         };
         Some(Record {
@@ -127,6 +133,7 @@ mod tests {
                 status: 201,
                 location: Some("/v1/webhooks/sub_1".into()),
                 subscription_id: "sub_1".into(),
+                created: Some("d1".into()),
             }),
             claim: Some("c1".into()),
         };
@@ -144,6 +151,7 @@ mod tests {
                     status: 200,
                     location: None,
                     subscription_id: "sub_2".into(),
+                    created: None,
                 }),
                 claim: None,
             })

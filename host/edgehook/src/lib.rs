@@ -8,7 +8,7 @@
 //! control socket: the store's copy for `edgehook backup`), [`kv`] (`serve`'s Redis flags:
 //! one Redis or a Redis Cluster), [`inspect`] (`edgehook store`:
 //! a copy of the store read for inspection), [`replay`] (replays by
-//! range with a progress bar), [`reseal`] (a pass sealing every stored secret under the
+//! range with a progress bar), [`rotate`] (the operator's rotation of a partner's secret), [`reseal`] (a pass sealing every stored secret under the
 //! current key), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`) and
 //! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on). The component and its imports are
 //! `edgehook-runtime`'s.
@@ -23,6 +23,7 @@ pub mod portal;
 pub mod receiver;
 pub mod replay;
 pub mod reseal;
+pub mod rotate;
 pub mod serve;
 pub mod signals;
 pub mod start;

@@ -228,6 +228,13 @@ enum SubscriptionCommand {
     Enable(IdArgs),
     /// Disable a subscription and cancel its pending deliveries.
     Disable(DisableArgs),
+    /// Give a subscription a new signing secret (a leak response); printed once.
+    RotateSecret {
+        #[command(flatten)]
+        args: edgehook::rotate::RotateArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
 }
 
 #[derive(clap::Args)]
@@ -409,6 +416,10 @@ fn run(cli: Cli) -> Result<()> {
                 &headers,
             )
         }
+        Command::Subscription(SubscriptionArgs {
+            action: Some(SubscriptionCommand::RotateSecret { args, remote }),
+            ..
+        }) => runtime()?.block_on(edgehook::rotate::run(&operator_remote(&remote)?, &args)),
         Command::Subscription(SubscriptionArgs {
             action: None,
             id,

@@ -8,6 +8,7 @@ mod common;
 
 mod backup;
 mod cluster;
+mod contract;
 mod conventions;
 mod egress;
 mod hardening;
@@ -19,6 +20,7 @@ mod process;
 mod quickstart;
 mod recovery;
 mod redis;
+mod rotate;
 mod sealing;
 mod sessions;
 mod standard;

@@ -3,8 +3,9 @@
 //! manifest is copied), walked over real HTTP the way a partner and an operator use it: once on
 //! Spin's default key-value store (SQLite, in a temporary state directory) and once on Redis
 //! (a `redis-server` of this test's own, the Redis runtime config of `deploy/` with its URL
-//! replaced). A third run keeps that runtime config as deployed, `block_networks` included,
-//! and the default settings: subscription URLs on private targets are refused.
+//! replaced). A third keeps that runtime config as deployed, `block_networks` included:
+//! Spin refuses a delivery to a private address at send, and under the default settings the
+//! component refuses such URLs at create (`spin/production.rs`).
 //!
 //! Each walk is one test, so each store costs one Spin start-up (Spin compiles the component
 //! first). A walk goes on past a failed step where it can and fails at the end naming every
@@ -40,6 +41,7 @@ mod notices;
 mod options;
 mod portal;
 mod portal_files;
+mod production;
 mod rotation;
 
 use edgehook_sim::spin;
@@ -78,55 +80,16 @@ fn spin_redis_walks_the_partner_and_operator_story() {
     story(walk, &receiver, at_rest::Store::Redis(&redis));
 }
 
+/// Spin itself refuses a delivery to a private address under the shipped runtime config
+/// (`block_networks`), and the component refuses such URLs at create under the default
+/// settings (`spin/production.rs`).
 #[test]
 fn spin_with_the_production_runtime_config_refuses_private_targets() {
     let Some((binary, redis)) = spin_and_redis() else {
         return;
     };
-    // deploy/runtime-config.redis.toml as shipped, `block_networks` included: only the URL is
-    // this test's. The settings are the defaults.
-    let example = "redis://redis.edgehook.svc.cluster.local:6379";
-    assert!(
-        spin::REDIS_RUNTIME_CONFIG.contains(example),
-        "the example URL moved"
-    );
-    let config = spin::REDIS_RUNTIME_CONFIG.replace(example, &redis.url());
-    let rt = rt();
-    let receiver = Receiver::start(&rt);
-    let app = start_spin("production", binary, &receiver, &config, &[]);
-    let mut w = Walk::new("spin-redis-production", app, rt);
-    let keys = post("/internal/v1/clients/acme/keys", Who::Operator);
-    let Some(key) = w.call("issue key", 201, keys) else {
-        w.stop("an API key");
-    };
-    let key = key.data()["apiKey"].as_str().unwrap_or_default().to_owned();
-    for url in [
-        receiver.url("/ok/1").as_str(),
-        "https://127.0.0.1/",
-        "https://localhost/",
-        "https://db.localhost/",
-        "https://10.0.0.1/",
-        "https://169.254.169.254/latest/meta-data",
-        "https://[::1]/",
-        "https://2130706433/",
-        "http://hooks.example.com/",
-    ] {
-        let step = format!("create {url} (refused: private, or not https)");
-        let body = json!({"url": url, "eventTypes": ["load.created"]});
-        let create = post("/v1/webhooks", Who::Bearer(&key)).json(&body);
-        if let Some(r) = w.refused(&step, (422, "validation_failed"), create) {
-            let field = r.json["error"]["details"][0]["field"].as_str();
-            w.check(
-                &step,
-                field == Some("url"),
-                format!("not about url: {}", r.text),
-            );
-        }
-    }
-    let body = json!({"url": "https://hooks.example.com/x", "eventTypes": ["load.created"]});
-    let create = post("/v1/webhooks", Who::Bearer(&key)).json(&body);
-    w.call("create on a public host", 201, create);
-    w.report();
+    production::refused_at_send(binary.clone(), &redis.url());
+    production::refused_at_create(binary, &redis.url());
 }
 
 // ---------------------------------------------------------------------------------------

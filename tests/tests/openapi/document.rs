@@ -105,8 +105,17 @@ fn check_document(doc: &Value) -> Vec<String> {
                 "{name}: secured = {secured} but 401 Unauthorized documented = {unauthorized}"
             ));
         }
-        // Every route can answer 413 (body limit) and 500 (bad configuration).
-        for status in ["413", "500"] {
+        // Every route can answer 413 (body limit) and 500 (bad configuration); every route
+        // that takes credentials 429 (too many failed authentications from the address);
+        // every route that takes a body 400 (not JSON) and 415 (not declared JSON).
+        let mut every = vec!["413", "500"];
+        if op.template != "/healthz" {
+            every.push("429");
+        }
+        if !op.op["requestBody"].is_null() {
+            every.extend(["400", "415"]);
+        }
+        for status in every {
             if responses.get(status).is_none() {
                 problems.push(format!("{name}: {status} is not documented"));
             }

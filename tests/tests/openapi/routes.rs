@@ -38,6 +38,7 @@ pub(crate) fn served_paths() -> Vec<String> {
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/disable"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/enable"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/test"),
+        format!("/internal/v1/subscriptions/{SAMPLE_SUB}/rotate-secret"),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}/deliveries"),
         "/internal/v1/deliveries".to_owned(),
         format!("/internal/v1/deliveries/{SAMPLE_DLV}"),
@@ -50,7 +51,7 @@ pub(crate) fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 35;
+pub(crate) const VARIANTS: usize = 36;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -92,6 +93,7 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::WebhookDeliveryReplay(..) => 32,
         Route::Reseal => 33,
         Route::NotificationEndpoint => 34,
+        Route::OperatorRotate(_) => 35,
     }
 }
 

@@ -141,7 +141,7 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
         "PATCH /v1/webhooks/{id} 422 headerNotAllowed" => {
             let mut w = World::new(62);
             let id = w.subscribe(&["load.created"]);
-            let body = doc.request_example("PATCH", "/v1/webhooks/{id}", "serviceHeader");
+            let body = doc.request_example("PATCH", "/v1/webhooks/{id}", "invalidServiceHeader");
             w.partner_send("PATCH", &format!("/v1/webhooks/{id}"), &body)
         }
         "PATCH /v1/webhooks/{id} 422 notUpdatable" => {
@@ -161,6 +161,19 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
                 .to_owned();
             let body = doc.request_example("POST", "/v1/webhooks/{id}/rotate-secret", "oneHour");
             w.partner_json(&format!("/v1/webhooks/{id}/rotate-secret"), &body)
+        }
+        "POST /internal/v1/subscriptions/{id}/rotate-secret 200 rotated" => {
+            let mut w = World::new(66);
+            let id = w.subscribe(&["load.created"]);
+            let body = doc.request_example(
+                "POST",
+                "/internal/v1/subscriptions/{id}/rotate-secret",
+                "leaked",
+            );
+            w.operator_json(
+                &format!("/internal/v1/subscriptions/{id}/rotate-secret"),
+                &body,
+            )
         }
         "POST /internal/v1/clients/{clientId}/portal-links 201 minted" => {
             World::new(80).operator("POST", "/internal/v1/clients/acme/portal-links")
