@@ -390,8 +390,10 @@ fn reseal_pass(sim: &mut Simulation, limit: u64) -> (u64, Vec<String>) {
             "bounded"
         );
         resealed += data["resealed"].as_u64().expect("resealed");
-        for id in data["unreadable"].as_array().expect("unreadable") {
-            unreadable.push(id.as_str().expect("id").to_owned());
+        for field in ["unreadable", "unreadableNotificationEndpoints"] {
+            for id in data[field].as_array().expect("unreadable") {
+                unreadable.push(id.as_str().expect("id").to_owned());
+            }
         }
         calls += 1;
         assert!(calls < 100, "a pass ends");
@@ -426,26 +428,41 @@ fn the_operators_reseal_pass_seals_every_secret_then_the_previous_key_can_go() {
         .as_str()
         .expect("secret")
         .to_owned();
+    // And the client's notification endpoint, with a secret of its own.
+    plain.net().endpoint("https://n.example.com/notices", []);
+    let put = send_json(
+        &mut plain,
+        "PUT",
+        "/v1/notification-endpoint",
+        &key,
+        &json!({"url": "https://n.example.com/notices"}),
+    );
+    assert_eq!(put.status, 201, "{}", put.json());
+    let n_secret = put.json()["data"]["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
     let secrets = [
         a_secret.clone(),
         b_secret.clone(),
         c_old.clone(),
         c_new.clone(),
+        n_secret,
     ];
-    assert_eq!(holding(&plain, &secrets).len(), 3, "stored plain");
+    assert_eq!(holding(&plain, &secrets).len(), 4, "stored plain");
     // Without a key there is nothing to seal under: a clear 409.
     let r = operator_post_json(&mut plain, "/internal/v1/secrets/reseal", &json!({}));
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["error"]["code"], "seal_key_missing");
     // A key set: one pass, a record a call, seals them all; a second finds nothing to do.
     let mut first = sealed_sim(911, &[("seal_key", K1)], Some(&plain));
-    assert_eq!(reseal_pass(&mut first, 1), (3, Vec::new()));
+    assert_eq!(reseal_pass(&mut first, 1), (4, Vec::new()));
     assert_eq!(holding(&first, &secrets), Vec::<String>::new());
     assert_eq!(reseal_pass(&mut first, 1000), (0, Vec::new()));
     // A key rotation: the pass seals everything under the new key ...
     let pair = [("seal_key", K2), ("seal_previous_key", K1)];
     let mut rotating = sealed_sim(912, &pair, Some(&plain));
-    assert_eq!(reseal_pass(&mut rotating, 2), (3, Vec::new()));
+    assert_eq!(reseal_pass(&mut rotating, 2), (4, Vec::new()));
     // ... so the old key can go: every delivery verifies under the new key alone.
     let mut second = sealed_sim(913, &[("seal_key", K2)], Some(&plain));
     let got = deliver(&mut second, &[A, B, C]);
@@ -460,9 +477,16 @@ fn the_operators_reseal_pass_seals_every_secret_then_the_previous_key_can_go() {
     // Under a key that opens nothing, each is named, in the answer and in the log, and
     // left as it is.
     let mut wrong = sealed_sim(914, &[("seal_key", K1)], Some(&plain));
-    let mut all = vec![a.clone(), b, c];
+    let mut all = vec![a.clone(), b, c, "acme".to_owned()];
     all.sort();
     assert_eq!(reseal_pass(&mut wrong, 10), (0, all));
+    assert!(
+        wrong
+            .guest_log()
+            .lines()
+            .any(|l| l.contains("\"secret.unreadable\"") && l.contains("\"acme\"")),
+        "the notification endpoint's"
+    );
     assert!(
         wrong
             .guest_log()

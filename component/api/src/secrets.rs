@@ -24,16 +24,18 @@ struct Batch {
     scanned: u32,
     resealed: u32,
     unreadable: Vec<String>,
+    unreadable_notification_endpoints: Vec<String>,
     next_cursor: Option<String>,
     done: bool,
 }
 
 /// `POST /internal/v1/secrets/reseal` (`{"cursor": "...", "limit": n}`, both optional):
 /// seals the secrets of up to `limit` subscriptions from `cursor` (the start without one)
-/// under `seal_key`. Without a `seal_key` set: 409 `seal_key_missing`. The answer counts
-/// what was looked at and re-sealed, names the subscriptions whose secret opens under
-/// neither key (each also a `secret.unreadable` log line), and gives `nextCursor`, `null`
-/// once the pass is done.
+/// (and then of up to `limit` notification endpoints) under `seal_key`. Without a
+/// `seal_key` set: 409 `seal_key_missing`. The answer counts what was looked at and
+/// re-sealed, names the subscriptions (and the clients whose notification endpoint) whose
+/// secret opens under neither key (each also a `secret.unreadable` log line), and gives
+/// `nextCursor`, `null` once the pass is done.
 pub fn reseal<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     let obj = body::optional_object(cx.req, &["cursor", "limit"])?.unwrap_or_default();
     let from = match obj.get("cursor") {
@@ -69,12 +71,26 @@ pub fn reseal<K: Kv>(cx: &Ctx<'_, K>) -> Result<Response, ApiError> {
     for id in &batch.unreadable {
         edgehook_delivery::attempt::report_unreadable(cx.env, id);
     }
+    for client in &batch.unreadable_endpoints {
+        cx.env.log.line(&format!(
+            "{{\"type\":\"secret.unreadable\",\"notificationEndpointOf\":{}}}",
+            edgehook_model::error::quoted(client)
+        ));
+        cx.env
+            .log
+            .event(edgehook_delivery::attempt::UNREADABLE_EVENT);
+    }
     Ok(cx.data(
         200,
         Batch {
             scanned: batch.scanned,
             resealed: batch.resealed,
             unreadable: batch.unreadable.iter().map(|id| id.to_string()).collect(),
+            unreadable_notification_endpoints: batch
+                .unreadable_endpoints
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
             next_cursor: batch.next.map(ResealCursor::text),
             done: batch.next.is_none(),
         },

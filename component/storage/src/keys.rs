@@ -63,6 +63,8 @@
 //! - `notify:{endpoint id}` — a client's notification endpoint (URL, signing secret; binary,
 //!   `NotificationEndpoint::encode`); the id is the `sub_...` id its notices are delivered
 //!   under, derived from the client id (`subscriptions::notify`).
+//! - `notifydir:...` — an append log of the clients that registered a notification endpoint
+//!   (an entry stays after a removal), walked by the re-seal pass (`subscriptions::reseal`).
 //! - `rate:{client id}:{minute}` — a counter of the client's partner API requests in that
 //!   clock minute (see `limits`), in the `counters` bucket: a host may keep it in memory.
 
@@ -250,6 +252,9 @@ pub const INGEST_KEYS: Key = Key::fixed("ingestkeys");
 pub fn notification_endpoint(id: &SubscriptionId) -> Key {
     joined(&[NOTIFY_PREFIX, id])
 }
+
+/// The append log of clients that registered a notification endpoint.
+pub const NOTIFY_DIRECTORY: Key = Key::fixed("notifydir");
 
 /// A subscription record.
 pub fn subscription(id: &SubscriptionId) -> Key {

@@ -1,10 +1,12 @@
 //! A client's notification endpoint (`notify:{endpoint id}`): registered, changed, read and
 //! removed by its owner; its secret made here, sealed under the settings' current key for
 //! its own record (and sealed again under it by a change), and shown once, when it is made.
+//! Every client that registers one is listed in [`directory`], which the re-seal pass walks.
 
 use crate::{ApiError, Env, Kv, Secret};
 use edgehook_model::ids::ClientId;
 use edgehook_records::notify::{NotificationEndpoint, endpoint_id};
+use edgehook_storage::applog::AppendLog;
 use edgehook_storage::keys;
 use edgehook_storage::kv::{Update, update};
 
@@ -21,6 +23,11 @@ pub enum Put {
 /// the one it has at `url`, keeping its secret.
 pub fn put<K: Kv>(env: &Env<'_, K>, client_id: &ClientId, url: &str) -> Result<Put, ApiError> {
     let key = keys::notification_endpoint(&endpoint_id(client_id));
+    // Listed before the record is written, so that every record is listed (the re-seal pass
+    // walks the list); a registration cut short leaves an entry that finds no record.
+    if env.kv.get(&key)?.is_none() {
+        directory().append(env.kv, &[client_id.as_bytes()])?;
+    }
     let fresh = Secret::generate(env.random_bytes());
     let plain = fresh.plain().unwrap_or_default().to_owned();
     let seal = &env.settings.seal;
@@ -55,6 +62,12 @@ pub fn put<K: Kv>(env: &Env<'_, K>, client_id: &ClientId, url: &str) -> Result<P
         ))
     })
     .map_err(Into::into)
+}
+
+/// The clients that registered a notification endpoint, in the order they did (an entry
+/// stays after a removal, and a client that registers again is listed again).
+pub fn directory() -> AppendLog {
+    AppendLog::new(keys::NOTIFY_DIRECTORY)
 }
 
 /// `client_id`'s notification endpoint, if it registered one.

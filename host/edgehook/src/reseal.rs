@@ -17,7 +17,8 @@ pub struct Totals {
     pub scanned: u64,
     /// Records sealed again under the current key.
     pub resealed: u64,
-    /// Subscriptions whose secret opens under neither key.
+    /// Subscriptions (and clients' notification endpoints) whose secret opens under neither
+    /// key.
     pub unreadable: Vec<String>,
     /// Calls made.
     pub batches: u64,
@@ -34,11 +35,15 @@ impl Totals {
         self.scanned += count("scanned")?;
         self.resealed += count("resealed")?;
         self.batches += 1;
-        for id in data["unreadable"].as_array().into_iter().flatten() {
-            if let Some(id) = id.as_str() {
-                self.unreadable.push(id.to_owned());
-            }
-        }
+        let named = |field: &str| {
+            let ids = data[field].as_array().into_iter().flatten();
+            ids.filter_map(|id| id.as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        };
+        self.unreadable.extend(named("unreadable"));
+        let endpoints = named("unreadableNotificationEndpoints").into_iter();
+        self.unreadable
+            .extend(endpoints.map(|c| format!("the notification endpoint of {c}")));
         Ok(data["nextCursor"].as_str().map(str::to_owned))
     }
 
@@ -115,6 +120,7 @@ mod tests {
         let next = totals
             .add(
                 &json!({"scanned": 2, "resealed": 1, "unreadable": ["sub_a"],
+                         "unreadableNotificationEndpoints": ["acme"],
                          "nextCursor": "0.2", "done": false}),
             )
             .expect("an answer");
@@ -129,13 +135,13 @@ mod tests {
             Totals {
                 scanned: 3,
                 resealed: 2,
-                unreadable: vec!["sub_a".into()],
+                unreadable: vec!["sub_a".into(), "the notification endpoint of acme".into()],
                 batches: 2
             }
         );
         assert_eq!(
             totals.line(),
-            "3 looked at, 2 re-sealed, 1 unreadable (2 calls)"
+            "3 looked at, 2 re-sealed, 2 unreadable (2 calls)"
         );
         assert!(
             totals.add(&json!({"resealed": 1})).is_err(),

@@ -23,8 +23,8 @@
 mod conformance;
 mod document;
 mod headers;
-mod notice_scenarios;
 mod more_scenarios;
+mod notice_scenarios;
 pub(crate) mod routes;
 mod scenarios;
 mod schemas;
