@@ -9,12 +9,14 @@
 //! one Redis or a Redis Cluster), [`inspect`] (`edgehook store`:
 //! a copy of the store read for inspection), [`replay`] (replays by
 //! range with a progress bar), [`rotate`] (the operator's rotation of a partner's secret), [`reseal`] (a pass sealing every stored secret under the
-//! current key), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`) and
-//! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on). The component and its imports are
+//! current key), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`),
+//! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on) and
+//! [`healthcheck`] (one `GET` of a health URL: the container image's health check). The component and its imports are
 //! `edgehook-runtime`'s.
 
 pub mod cli;
 pub mod control;
+pub mod healthcheck;
 pub mod inspect;
 pub mod kv;
 pub mod listen;

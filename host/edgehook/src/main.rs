@@ -74,6 +74,8 @@ enum Command {
     /// Print a one-time link to a client's portal: usable for 15 minutes, once, for a session
     /// of 12 hours (talks to a running server).
     PortalLink(PortalLinkArgs),
+    /// Exit 0 when a health URL answers 200, else 1 (the container image's health check).
+    Healthcheck(edgehook::healthcheck::HealthcheckArgs),
 }
 
 #[derive(clap::Args)]
@@ -309,6 +311,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve(args) => edgehook::start::serve(args),
         Command::Listen(args) => listen(args),
+        Command::Healthcheck(args) => edgehook::healthcheck::run(&args),
         Command::Keys(KeysCommand::Issue {
             client,
             scope,

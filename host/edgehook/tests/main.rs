@@ -8,6 +8,7 @@ mod common;
 
 mod backup;
 mod cluster;
+mod container;
 mod contract;
 mod conventions;
 mod egress;
