@@ -591,7 +591,10 @@ impl incoming_handler::Guest for Component {
         let req = read_request(request);
         let opened = open();
         let handled = match &opened {
-            Ok(opened) => router::handle(&env_at(opened, now_ms()), &req, &WasiSender),
+            Ok(opened) => {
+                let env = env_at(opened, now_ms()).with_trace(req.header_str("traceparent"));
+                router::handle(&env, &req, &WasiSender)
+            }
             Err(problem) => {
                 router::misconfigured(&edgehook_model::ids::request_id(&WasiEntropy), problem)
             }

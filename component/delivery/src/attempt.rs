@@ -7,8 +7,10 @@
 use crate::sender::Outgoing;
 use edgehook_model::env::Env;
 use edgehook_model::signing;
+use edgehook_model::trace;
 use edgehook_model::validate::TargetUrl;
-use edgehook_records::delivery::Delivery;
+use edgehook_records::delivery::{Delivery, EventRecord};
+use edgehook_storage::keys;
 use edgehook_storage::kv::Kv;
 use edgehook_subscriptions::{Scheme, Subscription, Unreadable};
 use std::rc::Rc;
@@ -27,7 +29,29 @@ pub(crate) fn outgoing<K: Kv>(
     url: TargetUrl,
     body: Rc<Vec<u8>>,
 ) -> Result<Outgoing, Unreadable> {
-    signed(env, &d.id, &d.event_type, sub, url, body)
+    let mut out = signed(env, &d.id, &d.event_type, sub, url, body)?;
+    if env.settings.trace_context {
+        let trace = publish_trace(env, d);
+        out.headers.push((
+            trace::HOST_HEADER.into(),
+            trace::host_header(
+                &d.subscription_id,
+                &d.event_id,
+                d.attempts.len() + 1,
+                trace.as_deref(),
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// The `traceparent` `d`'s event was published with, if any: one more read, made only when
+/// an attempt names it.
+fn publish_trace<K: Kv>(env: &Env<'_, K>, d: &Delivery) -> Option<String> {
+    let read = env.kv.get(&keys::event(&d.event_id));
+    let bytes = env.best_effort("read event (trace context)", read)??;
+    let event = env.best_effort("decode event (trace context)", EventRecord::decode(&bytes))?;
+    event.trace
 }
 
 /// Says that subscription `id`'s secret did not open: a `secret.unreadable` log line with its

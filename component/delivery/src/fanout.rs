@@ -148,6 +148,7 @@ fn find_or_record<K: Kv>(
         subscriptions: active.iter().map(|s| s.id.clone()).collect(),
         fanned_out: false,
         skipped,
+        trace: env.trace.map(str::to_owned),
     };
     // A keyed event is recorded before its fan-out, so a retry with the key finds it and
     // resumes; it is created only if absent, so of two publishes with the same key racing
@@ -346,6 +347,7 @@ pub(crate) fn publish_internal<K: Kv>(
         subscriptions: vec![subscription_id.to_owned()],
         fanned_out: false,
         skipped: Vec::new(),
+        trace: None,
     };
     retention::retain(env.kv, event.created_at, &event.id, None)?;
     fan_out(env, &event, Origin::Fresh, None, &[], None, Some(body))?;

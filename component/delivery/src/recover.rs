@@ -176,6 +176,7 @@ fn record_probe<K: Kv>(
         subscriptions: vec![sub.id.clone()],
         fanned_out: true,
         skipped: Vec::new(),
+        trace: None,
     };
     retention::retain(env.kv, at, &event.id, None)?;
     create(env.kv, &keys::event_body(&event.id), body)?;

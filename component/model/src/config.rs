@@ -18,6 +18,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("allow_http", Some("false")),
     ("rate_limit_per_minute", Some("1200")),
     ("opportunistic_tick_s", Some("10")),
+    ("trace_context", Some("false")),
     ("retry_delays_ms", Some("60000,300000")),
     ("alert_url", Some("")),
     ("alert_secret", Some("")),
@@ -53,6 +54,10 @@ pub struct Settings {
     /// many seconds (0: never). For hosts with no timer of their own (Spin without a
     /// CronJob); hosts that call `tick` themselves set it to 0.
     pub opportunistic_tick_s: u32,
+    /// Whether every attempt tells the host its trace context and ids (the
+    /// [`crate::trace::HOST_HEADER`] header, which the host takes off): for a host that
+    /// exports traces (`serve --otlp-endpoint`); never set where nothing takes it off.
+    pub trace_context: bool,
     /// Delay before attempt 2 and before attempt 3 after the previous attempt failed, in
     /// milliseconds (SPEC §8: about 1 and 5 minutes; each gets up to +10 % jitter).
     pub retry_delays_ms: [u64; 2],
@@ -88,6 +93,7 @@ impl std::fmt::Debug for Settings {
             .field("allow_http", &self.allow_http)
             .field("rate_limit_per_minute", &self.rate_limit_per_minute)
             .field("opportunistic_tick_s", &self.opportunistic_tick_s)
+            .field("trace_context", &self.trace_context)
             .field("retry_delays_ms", &self.retry_delays_ms)
             .field("alert_url", &self.alert_url)
             .field(
@@ -142,6 +148,7 @@ impl Settings {
             allow_http: given.flag("allow_http")?,
             rate_limit_per_minute: narrow(given.number("rate_limit_per_minute", 0, 1_000_000)?),
             opportunistic_tick_s: narrow(given.number("opportunistic_tick_s", 0, 3600)?),
+            trace_context: given.flag("trace_context")?,
             retry_delays_ms: given.retry_delays()?,
             alert_url: given.alert_url()?,
             alert_secret: given.alert_secret()?,

@@ -57,6 +57,9 @@ pub struct Env<'a, K: Kv> {
     pub entropy: &'a dyn Entropy,
     /// Where structured log lines go ([`NoLog`] unless [`Env::with_log`] says otherwise).
     pub log: &'a dyn Log,
+    /// The W3C `traceparent` of the request this call answers, when it came with a valid one
+    /// ([`crate::trace`]): a publish keeps it with its event.
+    pub trace: Option<&'a str>,
 }
 
 impl<'a, K: Kv> Env<'a, K> {
@@ -69,6 +72,7 @@ impl<'a, K: Kv> Env<'a, K> {
             settings,
             entropy,
             log: &NoLog,
+            trace: None,
         }
     }
 
@@ -80,6 +84,12 @@ impl<'a, K: Kv> Env<'a, K> {
     /// The same environment, writing its log lines to `log`.
     pub fn with_log(self, log: &'a dyn Log) -> Env<'a, K> {
         Env { log, ..self }
+    }
+
+    /// The same environment, in the trace `traceparent` names (kept only if valid).
+    pub fn with_trace(self, traceparent: Option<&'a str>) -> Env<'a, K> {
+        let trace = traceparent.filter(|t| crate::trace::valid(t));
+        Env { trace, ..self }
     }
 
     /// The same store, settings and randomness at another time: a long call's later steps,

@@ -5,7 +5,8 @@
 //! never reads them itself), [`config::Settings`], prefixed [`ids`], plain HTTP values
 //! ([`http`]) and the one error type with its JSON envelope ([`error`]), the event types and
 //! load rules ([`events`]), the subscription URL rules ([`validate`]), the HMAC
-//! signature ([`signing`]) and the sealing of secrets at rest ([`seal`]).
+//! signature ([`signing`]), the sealing of secrets at rest ([`seal`]) and the W3C trace
+//! context an event carries to its attempts ([`trace`]).
 //!
 //! May use: `edgehook-storage` (the store an [`env::Env`] holds; store errors become API
 //! errors). Knows no stored record and no route.
@@ -18,6 +19,7 @@ pub mod http;
 pub mod ids;
 pub mod seal;
 pub mod signing;
+pub mod trace;
 pub mod validate;
 #[cfg(test)]
 mod validate_tests;

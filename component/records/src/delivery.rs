@@ -366,6 +366,9 @@ pub struct EventRecord {
     /// The disabled subscriptions listening to its type when it was published: each has a
     /// delivery too, in status [`Status::Skipped`], never attempted but replayable.
     pub skipped: Vec<SubscriptionId>,
+    /// The W3C `traceparent` its publish came with (`edgehook_model::trace`): its attempts
+    /// name it.
+    pub trace: Option<String>,
 }
 
 /// First byte of an event record ([`EventRecord::encode`]): its format's version.
@@ -375,15 +378,20 @@ pub const EVENT_V1: u8 = 0xE5;
 /// list. An event without any is still written as [`EVENT_V1`], byte for byte as before.
 pub const EVENT_V2: u8 = 0xE6;
 
+/// First byte of an event record with a trace context: [`EVENT_V2`]'s fields (the skipped
+/// list, maybe empty) and then the `traceparent`. An event without one is written as before.
+pub const EVENT_V3: u8 = 0xE7;
+
 impl EventRecord {
     /// The stored record: `EVENT_V1`, then every field in declaration order (see
     /// [`edgehook_storage::codec`]); `EVENT_V2` when `skipped` is not empty (then with it at
     /// the end). Every publish writes one.
     #[inline]
     pub fn encode(&self) -> Vec<u8> {
-        let version = match self.skipped.is_empty() {
-            true => EVENT_V1,
-            false => EVENT_V2,
+        let version = match (self.skipped.is_empty(), &self.trace) {
+            (_, Some(_)) => EVENT_V3,
+            (true, None) => EVENT_V1,
+            (false, None) => EVENT_V2,
         };
         let capacity = 128 + 32 * (self.subscriptions.len() + self.skipped.len());
         let mut w = Writer::new(version, capacity);
@@ -393,8 +401,11 @@ impl EventRecord {
             .str(&self.body_sha256)
             .list(&self.subscriptions, |w, s| w.str(s))
             .bool(self.fanned_out);
-        if !self.skipped.is_empty() {
+        if version != EVENT_V1 {
             w.list(&self.skipped, |w, s| w.str(s));
+        }
+        if let Some(trace) = &self.trace {
+            w.str(trace);
         }
         w.finish()
     }
@@ -411,16 +422,20 @@ impl EventRecord {
     }
 
     fn decode_binary(bytes: &[u8]) -> Option<EventRecord> {
-        let (mut r, v2) = match Reader::new(bytes, EVENT_V2) {
-            Some(r) => (r, true),
-            None => (Reader::new(bytes, EVENT_V1)?, false),
-        };
+        let (mut r, version) = [EVENT_V3, EVENT_V2, EVENT_V1]
+            .into_iter()
+            .find_map(|v| Reader::new(bytes, v).map(|r| (r, v)))?;
+        let v2 = version != EVENT_V1;
         let (id, event_type, created_at, body_sha256) = (r.id()?, r.str()?, r.u64()?, r.str()?);
         let subscriptions = r.list(4, Reader::id)?;
         let fanned_out = r.bool()?;
         let skipped = match v2 {
             true => r.list(4, Reader::id)?,
             false => Vec::new(),
+        };
+        let trace = match version == EVENT_V3 {
+            true => Some(r.str()?),
+            false => None,
         };
         let event = EventRecord {
             id,
@@ -430,6 +445,7 @@ impl EventRecord {
             subscriptions,
             fanned_out,
             skipped,
+            trace,
         };
         r.end()?;
         Some(event)
@@ -590,6 +606,7 @@ mod tests {
             subscriptions: vec!["sub_a".into(), "sub_é".into(), "".into()],
             fanned_out: true,
             skipped: Vec::new(),
+            trace: None,
         }
     }
 
@@ -618,6 +635,26 @@ mod tests {
         assert!(EventRecord::decode(&cut).is_err(), "v2 without its list");
         cut[0] = EVENT_V1;
         assert_eq!(EventRecord::decode(&cut), Ok(sample_event()));
+    }
+
+    /// An event with a trace context is `EVENT_V3` (with or without skipped ones) and reads
+    /// back whole; a version 3 record cut before its context is damage.
+    #[test]
+    fn an_event_record_with_a_trace_context_reads_back_whole() {
+        let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        for skipped in [vec![], vec!["sub_d".into()]] {
+            let event = EventRecord {
+                skipped,
+                trace: Some(trace.into()),
+                ..sample_event()
+            };
+            let bytes = event.encode();
+            assert_eq!(bytes[0], EVENT_V3);
+            assert_eq!(EventRecord::decode(&bytes), Ok(event));
+            edgehook_storage::codec::assert_only_whole_records_read(&bytes, |b| {
+                EventRecord::decode(b).is_ok()
+            });
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ use anyhow::{Context as _, Result};
 use bytes::{Bytes, BytesMut};
 use edgehook_component::model::error::ApiError;
 use edgehook_runtime::log::{REQUESTS, now_ms};
+use edgehook_runtime::otlp;
 use edgehook_runtime::{Baseline, HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime, Warm};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -241,6 +242,7 @@ impl Server {
         }
         let method = req.method().to_string();
         let path = req.uri().path().to_owned();
+        let span = otlp::enabled().then(|| otlp::begin_request(req.headers_mut()));
         let outcome = match (req.method() == hyper::Method::GET, path.as_str()) {
             (true, READY_PATH) => Ok(self.ready().await),
             (_, p) if crate::portal::is_portal(p) => self.portal(req).await,
@@ -273,6 +275,9 @@ impl Server {
             peer = %peer,
             "request"
         );
+        if let Some(span) = span {
+            end_request_span(span, &method, &path, &response);
+        }
         if response.status == 202 {
             // An event was accepted or a delivery replayed: work is due now.
             self.wake.notify_one();
@@ -556,6 +561,29 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (is another server running there?)"))
+}
+
+/// Ends a request's span: its route, status and request id, and the event id of a publish.
+fn end_request_span(span: otlp::Begun, method: &str, path: &str, response: &HttpResponse) {
+    let mut attributes = vec![
+        ("http.request.method", otlp::Value::Str(method.to_owned())),
+        ("url.path", otlp::Value::Str(path.to_owned())),
+        (
+            "http.response.status_code",
+            otlp::Value::Int(i64::from(response.status)),
+        ),
+    ];
+    if let Some(id) = response.header("x-request-id") {
+        attributes.push(("edgehook.request_id", otlp::Value::Str(id.to_owned())));
+    }
+    if response.status == 202
+        && let Ok(body) = serde_json::from_slice::<serde_json::Value>(&response.body)
+        && let Some(id) = body["data"]["eventId"].as_str()
+    {
+        attributes.push(("edgehook.event_id", otlp::Value::Str(id.to_owned())));
+    }
+    let name = format!("{method} {}", otlp::route(path));
+    span.end(name, otlp::Kind::Server, attributes, response.status >= 500);
 }
 
 /// Logs an invocation that trapped (or whose task failed) after its response was sent.

@@ -89,7 +89,7 @@ pub struct ServeArgs {
     /// Address of the Prometheus endpoint (`GET /metrics`), apart from the API's; `off`: none.
     #[arg(long, default_value = crate::metrics::DEFAULT_LISTEN, env = "EDGEHOOK_METRICS_LISTEN")]
     pub metrics_listen: String,
-    /// The log: its format and level filter.
+    /// The log (its format and level filter) and the traces.
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -170,6 +170,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     }
     if args.allow_private_targets {
         config.insert("allow_private_targets".into(), "true".into());
+    }
+    // Traces: each attempt names its trace context and ids to the host (`trace_context`),
+    // which takes them off before sending and makes the attempt's span.
+    if let Some(endpoint) = args.log.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
+        let service = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "edgehook".into());
+        edgehook_runtime::otlp::install(endpoint, &service).map_err(anyhow::Error::msg)?;
+        config.insert("trace_context".into(), "true".into());
     }
     let settings = check(&config)?;
     let net = NetOptions {
@@ -258,11 +265,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             store.flush().map_err(anyhow::Error::new)?;
         }
         tracing::info!("stopped");
+        edgehook_runtime::otlp::flush();
         Ok(())
     })
 }
 
-/// `serve`'s log flags (`edgehook_runtime::log`).
+/// `serve`'s log flags (`edgehook_runtime::log`) and where its traces go
+/// (`edgehook_runtime::otlp`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct LogArgs {
     /// How log lines are written: text (short human lines) or json (a JSON object a line).
@@ -275,6 +284,11 @@ pub struct LogArgs {
     /// attempt), edgehook::component (the component's own lines, on stderr).
     #[arg(long, value_name = "FILTER", env = log::FILTER_ENV, default_value = log::DEFAULT_FILTER)]
     pub log_level: String,
+    /// Export traces, a span per API request and per delivery attempt, to this OpenTelemetry
+    /// collector over OTLP/HTTP (protobuf): http://HOST:PORT, spans POSTed to /v1/traces.
+    /// The service's name is OTEL_SERVICE_NAME (default edgehook). Default: no traces.
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
 }
 
 impl LogArgs {

@@ -27,3 +27,4 @@ mod sessions;
 mod standard;
 mod startup;
 mod tls;
+mod traces;

@@ -50,6 +50,7 @@ pub mod gate;
 pub mod log;
 pub mod metrics;
 pub mod net;
+pub mod otlp;
 pub mod outbound;
 pub mod proxy;
 pub mod rediscluster;

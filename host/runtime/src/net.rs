@@ -516,7 +516,7 @@ impl Outbound for NetOutbound {
         let checked = check_target(request.uri(), self.policy).map(|_| ());
         Box::pin(async move {
             let started = Instant::now();
-            let (parts, body) = request.into_parts();
+            let (mut parts, body) = request.into_parts();
             if let Err(refusal) = checked {
                 if let Some(m) = &metrics {
                     m.observe_attempt(Err("refused"), started.elapsed().as_secs_f64());
@@ -530,6 +530,7 @@ impl Outbound for NetOutbound {
                 return Err(refusal.http_error());
             }
             let body = body.collect().await?.to_bytes();
+            let traced = crate::otlp::begin_attempt(&mut parts.headers);
             let delivery = parts
                 .headers
                 .get("x-service-delivery-id")
@@ -571,6 +572,9 @@ impl Outbound for NetOutbound {
                 m.observe_attempt(status, elapsed);
             }
             let ms = format!("{:.1}", elapsed * 1000.0);
+            if let Some(ids) = traced {
+                end_attempt_span(ids, &delivery, &target, &outcome, elapsed);
+            }
             match outcome {
                 Ok(resp) => {
                     let (parts, mut incoming) = resp.into_parts();
@@ -618,6 +622,46 @@ impl Outbound for NetOutbound {
             }
         })
     }
+}
+
+/// Ends an attempt's span: its ids, the receiver's status (or the error) and the time it
+/// took.
+fn end_attempt_span(
+    ids: crate::otlp::AttemptIds,
+    delivery: &str,
+    target: &str,
+    outcome: &Result<http::Response<hyper::body::Incoming>, HttpError>,
+    elapsed: f64,
+) {
+    use crate::otlp::Value;
+    let mut attributes = vec![
+        ("edgehook.subscription_id", Value::Str(ids.subscription_id)),
+        ("edgehook.event_id", Value::Str(ids.event_id)),
+        ("edgehook.delivery_id", Value::Str(delivery.to_owned())),
+        ("edgehook.attempt", Value::Int(ids.attempt)),
+        ("server.address", Value::Str(target.to_owned())),
+        (
+            "edgehook.duration_ms",
+            Value::Int((elapsed * 1000.0) as i64),
+        ),
+    ];
+    let failed = match outcome {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
+            !(200..300).contains(&status)
+        }
+        Err(e) => {
+            attributes.push(("error.type", Value::Str(format!("{e:?}"))));
+            true
+        }
+    };
+    ids.span.end(
+        "POST delivery".into(),
+        crate::otlp::Kind::Client,
+        attributes,
+        failed,
+    );
 }
 
 #[cfg(test)]
