@@ -55,6 +55,7 @@ pub const FILES: &[File] = &[
     file!("operator.js", JS),
     file!("partner.js", JS),
     file!("notices.js", JS),
+    file!("loads.js", JS),
     file!("favicon.svg", "image/svg+xml"),
 ];
 

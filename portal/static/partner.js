@@ -1,7 +1,8 @@
 // The partner view: a session from a portal link, over the partner API (/v1). The partner's
 // own subscriptions only: create (the secret shown once, with a copy button), delete,
-// enable, rotate the secret, send a test delivery, the delivery log with its attempts (a
-// finished delivery resent), and replays by range with their progress.
+// enable, change the URL and event types, rotate the secret, send a test delivery, the
+// delivery log with its attempts (a finished delivery resent), replays by range with their
+// progress, and a search by load id (`loads.js`).
 
 import {
   h, replace, field, check, checked, table, props, time, msOf, localInput, badge, errorBox,
@@ -10,6 +11,7 @@ import {
 import { partner as api, seg } from "./api.js";
 import { attemptsTable, testResult } from "./operator.js";
 import { notificationEndpoint } from "./notices.js";
+import { findLoad, retargetForm } from "./loads.js";
 
 let frame;
 
@@ -47,7 +49,7 @@ function header(current) {
       notice(null);
       frame.home();
     } }, "Sign out"));
-  frame.nav([["Active", () => list("active")], ["Disabled", () => list("disabled")], ["New subscription", () => create()], ["Notices", () => notices()]], current);
+  frame.nav([["Active", () => list("active")], ["Disabled", () => list("disabled")], ["New subscription", () => create()], ["Notices", () => notices()], ["Find a load", () => { header("Find a load"); findLoad(frame, failed); }]], current);
 }
 
 /** The notification endpoint's page (`notices.js`). */
@@ -161,6 +163,7 @@ async function open(id, out) {
         h("p", { class: "muted" }, r.previousSecretExpiresAt ? ["The previous secret stops signing at ", time(r.previousSecretExpiresAt), "."] : "The previous secret no longer signs."));
     }, result),
     replayForm(id),
+    retargetForm(s, redraw),
     result, log));
 }
 

@@ -490,6 +490,30 @@ class Walk:
         self.button("Rotate the secret").click()
         rotated = self.visible("#action-result .secret-value").get_attribute("value")
         assert rotated.startswith("whsec_") and rotated != secret
+
+        # Change the URL in place: the same subscription, delivering to the new URL.
+        sub_id = self.find("#ps-h .mono").text.strip()
+        self.find("#retarget summary").click()
+        url = self.visible("#retarget-url")
+        url.clear()
+        url.send_keys(self.receiver.url + "/moved")
+        self.button("Save").click()
+        self.wait("changed in place", lambda: "Changed" in self.find("#notice").text)
+        assert "/moved" in self.find("#subscription-panel .sub-url").text
+        self.api.publish("P2")
+        self.wait("the delivery at the new URL", lambda: self.receiver.count("/moved", "load.created") >= 1)
+
+        # Where did load P1 go: the search box finds its event and its delivery.
+        self.section("Find a load")
+        self.visible("#load-id").send_keys("P1")
+        self.button("Find").click()
+        found = self.visible("#load-events .load-event")
+        assert "load.created" in found.text and "succeeded" in found.text, found.text
+        self.labelled("find a load")
+        self.shot("partner-find-load")
+        self.section("Active")
+        self.button(f"Open {sub_id}").click()
+        self.visible("#subscription-panel")
         self.button("Delete").click()
         self.button("Yes, delete it").click()
         self.wait("deleted", lambda: "Deleted" in self.find("#notice").text)

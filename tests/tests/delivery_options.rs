@@ -351,10 +351,13 @@ fn own_headers_are_sent_never_shown_and_bad_ones_are_refused_changing_nothing() 
     for (bad, code) in [
         (json!({"signatureScheme": "hmac"}), "invalid_value"),
         (
-            json!({"url": "https://hooks.example.com/x"}),
-            "not_updatable",
+            json!({"url": "http://hooks.example.com/x"}),
+            "https_required",
         ),
-        (json!({"eventTypes": ["load.updated"]}), "not_updatable"),
+        (
+            json!({"eventTypes": ["load.deleted"]}),
+            "unknown_event_type",
+        ),
         (json!({"ordering": "sorted"}), "invalid_value"),
         (json!({"paused": true}), "unknown_field"),
     ] {

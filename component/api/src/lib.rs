@@ -5,7 +5,8 @@
 //! ([`keys`]), the partner rate limit
 //! ([`limits`]), `Idempotency-Key` claims ([`idempotency`]), the partner API
 //! `/v1/webhooks` ([`partner`]), the operator API `/internal/v1` ([`operator`]), test
-//! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), replays by range for both ([`replays`]),
+//! deliveries for both ([`ping`]), delivery lists for both ([`deliveries`]), an event's and a
+//! load id's deliveries for both ([`events`]), replays by range for both ([`replays`]),
 //! the partner's delivery options: scheme, headers, secret rotation ([`options`]), its
 //! notification endpoint ([`notify`]), and
 //! the portal's links and sessions ([`portal`]), and the operator's re-seal of stored
@@ -19,6 +20,7 @@ pub mod auth;
 mod body;
 pub mod ctx;
 pub mod deliveries;
+pub mod events;
 pub mod idempotency;
 pub mod keys;
 pub mod limits;

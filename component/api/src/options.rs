@@ -1,5 +1,6 @@
 //! Delivery options in the partner API: `signatureScheme` and `headers` on create and on
-//! `PATCH /v1/webhooks/{id}`, and `POST /v1/webhooks/{id}/rotate-secret`.
+//! `PATCH /v1/webhooks/{id}` (which also changes `url` and `eventTypes` in place), and
+//! `POST /v1/webhooks/{id}/rotate-secret`.
 //!
 //! A subscription's own headers: at most [`MAX_HEADERS`], each name an HTTP token of at
 //! most [`MAX_HEADER_NAME`] characters that no delivery header of either scheme, no
@@ -13,8 +14,9 @@ use edgehook_delivery as delivery;
 use edgehook_model::error::{ApiError, FieldError};
 use edgehook_model::http::Response;
 use edgehook_model::ids::ClientId;
+use edgehook_model::validate;
 use edgehook_storage::kv::Kv;
-use edgehook_subscriptions::{self as subscriptions, OptionsChange, Ordering, Scheme};
+use edgehook_subscriptions::{self as subscriptions, OptionsChange, Ordering, Scheme, Target};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -186,9 +188,10 @@ pub(crate) fn headers(
     (details.len() == before).then_some(out)
 }
 
-/// `PATCH /v1/webhooks/{id}`: changes `signatureScheme`, `headers`, `ordering`; answers the read,
-/// with the new `signingSecret` when the scheme changed (a new secret of its form; shown
-/// this once).
+/// `PATCH /v1/webhooks/{id}`: changes `url` and `eventTypes` (checked as at create; same
+/// id, secret and history: see [`subscriptions::retarget`]), `signatureScheme`, `headers`,
+/// `ordering`, `maxInFlight`, `rateLimit`; answers the read, with the new `signingSecret`
+/// when the scheme changed (a new secret of its form; shown this once).
 pub fn update<K: Kv>(
     cx: &Ctx<'_, K>,
     id: &str,
@@ -197,23 +200,15 @@ pub fn update<K: Kv>(
     // Another client's subscription is 404 whatever the body (as every partner route).
     subscriptions::owned(cx.env, &crate::ctx::subscription_id(id)?, client_id)?;
     let fields = [
+        "url",
+        "eventTypes",
         "signatureScheme",
         "headers",
         "ordering",
         "maxInFlight",
         "rateLimit",
     ];
-    let obj = body::object(cx.req, &fields).map_err(|e| {
-        // The fields a subscription has but an update cannot change say so.
-        match e.details.first().map(|d| d.field.as_str()) {
-            Some(f @ ("url" | "eventTypes")) => body::invalid(
-                f,
-                "not_updatable",
-                "url and eventTypes cannot be changed; create a new subscription (and delete this one)",
-            ),
-            _ => e,
-        }
-    })?;
+    let obj = body::object(cx.req, &fields)?;
     let mut details = Vec::new();
     let change = OptionsChange {
         scheme: scheme(&obj, &mut details),
@@ -221,6 +216,7 @@ pub fn update<K: Kv>(
         ordering: ordering(&obj, &mut details),
         max_in_flight: limit(&obj, "maxInFlight", MAX_IN_FLIGHT, &mut details).map(|n| n as u16),
         rate_limit: limit(&obj, "rateLimit", MAX_RATE, &mut details),
+        target: target(cx, &obj, &mut details),
     };
     if !details.is_empty() {
         return Err(ApiError::validation(details));
@@ -245,6 +241,58 @@ pub fn update<K: Kv>(
         None => detail,
     };
     Ok(Response::data_json(200, &data, cx.request_id))
+}
+
+/// The `url` and `eventTypes` of a `PATCH`, each if given, checked exactly as at create.
+fn target<K: Kv>(
+    cx: &Ctx<'_, K>,
+    obj: &Map<String, Value>,
+    details: &mut Vec<FieldError>,
+) -> Target {
+    let policy = cx.env.settings.target_policy();
+    let url = obj
+        .get("url")
+        .and_then(|u| target_url(Some(u), policy, details));
+    let event_types = obj
+        .get("eventTypes")
+        .and_then(|t| match validate::event_types(Some(t)) {
+            Ok(t) => Some(t),
+            Err(errs) => {
+                details.extend(errs);
+                None
+            }
+        });
+    Target { url, event_types }
+}
+
+/// The `url` of a create body (and of a `PATCH`): required, a string, a target the policy
+/// allows.
+pub(crate) fn target_url(
+    url: Option<&Value>,
+    policy: validate::TargetPolicy,
+    details: &mut Vec<FieldError>,
+) -> Option<String> {
+    match url {
+        None => {
+            details.push(FieldError::new("url", "required", "url is required"));
+            None
+        }
+        Some(Value::String(u)) => match validate::target_url(u, policy) {
+            Ok(_) => Some(u.clone()),
+            Err(p) => {
+                details.push(FieldError::new("url", p.code, p.message));
+                None
+            }
+        },
+        Some(_) => {
+            details.push(FieldError::new(
+                "url",
+                "invalid_type",
+                "url must be a string",
+            ));
+            None
+        }
+    }
 }
 
 /// The `data` of a rotation's 200.

@@ -53,7 +53,7 @@ fn validate_create(
     };
     let mut details = unknown_fields(obj);
     let options = delivery_options(obj, &mut details);
-    let url = target_url(obj.get("url"), policy, &mut details);
+    let url = crate::options::target_url(obj.get("url"), policy, &mut details);
     let event_types = match validate::event_types(obj.get("eventTypes")) {
         Ok(t) => Some(t),
         Err(errs) => {
@@ -102,35 +102,6 @@ fn delivery_options(
         rate_limit: limit(obj, "rateLimit", MAX_RATE, details).unwrap_or(0),
         previous_secret: None,
         slow_until: None,
-    }
-}
-
-/// The `url` of a create body: required, a string, a target the policy allows.
-fn target_url(
-    url: Option<&Value>,
-    policy: validate::TargetPolicy,
-    details: &mut Vec<FieldError>,
-) -> Option<String> {
-    match url {
-        None => {
-            details.push(FieldError::new("url", "required", "url is required"));
-            None
-        }
-        Some(Value::String(u)) => match validate::target_url(u, policy) {
-            Ok(_) => Some(u.clone()),
-            Err(p) => {
-                details.push(FieldError::new("url", p.code, p.message));
-                None
-            }
-        },
-        Some(_) => {
-            details.push(FieldError::new(
-                "url",
-                "invalid_type",
-                "url must be a string",
-            ));
-            None
-        }
     }
 }
 

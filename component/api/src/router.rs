@@ -3,6 +3,7 @@
 
 use crate::auth::{self, Scope};
 use crate::ctx::{Caller, Ctx};
+use crate::events;
 use crate::{deliveries, keys, notify, operator, options, partner, ping, portal, replays, secrets};
 use edgehook_delivery::{RunNow, Sender};
 use edgehook_model::env::Env;
@@ -169,6 +170,15 @@ routes! { cx, client;
         "PUT" => notify::endpoint(cx, client),
         "DELETE" => notify::endpoint(cx, client),
     }
+    /// `/v1/events`: the events of a load id that made deliveries to the caller's
+    /// subscriptions (GET `?loadId=`).
+    PartnerEvents = ["v1", "events"], Partner {
+        "GET" => events::find(cx, Some(client)),
+    }
+    /// `/v1/events/{eventId}`: an event with its deliveries to the caller's subscriptions.
+    PartnerEvent(id) = ["v1", "events", id], Partner {
+        "GET" => events::get(cx, &id, Some(client)),
+    }
     /// `/v1/replays/{id}`: a replay job of the caller's (GET).
     PartnerReplay(id) = ["v1", "replays", id], Partner {
         "GET" => replays::get(cx, &id, Some(client)),
@@ -216,9 +226,15 @@ routes! { cx, client;
     IngestKey(key) = ["internal", "v1", "ingest-keys", key], Operator {
         "DELETE" => keys::revoke_ingest(cx, &key),
     }
-    /// `/internal/v1/events`: ingest a load event (operator, or an ingest key).
+    /// `/internal/v1/events`: ingest a load event (operator, or an ingest key; POST), or find
+    /// the events of a load id (operator; GET `?loadId=`).
     Events = ["internal", "v1", "events"], Ingest {
         "POST" => operator::ingest(cx),
+        "GET" => events::find(cx, None),
+    }
+    /// `/internal/v1/events/{eventId}`: an event with every delivery it made (operator).
+    OperatorEvent(id) = ["internal", "v1", "events", id], Operator {
+        "GET" => events::get(cx, &id, None),
     }
     /// `/internal/v1/tick`: run due attempts (operator; for cron-driven hosts).
     Tick = ["internal", "v1", "tick"], Operator {
@@ -308,7 +324,7 @@ impl Route {
         match scope {
             Scope::Partner => partner,
             Scope::PartnerRead => partner && method == "GET",
-            Scope::Ingest => access == Access::Ingest,
+            Scope::Ingest => access == Access::Ingest && method == "POST",
             Scope::PortalSession => partner || access == Access::Session,
             Scope::PortalLink => false,
         }
@@ -578,6 +594,9 @@ mod tests {
             "/internal/v1/ingest-keys",
             "/internal/v1/ingest-keys/key_0123456789abcdef01234567",
             "/internal/v1/events",
+            "/internal/v1/events/evt_0123456789abcdef01234567",
+            "/v1/events",
+            "/v1/events/evt_0123456789abcdef01234567",
             "/internal/v1/tick",
             "/internal/v1/subscriptions",
             "/internal/v1/subscriptions/sub_0123456789abcdef01234567",
@@ -617,7 +636,7 @@ mod tests {
                 );
                 assert_eq!(
                     route.allows(Scope::Ingest, method),
-                    path == "/internal/v1/events",
+                    path == "/internal/v1/events" && method == "POST",
                     "{method} {path}"
                 );
             }

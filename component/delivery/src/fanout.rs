@@ -49,12 +49,18 @@ fn publish_inner<K: Kv>(
     idempotency_key: Option<&str>,
     prepare: bool,
 ) -> Result<(PublishReceipt, Option<Prepared>), PublishError> {
-    events::validate(event_type, load)?;
+    let load_hash = crate::loads::load_hash(&events::load_id(event_type, load)?);
     let body_sha256 = edgehook_model::ids::hex(&Sha256::digest(load));
     let event_id = event_id_for(env, idempotency_key);
     let keyed = idempotency_key.is_some();
-    let mut found =
-        find_or_record(env, event_type, &event_id, &body_sha256, keyed).map_err(store)?;
+    let mut found = find_or_record(
+        env,
+        (event_type, &load_hash),
+        &event_id,
+        &body_sha256,
+        keyed,
+    )
+    .map_err(store)?;
     let replayed = found.existing.is_some();
     let origin = origin_of(replayed, idempotency_key);
     // A key-less event run at once by this invocation: the batches its run starts for
@@ -117,11 +123,11 @@ struct Found {
     existing: Option<Vec<u8>>,
 }
 
-/// Finds a keyed event's record, or makes a new one (listed for retention first; a keyed
-/// one recorded at once, created only if absent).
+/// Finds a keyed event's record, or makes a new one (listed for retention first, then in
+/// its load id's index; a keyed one recorded at once, created only if absent).
 fn find_or_record<K: Kv>(
     env: &Env<'_, K>,
-    event_type: &str,
+    (event_type, load_hash): (&str, &str),
     event_id: &EventId,
     body_sha256: &str,
     keyed: bool,
@@ -160,9 +166,11 @@ fn find_or_record<K: Kv>(
     retention::retain(
         env.kv,
         event.created_at,
-        &event.id,
+        &crate::loads::retention_item(&event.id, load_hash),
         Some(seen.retention.as_deref()),
     )?;
+    // Then its load id's index (`loads`), which the retention item names for the purge.
+    crate::loads::index(env.kv, event.created_at, load_hash, &event.id)?;
     let existing = match keyed {
         true => create_if_absent(env.kv, &keys::event(event_id), &event.encode())?,
         false => None,

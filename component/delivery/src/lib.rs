@@ -6,7 +6,8 @@
 //! retry schedule ([`retry`]), subscription health and disabling ([`health`]), operator
 //! alerts ([`alert`]), partners' notices ([`notify`]), recovery by probes ([`recover`]) and
 //! the due queue's other timers ([`timers`]), retention ([`purge`]), replay ([`mod@replay`]) and replays by range
-//! ([`replays`]), history ([`mod@history`]), the operator's search ([`mod@search`]), sending
+//! ([`replays`]), history ([`mod@history`]), the operator's search ([`mod@search`]), an
+//! event's and a load id's deliveries ([`loads`]), sending
 //! ([`sender`]), test deliveries ([`mod@ping`]), and the opportunistic tick ([`scheduler`]).
 //!
 //! **Records.** `evt:{id}` (type, body hash, matched subscriptions) and `evt:{id}:body` (the
@@ -33,6 +34,7 @@ pub mod fanout;
 pub mod fifo;
 pub mod health;
 pub mod history;
+pub mod loads;
 pub mod notify;
 pub mod outcome;
 pub mod pace;

@@ -1,5 +1,6 @@
-//! Retention: events, deliveries, idempotency records, finished replay jobs and delivery
-//! history past the retention period are purged, a bounded batch per tick.
+//! Retention: events (and their load ids' indexes), deliveries, idempotency records,
+//! finished replay jobs and delivery history past the retention period are purged, a
+//! bounded batch per tick.
 
 use crate::history::trim_history;
 use edgehook_model::env::Env;
@@ -31,7 +32,7 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
         .saturating_sub(u64::from(env.settings.retention_days) * DAY_MS)
         / DAY_MS;
     let keep_from_ms = keep_from_day * DAY_MS;
-    retention::purge_before(env.kv, keep_from_day, PURGE_ITEMS_PER_TICK, |items| {
+    retention::purge_before(env.kv, keep_from_day, PURGE_ITEMS_PER_TICK, |day, items| {
         let mut touched: Vec<SubscriptionId> = Vec::new();
         for item in items {
             // An idempotency record's key, listed on the day it was claimed; else an event.
@@ -44,7 +45,11 @@ pub(crate) fn purge_expired<K: Kv>(env: &Env<'_, K>) -> Result<(), KvError> {
                 env.kv.delete(&Key::from_stored(item.as_str()))?;
                 continue;
             }
-            let event_id = EventId::trusted(item.as_str());
+            // An event: its id, and its load id's index key of that day (`loads`).
+            if let Some(key) = crate::loads::purge_key(day, item) {
+                env.kv.delete(&key)?;
+            }
+            let event_id = EventId::trusted(crate::loads::parse_retention_item(item).0);
             if let Some(bytes) = env.kv.get(&keys::event(&event_id))? {
                 let event = EventRecord::decode(&bytes)?;
                 for sub in event.all_subscriptions() {

@@ -80,7 +80,8 @@ pub fn search<K: Kv>(
             budget -= 1;
             seq = entry.seq;
             if entry.item.starts_with("evt_") {
-                let event_id = EventId::trusted(entry.item);
+                let (id, _) = crate::loads::parse_retention_item(&entry.item);
+                let event_id = EventId::trusted(id);
                 event_deliveries(env, &event_id, &search, entry.seq, &mut out)?;
             }
             if out.len() >= limit {

@@ -44,6 +44,12 @@ pub const LOAD_LIMIT: usize = 256 * 1024;
 /// Checks an event before anything is stored: a known type, and a load that is a JSON
 /// object with a non-empty string `id`, at most [`LOAD_LIMIT`] bytes.
 pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
+    load_id(event_type, load).map(drop)
+}
+
+/// [`validate`], and the load's `id` (what a support desk looks its events up by) from the
+/// same single reading of the load.
+pub fn load_id(event_type: &str, load: &[u8]) -> Result<String, PublishError> {
     if !is_event_type(event_type) {
         return Err(PublishError::UnknownEventType(event_type.to_owned()));
     }
@@ -54,11 +60,11 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
         )));
     }
     match serde_json::from_slice::<LoadShape>(load) {
-        Ok(LoadShape::Object { has_id: true }) => Ok(()),
-        Ok(LoadShape::Object { has_id: false }) => Err(PublishError::InvalidLoad(
+        Ok(LoadShape::Object { id: Some(id) }) => Ok(id),
+        Ok(LoadShape::Object { id: None }) => Err(PublishError::InvalidLoad(
             "the load must have a non-empty string \"id\"".into(),
         )),
-        Ok(LoadShape::NonEmptyString | LoadShape::Other) => Err(PublishError::InvalidLoad(
+        Ok(LoadShape::NonEmptyString(_) | LoadShape::Other) => Err(PublishError::InvalidLoad(
             "the load must be a JSON object".into(),
         )),
         Err(e) => Err(PublishError::InvalidLoad(format!(
@@ -78,10 +84,10 @@ pub fn validate(event_type: &str, load: &[u8]) -> Result<(), PublishError> {
 /// (`deserialize_any`), an object or not, so no type error is ever built: serde's type
 /// errors format floats, which costs the component about 20 KiB of code.
 enum LoadShape {
-    /// A JSON object; `has_id`: whether its `id` is a non-empty string.
-    Object { has_id: bool },
+    /// A JSON object; `id`: its `id`, if that is a non-empty string.
+    Object { id: Option<String> },
     /// A non-empty string (what an `id` must be).
-    NonEmptyString,
+    NonEmptyString(String),
     /// Any other JSON value.
     Other,
 }
@@ -115,7 +121,7 @@ impl<'de> serde::Deserialize<'de> for LoadShape {
             fn visit_str<E>(self, s: &str) -> Result<LoadShape, E> {
                 Ok(match s.is_empty() {
                     true => LoadShape::Other,
-                    false => LoadShape::NonEmptyString,
+                    false => LoadShape::NonEmptyString(s.to_owned()),
                 })
             }
 
@@ -135,16 +141,18 @@ impl<'de> serde::Deserialize<'de> for LoadShape {
                 self,
                 mut map: A,
             ) -> Result<LoadShape, A::Error> {
-                let mut has_id = false;
+                let mut id = None;
                 while let Some(IsId(is_id)) = map.next_key::<IsId>()? {
                     if is_id {
-                        let value = map.next_value::<LoadShape>()?;
-                        has_id = matches!(value, LoadShape::NonEmptyString);
+                        id = match map.next_value::<LoadShape>()? {
+                            LoadShape::NonEmptyString(s) => Some(s),
+                            _ => None,
+                        };
                     } else {
                         map.next_value::<Skip>()?;
                     }
                 }
-                Ok(LoadShape::Object { has_id })
+                Ok(LoadShape::Object { id })
             }
         }
         d.deserialize_any(Visitor)

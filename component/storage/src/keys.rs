@@ -55,9 +55,13 @@
 //! - `authfail:{address}:{minute}` — how many authentications failed (decimal) from a source
 //!   address in that minute (the one before is deleted when a minute's first is counted). In
 //!   the `counters` bucket, as `rate:` (`Env::counters`).
+//! - `loadevt:{day}:{sha256(load id) hex}` — the ids of the events of one load id published
+//!   that day, one per line, oldest first, at most a bounded number (`delivery::loads`);
+//!   deleted by the retention purge with the day's events (their retention items name it).
 //! - `retdir` — the days that have events or idempotency records, each with how far its log
 //!   has been purged (binary, as `duedir`);
-//!   `ret:{day}:...` — an append log of that day's event ids and idempotency record keys.
+//!   `ret:{day}:...` — an append log of that day's event ids (each with its load id's hash
+//!   after a space) and idempotency record keys.
 //! - `ticklease` — when the last opportunistic tick began (decimal ms, a space, the
 //!   instance's random nonce), so that one instance at a time runs it (see `scheduler`).
 //! - `notify:{endpoint id}` — a client's notification endpoint (URL, signing secret; binary,
@@ -202,9 +206,12 @@ pub const AUTH_FAILURES_PREFIX: &str = "authfail:";
 /// What [`notification_endpoint`] keys begin with.
 pub const NOTIFY_PREFIX: &str = "notify:";
 
+/// What [`load_events`] keys begin with.
+pub const LOAD_EVENTS_PREFIX: &str = "loadevt:";
+
 /// Every prefix a key of a kind begins with (the keys without one are the fixed keys:
 /// [`TICK_LEASE`], [`DUE_DIRECTORY`], ...).
-pub const PREFIXES: [&str; 17] = [
+pub const PREFIXES: [&str; 18] = [
     API_KEY_PREFIX,
     API_KEY_ID_PREFIX,
     CLIENT_PREFIX,
@@ -222,6 +229,7 @@ pub const PREFIXES: [&str; 17] = [
     RATE_PREFIX,
     AUTH_FAILURES_PREFIX,
     NOTIFY_PREFIX,
+    LOAD_EVENTS_PREFIX,
 ];
 
 /// When the last opportunistic tick began: `{ms} {nonce}` (see `scheduler`).
@@ -419,6 +427,17 @@ pub fn log_directory(prefix: &Key) -> Key {
     joined(&[prefix.as_str(), ":d"])
 }
 
+/// The events of one load id published on one day (`day` since the epoch), found by the
+/// hex hash of the load id: their ids, one per line, oldest first (`delivery::loads`).
+pub fn load_events(day: u64, load_hash_hex: &str) -> Key {
+    joined(&[
+        LOAD_EVENTS_PREFIX,
+        itoa::Buffer::new().format(day),
+        ":",
+        load_hash_hex,
+    ])
+}
+
 /// The set of days with events (for retention).
 pub const RETENTION_DIRECTORY: Key = Key::fixed("retdir");
 
@@ -456,7 +475,7 @@ mod tests {
 
     #[test]
     fn every_key_of_a_kind_begins_with_its_prefix_and_no_prefix_begins_another() {
-        let kinds: [(Key, &str); 19] = [
+        let kinds: [(Key, &str); 20] = [
             (api_key("ab"), API_KEY_PREFIX),
             (api_key_id(&ApiKeyId::from("key_1")), API_KEY_ID_PREFIX),
             (client_keys(&ClientId::from("acme")), CLIENT_PREFIX),
@@ -483,6 +502,7 @@ mod tests {
             (fifo(&SubscriptionId::from("sub_1")), FIFO_PREFIX),
             (pace(&SubscriptionId::from("sub_1")), PACE_PREFIX),
             (retention(1), RETENTION_PREFIX),
+            (load_events(1, "ab"), LOAD_EVENTS_PREFIX),
             (rate(&ClientId::from("acme"), 1), RATE_PREFIX),
             (
                 notification_endpoint(&SubscriptionId::from("sub_1")),

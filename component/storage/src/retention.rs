@@ -68,7 +68,8 @@ fn days_remove<K: Kv>(kv: &K, day: u64) -> Result<(), KvError> {
 }
 
 /// Takes up to `budget` items of the days before `keep_from_day`, oldest day first, and
-/// hands each day's share to `purge` (which must be idempotent: a batch may be handed again).
+/// hands each day's share to `purge` with the day (it must be idempotent: a batch may be
+/// handed again).
 /// Each day's value in the directory is how far its log was purged (the last entry number
 /// handed over and purged): after `purge` returns, the mark moves past the batch, and a day
 /// whose log was read to its end is dropped (its log, then its directory entry). A failure
@@ -78,7 +79,7 @@ pub fn purge_before<K: Kv>(
     kv: &K,
     keep_from_day: u64,
     mut budget: usize,
-    mut purge: impl FnMut(&[String]) -> Result<(), KvError>,
+    mut purge: impl FnMut(u64, &[String]) -> Result<(), KvError>,
 ) -> Result<(), KvError> {
     let days = kv
         .get(&keys::RETENTION_DIRECTORY)?
@@ -92,7 +93,7 @@ pub fn purge_before<K: Kv>(
         let log = retention_log(day);
         let batch: Vec<Entry<String>> = log.read(kv, purged, budget)?;
         let items: Vec<String> = batch.iter().map(|e| e.item.clone()).collect();
-        purge(&items)?;
+        purge(day, &items)?;
         if batch.len() < budget {
             // Read to its end: the day is past retention, so nobody appends to it any more.
             log.delete_all(kv)?;
@@ -134,7 +135,7 @@ mod tests {
         retain(&kv, DAY_MS, "kept", None).expect("retain");
         let mut handed = Vec::new();
         let pass = |kv: &MemoryKv, fail: bool, handed: &mut Vec<Vec<String>>| {
-            purge_before(kv, 1, 2, |items| {
+            purge_before(kv, 1, 2, |_, items| {
                 handed.push(items.to_vec());
                 if fail {
                     return Err(KvError::Unavailable("down".into()));

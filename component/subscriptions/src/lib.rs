@@ -18,7 +18,10 @@
 //! when it says the cap is reached, the create recounts the client's live subscriptions and
 //! corrects it by compare-and-swap. An enable ([`enable()`]) is a create's order again for a
 //! disabled record: a slot, new index entries, and the flip back to `active` by
-//! compare-and-swap (its commit point).
+//! compare-and-swap (its commit point). A change of URL or event types ([`retarget`])
+//! appends the fan-out entries of the types it adds, writes the record (its commit point:
+//! publish keeps only records that name the type), then removes the entries of the types it
+//! dropped, best effort.
 //!
 //! May use: `edgehook-records` (the record), `edgehook-model`, `edgehook-storage`. Knows no
 //! HTTP request and no delivery: the API (above) turns requests into these calls, and
@@ -35,6 +38,7 @@ pub mod load;
 pub mod notify;
 pub mod options;
 pub mod reseal;
+pub mod retarget;
 
 pub use create::{NewSubscription, activate, create_pending};
 pub use disable::disable;
@@ -48,6 +52,7 @@ pub use list::{Listed, list_page};
 pub use load::{fanout_ids, load, load_many, owned, owned_active};
 pub use options::{OptionsChange, erase_expired_secret, rotate, update_options};
 pub use reseal::{ResealBatch, ResealCursor, reseal_batch};
+pub use retarget::Target;
 
 use edgehook_model::env::Env;
 

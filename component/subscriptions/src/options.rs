@@ -1,6 +1,7 @@
 //! Changing a subscription's delivery options after its create: the scheme and headers
-//! (`PATCH /v1/webhooks/{id}`), the signing secret with an overlap (`rotate-secret`), and
-//! the erasure of a rotation's previous secret once its overlap has ended. A new secret is
+//! (`PATCH /v1/webhooks/{id}`, with the URL and event types through [`crate::retarget`]),
+//! the signing secret with an overlap (`rotate-secret`), and the erasure of a rotation's
+//! previous secret once its overlap has ended. A new secret is
 //! sealed as it is made (under the settings' `seal_key`, if set), and a record these write
 //! has its secrets sealed again if they are plain or under the previous key.
 
@@ -24,6 +25,8 @@ pub struct OptionsChange {
     pub max_in_flight: Option<u16>,
     /// The rate limit (0: none).
     pub rate_limit: Option<u32>,
+    /// A new URL or event types, changed in the same write ([`crate::retarget`]).
+    pub target: crate::retarget::Target,
 }
 
 /// `secret` (fresh, plain) as record `id` stores it: sealed under the settings' current key
@@ -59,7 +62,7 @@ pub fn update_options<K: Kv>(
     change: OptionsChange,
 ) -> Result<(Subscription, Option<String>), ApiError> {
     let random = env.random_bytes::<32>();
-    change_owned(env, client_id, id, &mut |sub| {
+    let mut apply = |sub: &mut Subscription| {
         let mut secret = None;
         if let Some(scheme) = change.scheme.filter(|s| *s != sub.options.scheme) {
             let fresh = Secret::generate_for(scheme, random);
@@ -81,7 +84,15 @@ pub fn update_options<K: Kv>(
             sub.options.rate_limit = n;
         }
         secret
-    })
+    };
+    match change.target.is_empty() {
+        true => change_owned(env, client_id, id, &mut apply),
+        false => crate::retarget::retarget(env, client_id, id, &change.target, &mut |sub| {
+            let secret = apply(sub);
+            reseal_stale(env, sub);
+            secret
+        }),
+    }
 }
 
 /// Gives the owner's subscription `id` a new secret of its scheme (shown once). With an

@@ -8,7 +8,8 @@
 //! control socket: the store's copy for `edgehook backup`), [`kv`] (`serve`'s Redis flags:
 //! one Redis or a Redis Cluster), [`inspect`] (`edgehook store`:
 //! a copy of the store read for inspection), [`replay`] (replays by
-//! range with a progress bar), [`rotate`] (the operator's rotation of a partner's secret), [`reseal`] (a pass sealing every stored secret under the
+//! range with a progress bar), [`update`] (a partner's change of a subscription's URL or
+//! event types), [`event`] (where did a load go: an event, a load id's events), [`rotate`] (the operator's rotation of a partner's secret), [`reseal`] (a pass sealing every stored secret under the
 //! current key), [`signals`] (what `serve` does on `SIGTERM` and `SIGHUP`),
 //! [`receiver`] (the small HTTP server `listen` and the tools' loopback receivers run on) and
 //! [`healthcheck`] (one `GET` of a health URL: the container image's health check). The component and its imports are
@@ -16,6 +17,7 @@
 
 pub mod cli;
 pub mod control;
+pub mod event;
 pub mod healthcheck;
 pub mod inspect;
 pub mod kv;
@@ -30,3 +32,4 @@ pub mod serve;
 pub mod signals;
 pub mod start;
 pub mod tls;
+pub mod update;

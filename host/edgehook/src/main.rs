@@ -54,6 +54,10 @@ enum Command {
     /// Show a delivery with every attempt, or replay it (talks to a running server).
     #[command(subcommand)]
     Delivery(DeliveryCommand),
+    /// Where did a load go: an event, or the events of a load id, with every delivery each
+    /// made (talks to a running server).
+    #[command(subcommand)]
+    Event(edgehook::event::EventCommand<RemoteArgs>),
     /// Copy the embedded store (and the admin token) to a new data directory, consistently,
     /// while `serve` may be running on it.
     Backup {
@@ -230,6 +234,8 @@ enum SubscriptionCommand {
     Enable(IdArgs),
     /// Disable a subscription and cancel its pending deliveries.
     Disable(DisableArgs),
+    /// Change a subscription's URL or event types in place, as its partner (API key).
+    Update(edgehook::update::UpdateArgs),
     /// Give a subscription a new signing secret (a leak response); printed once.
     RotateSecret {
         #[command(flatten)]
@@ -423,6 +429,14 @@ fn run(cli: Cli) -> Result<()> {
             action: Some(SubscriptionCommand::RotateSecret { args, remote }),
             ..
         }) => runtime()?.block_on(edgehook::rotate::run(&operator_remote(&remote)?, &args)),
+        Command::Subscription(SubscriptionArgs {
+            action: Some(SubscriptionCommand::Update(args)),
+            ..
+        }) => runtime()?.block_on(edgehook::update::run(&args)),
+        Command::Event(command) => {
+            let (remote, path) = command.request();
+            remote_call(remote, "GET", &path, None, &[])
+        }
         Command::Subscription(SubscriptionArgs {
             action: None,
             id,

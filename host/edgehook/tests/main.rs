@@ -13,6 +13,7 @@ mod contract;
 mod conventions;
 mod egress;
 mod hardening;
+mod lookups;
 mod metrics;
 mod operations;
 mod options;

@@ -32,6 +32,9 @@ pub(crate) fn served_paths() -> Vec<String> {
         "/internal/v1/ingest-keys".to_owned(),
         format!("/internal/v1/ingest-keys/{SAMPLE_KEY}"),
         "/internal/v1/events".to_owned(),
+        "/internal/v1/events/evt_000000000000000000000000".to_owned(),
+        "/v1/events".to_owned(),
+        "/v1/events/evt_000000000000000000000000".to_owned(),
         "/internal/v1/tick".to_owned(),
         "/internal/v1/subscriptions".to_owned(),
         format!("/internal/v1/subscriptions/{SAMPLE_SUB}"),
@@ -51,7 +54,7 @@ pub(crate) fn served_paths() -> Vec<String> {
 }
 
 /// How many `Route` variants there are.
-pub(crate) const VARIANTS: usize = 36;
+pub(crate) const VARIANTS: usize = 39;
 
 /// Numbers every `Route` variant. There is no wildcard arm: a new variant does not compile
 /// until it is numbered here, and [`check_routes`] then fails until [`served_paths`] has a
@@ -94,6 +97,9 @@ pub(crate) fn variant(route: &Route) -> usize {
         Route::Reseal => 33,
         Route::NotificationEndpoint => 34,
         Route::OperatorRotate(_) => 35,
+        Route::PartnerEvents => 36,
+        Route::PartnerEvent(_) => 37,
+        Route::OperatorEvent(_) => 38,
     }
 }
 

@@ -144,10 +144,10 @@ pub(super) fn scenario(doc: &Doc, key: &str) -> Option<HttpResponse> {
             let body = doc.request_example("PATCH", "/v1/webhooks/{id}", "invalidServiceHeader");
             w.partner_send("PATCH", &format!("/v1/webhooks/{id}"), &body)
         }
-        "PATCH /v1/webhooks/{id} 422 notUpdatable" => {
+        "PATCH /v1/webhooks/{id} 422 privateTarget" => {
             let mut w = World::new(63);
             let id = w.subscribe(&["load.created"]);
-            let body = json!({"url": "https://hooks.example.com/other"});
+            let body = json!({"url": "https://10.1.2.3/hook"});
             w.partner_send("PATCH", &format!("/v1/webhooks/{id}"), &body)
         }
         "POST /v1/webhooks/{id}/rotate-secret 200 rotated" => {

@@ -408,11 +408,11 @@ fn a_fan_out_resumed_after_its_events_second_settled_is_not_lost_to_a_tick() {
     let now = 1_767_225_600_000;
     active_subscription(&kv);
     let load = br#"{"id":"L"}"#;
-    // Twelve operations (the event looked for, the fan-out list's counter and page, the
+    // Fourteen operations (the event looked for, the fan-out list's counter and page, the
     // listeners' records and directories, the event listed for retention: the day log's
-    // counter and page and the directory, five; the event record created, two; the body),
-    // then the store fails.
-    kv.fail_at(Some(13));
+    // counter and page and the directory, five; its load id's index, two; the event record
+    // created, two; the body), then the store fails.
+    kv.fail_at(Some(15));
     let first = publish(
         &Env::new(now, &kv, &settings, &entropy),
         "load.created",
