@@ -21,6 +21,8 @@
 //! only where `EDGEHOOK_BENCH_REDIS` names a server (`redis://127.0.0.1:6379`); `spin` only
 //! where a Spin CLI is found (`$SPIN_BIN`, else `<repo>/../shared/tools/spin`). The whole
 //! suite skips them otherwise, and says so.
+//! With `EDGEHOOK_BENCH_OTLP=http://HOST:PORT` the servers export traces there, as
+//! `serve --otlp-endpoint` does (its cost: BENCHMARKS.md, `serve` and `delivery`).
 
 mod api;
 mod exact;
@@ -140,6 +142,11 @@ fn main() -> Result<()> {
     // or attempt (the table is what the bench prints); EDGEHOOK_LOG says otherwise.
     let filter = std::env::var(log::FILTER_ENV).unwrap_or_else(|_| log::QUIET_FILTER.into());
     log::init(log::Format::Text, &filter).map_err(anyhow::Error::msg)?;
+    // Traces exported to a collector at this address, as `serve --otlp-endpoint` does: what
+    // they cost (BENCHMARKS.md, the `serve` and `delivery` tables).
+    if let Ok(endpoint) = std::env::var("EDGEHOOK_BENCH_OTLP") {
+        edgehook_runtime::otlp::install(&endpoint, "edgehook-bench").map_err(anyhow::Error::msg)?;
+    }
     let chosen: Vec<(Section, &str)> = ALL
         .into_iter()
         .filter(|(s, _)| {

@@ -33,7 +33,8 @@ pub fn served(kv: KvStore) -> Result<HostEnv> {
 
 /// The bench's settings: the admin token `bench`, limits out of the way, loopback receivers
 /// over plain HTTP allowed; with `EDGEHOOK_BENCH_SEAL_KEY` set, that `seal_key` (secrets
-/// sealed at rest, so each attempt opens one).
+/// sealed at rest, so each attempt opens one); with traces exported (`EDGEHOOK_BENCH_OTLP`),
+/// attempts named to the host (`trace_context`).
 fn settings() -> BTreeMap<String, String> {
     let mut settings: BTreeMap<String, String> = [
         ("admin_token", "bench"),
@@ -49,6 +50,9 @@ fn settings() -> BTreeMap<String, String> {
     .collect();
     if let Ok(key) = std::env::var("EDGEHOOK_BENCH_SEAL_KEY") {
         settings.insert("seal_key".to_owned(), key);
+    }
+    if edgehook_runtime::otlp::enabled() {
+        settings.insert("trace_context".to_owned(), "true".to_owned());
     }
     settings
 }
