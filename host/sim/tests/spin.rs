@@ -37,6 +37,7 @@
 mod at_rest;
 mod counters;
 mod harness;
+mod lookups;
 mod notices;
 mod options;
 mod portal;
@@ -120,6 +121,7 @@ fn story(mut w: Walk, receiver: &Receiver, store: at_rest::Store<'_>) {
     options::delivery_options(&mut w, &made.acme, made.id(4), &made.subs[4].1, receiver);
     portal::index_pages(&mut w, receiver);
     portal::session(&mut w);
+    lookups::changed_and_found(&mut w, &made, receiver);
     at_rest::sealed(&mut w, store, &made.subs);
     w.report();
 }
