@@ -16,9 +16,9 @@
 //! - signed deliveries/s at fan-out 1 and 10: a fixed number of deliveries published as
 //!   fast as 32 connections go, to the last one received; CPU time per delivery of every
 //!   process of the system (Svix's counts PostgreSQL's and Redis'), from `/proc`;
-//! - latency from a publish accepted (its 2xx read) to the first attempt received at each of
-//!   10 endpoints, p50, p99 and max, at 100 and 500 events/s for 60 s (an open model:
-//!   [`traffic::open_model`]);
+//! - latency from a publish accepted (its 2xx read), and from its scheduled send, to the
+//!   first attempt received at each of 10 endpoints, p50, p99 and max, at 100 and 500
+//!   events/s for 60 s (an open model: [`traffic::open_model`]);
 //! - create-endpoint and list-endpoints (50) requests/s over 32 connections;
 //! - each system's memory at the end (proportional set size of all its processes).
 
@@ -54,11 +54,10 @@ struct Plan {
     api_for: Duration,
 }
 
-/// One system's groups: fan-out 1 and 10 (to the receiver), one for creates, one listed.
+/// One system's groups: fan-out 1 and 10 (to the receiver), and one listed.
 struct Setup {
     one: Group,
     ten: Group,
-    creates: Group,
     listed: Group,
 }
 
@@ -66,9 +65,20 @@ struct Setup {
 #[derive(Default, Clone)]
 struct Figures(Vec<f64>);
 
-/// The section.
+/// The section. Interrupted (SIGINT, SIGTERM), it stops every process it started before
+/// it exits.
 pub async fn peer(quick: bool) -> Result<Vec<Row>> {
     let svix_bin = systems::svix_binary()?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        rows = run(&svix_bin, quick) => rows,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted: every process stopped"),
+        _ = term.recv() => anyhow::bail!("terminated: every process stopped"),
+    }
+}
+
+/// The section's runs, the systems stopped when it returns or is dropped.
+async fn run(svix_bin: &std::path::Path, quick: bool) -> Result<Vec<Row>> {
     let plan = match quick {
         true => Plan {
             rounds: 1,
@@ -87,7 +97,7 @@ pub async fn peer(quick: bool) -> Result<Vec<Row>> {
     };
     let (receiver, receipts) = traffic::receiver().await?;
     let edgehook = systems::start_edgehook().await?;
-    let svix = systems::start_svix(&svix_bin).await?;
+    let svix = systems::start_svix(svix_bin).await?;
     let setups = [
         set_up(&edgehook.api, receiver, &receipts).await?,
         set_up(&svix.api, receiver, &receipts).await?,
@@ -97,7 +107,7 @@ pub async fn peer(quick: bool) -> Result<Vec<Row>> {
     for round in 0..plan.rounds {
         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for s in order {
-            let f = measure(systems[s], &setups[s], &receipts, &plan).await?;
+            let f = measure(systems[s], &setups[s], &receipts, &plan, round).await?;
             figures[s].push(f);
         }
     }
@@ -124,24 +134,23 @@ async fn set_up(api: &Api, receiver: u16, receipts: &Receipts) -> Result<Setup> 
             receipts.expect(&path, api.endpoint(group, &url).await?);
         }
     }
-    let creates = api
-        .group(&format!("{name}-creates"), "load.created")
-        .await?;
     let listed = api.group(&format!("{name}-listed"), "load.created").await?;
     for j in 0..50 {
         api.endpoint(&listed, &format!("http://127.0.0.1:9/listed/{j}"))
             .await?;
     }
-    Ok(Setup {
-        one,
-        ten,
-        creates,
-        listed,
-    })
+    Ok(Setup { one, ten, listed })
 }
 
-/// Every figure of one round on `sys`, in the order [`ROWS`] names them.
-async fn measure(sys: &System, setup: &Setup, receipts: &Receipts, plan: &Plan) -> Result<Figures> {
+/// Every figure of one round on `sys`, in the order [`ROWS`] names them. The creates of
+/// round `round` go to a group of their own (edgehook caps a client's subscriptions).
+async fn measure(
+    sys: &System,
+    setup: &Setup,
+    receipts: &Receipts,
+    plan: &Plan,
+    round: usize,
+) -> Result<Figures> {
     let name = sys.api.kind.name();
     eprintln!("peer: {name}: deliveries ...");
     let mut f = Vec::new();
@@ -157,9 +166,12 @@ async fn measure(sys: &System, setup: &Setup, receipts: &Receipts, plan: &Plan) 
             l.refused, l.missing
         );
         f.extend(l.p);
+        f.extend(l.from_send);
     }
     eprintln!("peer: {name}: create and list ...");
-    let (api, group, n) = (sys.api.clone(), setup.creates.clone(), AtomicUsize::new(0));
+    let creates = format!("{name}-creates-{round}");
+    let group = sys.api.group(&creates, "load.created").await?;
+    let (api, n) = (sys.api.clone(), AtomicUsize::new(0));
     let create: MakeRequest = Arc::new(move || {
         let i = n.fetch_add(1, Ordering::Relaxed);
         api.create(&group, &format!("http://127.0.0.1:9/created/{i}"))
@@ -235,14 +247,19 @@ async fn steady(
     let (a, g) = (api.clone(), group.clone());
     let make: traffic::MakeEvent = Arc::new(move |i| a.publish(&g, &load_of(i)));
     let before = receipts.verified();
-    let accepted = traffic::open_model(api.port, rate, n, make).await?;
+    let (t0, accepted) = traffic::open_model(api.port, rate, n, make).await?;
     let expected = accepted.iter().flatten().count() * FANOUT;
     let cap = Instant::now() + plan.drain_cap;
     while receipts.verified() - before < expected && Instant::now() < cap {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let run = traffic::Run {
+        t0,
+        rate,
+        accepted: &accepted,
+    };
     Ok(traffic::latency(
-        &accepted,
+        &run,
         receipts.take_log(),
         receipts.origin,
         FANOUT,
@@ -251,17 +268,23 @@ async fn steady(
 }
 
 /// The rows' names, units, in the order [`measure`] gives the figures.
-const ROWS: [(&str, &str); 12] = [
+const ROWS: [(&str, &str); 18] = [
     ("deliveries/s, fan-out 1", "d/s"),
     ("CPU per delivery, fan-out 1, all processes", "us"),
     ("deliveries/s, fan-out 10", "d/s"),
     ("CPU per delivery, fan-out 10, all processes", "us"),
     ("latency 100 ev/s x 10, accepted to received: p50", "ms"),
-    ("latency 100 ev/s x 10: p99", "ms"),
-    ("latency 100 ev/s x 10: max", "ms"),
+    ("latency 100 ev/s x 10, accepted to received: p99", "ms"),
+    ("latency 100 ev/s x 10, accepted to received: max", "ms"),
+    ("latency 100 ev/s x 10, sent to received: p50", "ms"),
+    ("latency 100 ev/s x 10, sent to received: p99", "ms"),
+    ("latency 100 ev/s x 10, sent to received: max", "ms"),
     ("latency 500 ev/s x 10, accepted to received: p50", "ms"),
-    ("latency 500 ev/s x 10: p99", "ms"),
-    ("latency 500 ev/s x 10: max", "ms"),
+    ("latency 500 ev/s x 10, accepted to received: p99", "ms"),
+    ("latency 500 ev/s x 10, accepted to received: max", "ms"),
+    ("latency 500 ev/s x 10, sent to received: p50", "ms"),
+    ("latency 500 ev/s x 10, sent to received: p99", "ms"),
+    ("latency 500 ev/s x 10, sent to received: max", "ms"),
     ("create endpoint, 32 conns", "r/s"),
     ("list endpoints (50), 32 conns", "r/s"),
 ];

@@ -134,6 +134,7 @@ pub fn start_postgres(procs: &mut Procs) -> Result<(u16, u32)> {
     }
     let mut initdb = Command::new(bin.join("initdb"));
     initdb
+        .current_dir(&dir)
         .args([
             "-U",
             "postgres",
@@ -156,6 +157,7 @@ pub fn start_postgres(procs: &mut Procs) -> Result<(u16, u32)> {
     let port = edgehook_testkit::free_port();
     let mut server = Command::new(bin.join("postgres"));
     server
+        .current_dir(&dir)
         .arg("-D")
         .arg(&data)
         .args(["-p", &port.to_string(), "-k"])

@@ -100,7 +100,9 @@ pub fn svix_binary() -> Result<PathBuf> {
 
 /// `edgehook serve` as a process of its own (this binary with [`AS_SERVE`]), on its
 /// default store in a fresh directory, with the flags a loopback receiver needs and the
-/// limits out of the way, its log at its default level.
+/// limits out of the way, its log at its default level. With
+/// `EDGEHOOK_BENCH_PEER_FSYNC_ALWAYS=1`, `--fsync-always` (each write on disk before its
+/// answer, as PostgreSQL commits Svix's).
 pub async fn start_edgehook() -> Result<System> {
     let mut procs = Procs::default();
     let dir = procs.dir("edgehook")?;
@@ -114,7 +116,10 @@ pub async fn start_edgehook() -> Result<System> {
         .args(["--admin-token", "bench", "--metrics-listen", "off"])
         .args(["--allow-private-targets", "--allow-http"])
         .args(["--set", "subscription_limit=100000"])
-        .args(["--set", "rate_limit_per_minute=100000000"]);
+        .args(["--set", "rate_limit_per_minute=1000000"]);
+    if std::env::var("EDGEHOOK_BENCH_PEER_FSYNC_ALWAYS").as_deref() == Ok("1") {
+        cmd.arg("--fsync-always");
+    }
     let pid = procs.spawn("serve", cmd, &dir)?;
     listening(&mut procs, "serve", port, Duration::from_secs(60)).await?;
     Ok(System {

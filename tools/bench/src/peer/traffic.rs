@@ -146,14 +146,15 @@ pub type MakeEvent = Arc<dyn Fn(usize) -> http::Request<Full<Bytes>> + Send + Sy
 const CONNECTIONS: usize = 256;
 
 /// Sends `n` publishes to `port` at `rate` a second from a moment just after the
-/// connections are open, never waiting for an answer before the next is due. Per event, the
-/// instant its 2xx answer arrived (`None`: refused or failed).
+/// connections are open (`t0`, returned), never waiting for an answer before the next is
+/// due; event `i` is due at `t0 + i / rate`. Per event, the instant its 2xx answer arrived
+/// (`None`: refused or failed).
 pub async fn open_model(
     port: u16,
     rate: f64,
     n: usize,
     make: MakeEvent,
-) -> Result<Vec<Option<Instant>>> {
+) -> Result<(Instant, Vec<Option<Instant>>)> {
     let mut conns = Vec::with_capacity(CONNECTIONS);
     for _ in 0..CONNECTIONS {
         conns.push(connect(port).await?);
@@ -189,8 +190,7 @@ pub async fn open_model(
     }
     let t0 = Instant::now() + Duration::from_millis(20);
     for i in 0..n {
-        let due = t0 + Duration::from_nanos((i as f64 * 1e9 / rate) as u64);
-        tokio::time::sleep_until(due.into()).await;
+        tokio::time::sleep_until((t0 + due(i, rate)).into()).await;
         tx.send(i)?;
     }
     drop(tx);
@@ -200,7 +200,12 @@ pub async fn open_model(
             accepted[i] = Some(at);
         }
     }
-    Ok(accepted)
+    Ok((t0, accepted))
+}
+
+/// When event `i` is due after the generator's start, at `rate` a second.
+pub fn due(i: usize, rate: f64) -> Duration {
+    Duration::from_nanos((i as f64 * 1e9 / rate) as u64)
 }
 
 /// A keep-alive HTTP/1.1 connection to `port` on loopback.
@@ -214,20 +219,35 @@ pub async fn connect(port: u16) -> Result<hyper::client::conn::http1::SendReques
     Ok(send)
 }
 
-/// Latency from publish accepted to first attempt received, ms.
+/// Latency to the first attempt received, ms.
 pub struct Latency {
-    /// p50, p99 and the max, ms (a delivery that never came counted at the cap).
+    /// From the publish accepted (its 2xx read): p50, p99 and the max, ms (a delivery that
+    /// never came counted at the cap; one received before the answer was read, 0).
     pub p: [f64; 3],
+    /// From the publish's scheduled send (the open model's start point: it includes the
+    /// publish's own time): p50, p99 and the max, ms.
+    pub from_send: [f64; 3],
     /// Deliveries that had not come by the cap.
     pub missing: usize,
     /// Publishes not accepted.
     pub refused: usize,
 }
 
+/// The run [`latency`] reads: when the generator started, its rate, and each event's
+/// answer ([`open_model`]).
+pub struct Run<'a> {
+    /// The generator's start.
+    pub t0: Instant,
+    /// Events a second.
+    pub rate: f64,
+    /// Per event, when its 2xx was read.
+    pub accepted: &'a [Option<Instant>],
+}
+
 /// The latency of each accepted event's first attempt at each of its `fanout` endpoints,
 /// from `log` (the receiver's), a delivery not there counted as arriving at `cap`.
 pub fn latency(
-    accepted: &[Option<Instant>],
+    run: &Run<'_>,
     mut log: Vec<(u32, u32, u64)>,
     origin: Instant,
     fanout: usize,
@@ -236,32 +256,40 @@ pub fn latency(
     log.sort_unstable();
     log.dedup_by_key(|(event, endpoint, _)| (*event, *endpoint));
     let ns = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
-    let mut per_event = vec![0usize; accepted.len()];
-    let mut all = Vec::with_capacity(accepted.len() * fanout);
+    let sent = |i: usize| run.t0 + due(i, run.rate);
+    let mut per_event = vec![0usize; run.accepted.len()];
+    let (mut from_ok, mut from_send) = (Vec::new(), Vec::new());
     for (event, _, at) in log {
         let i = event as usize;
-        if let Some(Some(ok)) = accepted.get(i) {
+        if let Some(Some(ok)) = run.accepted.get(i) {
             per_event[i] += 1;
-            all.push(Duration::from_nanos(at.saturating_sub(ns(*ok))));
+            from_ok.push(Duration::from_nanos(at.saturating_sub(ns(*ok))));
+            from_send.push(Duration::from_nanos(at.saturating_sub(ns(sent(i)))));
         }
     }
     let mut missing = 0;
-    for (i, ok) in accepted.iter().enumerate() {
+    for (i, ok) in run.accepted.iter().enumerate() {
         if let Some(ok) = ok {
             let short = fanout.saturating_sub(per_event[i]);
             missing += short;
-            all.extend(std::iter::repeat_n(
+            from_ok.extend(std::iter::repeat_n(
                 cap.saturating_duration_since(*ok),
                 short,
             ));
+            let never = cap.saturating_duration_since(sent(i));
+            from_send.extend(std::iter::repeat_n(never, short));
         }
     }
-    all.sort_unstable();
-    let ms = |p: f64| edgehook_testkit::percentile(&all, p).as_secs_f64() * 1e3;
+    let figures = |mut all: Vec<Duration>| {
+        all.sort_unstable();
+        let ms = |p: f64| edgehook_testkit::percentile(&all, p).as_secs_f64() * 1e3;
+        [ms(0.5), ms(0.99), ms(1.0)]
+    };
     Latency {
-        p: [ms(0.5), ms(0.99), ms(1.0)],
+        p: figures(from_ok),
+        from_send: figures(from_send),
         missing,
-        refused: accepted.iter().filter(|a| a.is_none()).count(),
+        refused: run.accepted.iter().filter(|a| a.is_none()).count(),
     }
 }
 
@@ -290,9 +318,20 @@ mod tests {
             (0, 1, ms(90)),
             (2, 0, ms(21)),
         ];
-        let l = latency(&accepted, log, origin, 2, at(120));
+        // Sent at 0 and 2 ms (1,000 a second from the origin).
+        let run = Run {
+            t0: origin,
+            rate: 1000.0,
+            accepted: &accepted,
+        };
+        let l = latency(&run, log, origin, 2, at(120));
         assert_eq!((l.missing, l.refused), (1, 1));
         assert_eq!(l.p[2], 100.0, "the missing one at the cap");
         assert_eq!(l.p[0], 20.0, "of 1, 5, 20 and 100 ms, nearest rank");
+        assert_eq!(
+            l.from_send,
+            [30.0, 118.0, 118.0],
+            "of 15, 19, 30 and 118 ms"
+        );
     }
 }
