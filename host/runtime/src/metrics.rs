@@ -79,6 +79,11 @@ pub const ROUTES: &[&str] = &[
     "/internal/v1/replays/:id",
     "/internal/v1/replays/:id/cancel",
     "/internal/v1/secrets/reseal",
+    "/v1/notification-endpoint",
+    "/internal/v1/subscriptions/:id/rotate-secret",
+    "/v1/events",
+    "/v1/events/:eventId",
+    "/internal/v1/events/:eventId",
 ];
 
 /// The template of [`ROUTES`] that `path` matches (a `:name` segment matches any non-empty
