@@ -81,12 +81,7 @@ fn run(exe: &str, base: &str, token: &str, paths: &str) -> (bool, String) {
         .args(["--output-truncate", "false"])
         .output()
         .expect("run schemathesis");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    (out.status.success(), edgehook_testkit::command::text(&out))
 }
 
 #[test]

@@ -4,25 +4,6 @@
 
 use crate::common::*;
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-/// `edgehook <args> --server base` in `dir`: whether it succeeded, and its output.
-fn run_cli(dir: &Path, base: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--server", base])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run edgehook");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 #[test]
 fn a_subscription_is_moved_and_its_load_found_from_the_cli() {

@@ -61,23 +61,6 @@ impl Drop for Shell {
     }
 }
 
-/// `edgehook <args>` in `dir` against `base`: whether it succeeded, and its output.
-fn run_cli(dir: &Path, base: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .args(["--server", base])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run edgehook");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 #[test]
 fn the_readme_quickstart_works_as_written() {
     let readme = readme();

@@ -112,39 +112,6 @@ fn serve_seals_secrets_under_its_key_file_and_no_stored_byte_or_backup_holds_one
     // The copy with the key put back: a server whose deliveries verify with the secret.
     server.kill();
     std::fs::copy(&key_file, dir.join("copy/seal-key")).expect("key back");
-    let mut restored = Proc::start(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--allow-http",
-            "--allow-private-targets",
-            "--data-dir",
-            "copy",
-        ],
-        &dir,
-    );
-    let restored_base = format!("http://{}", restored.address());
-    let token = std::fs::read_to_string(dir.join("copy/admin-token")).expect("token");
-    let operator = edgehook::cli::Remote::new(&restored_base, token.trim()).expect("operator");
-    let before = recv.received().len();
-    publish_event(&rt, &operator, "load.created", br#"{"id":"L2"}"#);
-    wait_for("the restored delivery", || recv.received().len() > before);
-    let r = recv.received()[before].clone();
-    assert!(edgehook_testkit::signature::verifies(
-        &secret,
-        r.header("x-service-timestamp"),
-        r.header("x-service-signature"),
-        &r.body,
-    ));
-
-    // A key rotation: the new key, the old one as the previous; `edgehook reseal` seals
-    // every secret under the new key, a batch a call with its count on stderr; after it the
-    // old key can go, and deliveries verify under the new key alone.
-    restored.kill();
-    let new_key = "7".repeat(64);
-    let rotating = format!("--set=seal_previous_key={}", seal_key.trim());
-    let with_new = format!("--set=seal_key={new_key}");
     let serve_copy = |extra: &[&str]| {
         let mut args = vec![
             "serve",
@@ -158,6 +125,31 @@ fn serve_seals_secrets_under_its_key_file_and_no_stored_byte_or_backup_holds_one
         args.extend(extra);
         Proc::start(&args, &dir)
     };
+    // Whether a load published to `server` reaches the receiver signed with the secret.
+    let delivered_signed = |server: &mut Proc, load: &[u8]| {
+        let base = format!("http://{}", server.address());
+        let token = std::fs::read_to_string(dir.join("copy/admin-token")).expect("token");
+        let operator = edgehook::cli::Remote::new(&base, token.trim()).expect("operator");
+        let before = recv.received().len();
+        publish_event(&rt, &operator, "load.created", load);
+        wait_for("the delivery", || recv.received().len() > before);
+        let r = recv.received()[before].clone();
+        edgehook_testkit::signature::verifies(
+            &secret,
+            r.header("x-service-timestamp"),
+            r.header("x-service-signature"),
+            &r.body,
+        )
+    };
+    let mut restored = serve_copy(&[]);
+    assert!(delivered_signed(&mut restored, br#"{"id":"L2"}"#));
+
+    // A key rotation: the new key, the old one as the previous; `edgehook reseal` seals
+    // every secret under the new key, a batch a call with its count on stderr; after it the
+    // old key can go, and deliveries verify under the new key alone.
+    restored.kill();
+    let rotating = format!("--set=seal_previous_key={}", seal_key.trim());
+    let with_new = format!("--set=seal_key={}", "7".repeat(64));
     let mut rotated = serve_copy(&[&with_new, &rotating]);
     let rotated_base = format!("http://{}", rotated.address());
     let out = std::process::Command::new(BIN)
@@ -181,21 +173,7 @@ fn serve_seals_secrets_under_its_key_file_and_no_stored_byte_or_backup_holds_one
     assert!(stderr.contains("1 re-sealed, 0 unreadable"), "{stderr}");
     rotated.kill();
     let mut renewed = serve_copy(&[&with_new]);
-    let token = std::fs::read_to_string(dir.join("copy/admin-token")).expect("token");
-    let renewed_base = format!("http://{}", renewed.address());
-    let operator = edgehook::cli::Remote::new(&renewed_base, token.trim()).expect("operator");
-    let before = recv.received().len();
-    publish_event(&rt, &operator, "load.created", br#"{"id":"L3"}"#);
-    wait_for("the delivery under the new key", || {
-        recv.received().len() > before
-    });
-    let r = recv.received()[before].clone();
-    assert!(edgehook_testkit::signature::verifies(
-        &secret,
-        r.header("x-service-timestamp"),
-        r.header("x-service-signature"),
-        &r.body,
-    ));
+    assert!(delivered_signed(&mut renewed, br#"{"id":"L3"}"#));
     renewed.kill();
 }
 

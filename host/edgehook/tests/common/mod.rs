@@ -257,3 +257,16 @@ pub fn publish_event(
         .expect("publish");
     assert_eq!(status, 202, "{text}");
 }
+
+/// `edgehook <args> --server base` in `dir`: whether it succeeded, and its output (standard
+/// output, then standard error).
+pub fn run_cli(dir: &std::path::Path, base: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(BIN)
+        .args(args)
+        .args(["--server", base])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run edgehook");
+    (out.status.success(), edgehook_testkit::command::text(&out))
+}
