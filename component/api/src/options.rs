@@ -88,6 +88,22 @@ pub(crate) fn ordering(
     }
 }
 
+/// `traceparent` if `obj` has it: `true` (deliveries carry the W3C `traceparent` of the
+/// trace their event was published in) or `false`.
+pub(crate) fn traceparent(obj: &Map<String, Value>, details: &mut Vec<FieldError>) -> Option<bool> {
+    match obj.get("traceparent")? {
+        Value::Bool(b) => Some(*b),
+        _ => {
+            details.push(FieldError::new(
+                "traceparent",
+                "invalid_value",
+                "traceparent is true (deliveries carry the trace context their event was published with) or false",
+            ));
+            None
+        }
+    }
+}
+
 /// Largest `maxInFlight`.
 pub const MAX_IN_FLIGHT: u64 = 256;
 /// Largest `rateLimit` (attempts started per second).
@@ -207,6 +223,7 @@ pub fn update<K: Kv>(
         "ordering",
         "maxInFlight",
         "rateLimit",
+        "traceparent",
     ];
     let obj = body::object(cx.req, &fields)?;
     let mut details = Vec::new();
@@ -216,6 +233,7 @@ pub fn update<K: Kv>(
         ordering: ordering(&obj, &mut details),
         max_in_flight: limit(&obj, "maxInFlight", MAX_IN_FLIGHT, &mut details).map(|n| n as u16),
         rate_limit: limit(&obj, "rateLimit", MAX_RATE, &mut details),
+        traceparent: traceparent(&obj, &mut details),
         target: target(cx, &obj, &mut details),
     };
     if !details.is_empty() {

@@ -27,7 +27,7 @@ pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 100;
 
 /// The fields a create body may have.
-const CREATE_FIELDS: [&str; 7] = [
+const CREATE_FIELDS: [&str; 8] = [
     "url",
     "eventTypes",
     "signatureScheme",
@@ -35,6 +35,7 @@ const CREATE_FIELDS: [&str; 7] = [
     "ordering",
     "maxInFlight",
     "rateLimit",
+    "traceparent",
 ];
 
 /// Validates a create body. Unknown fields are refused (422 `unknown_field`), so a typo such
@@ -80,7 +81,7 @@ fn unknown_fields(obj: &Map<String, Value>) -> Vec<FieldError> {
                 key.clone(),
                 "unknown_field",
                 format!(
-                    "unknown field {}; a subscription has url, eventTypes, signatureScheme, headers, ordering, maxInFlight and rateLimit",
+                    "unknown field {}; a subscription has url, eventTypes, signatureScheme, headers, ordering, maxInFlight, rateLimit and traceparent",
                     edgehook_model::error::quoted(key)
                 ),
             )
@@ -93,7 +94,7 @@ fn delivery_options(
     obj: &Map<String, Value>,
     details: &mut Vec<FieldError>,
 ) -> subscriptions::DeliveryOptions {
-    use crate::options::{MAX_IN_FLIGHT, MAX_RATE, headers, limit, ordering, scheme};
+    use crate::options::{MAX_IN_FLIGHT, MAX_RATE, headers, limit, ordering, scheme, traceparent};
     subscriptions::DeliveryOptions {
         scheme: scheme(obj, details).unwrap_or_default(),
         headers: headers(obj, details).unwrap_or_default(),
@@ -102,6 +103,7 @@ fn delivery_options(
         rate_limit: limit(obj, "rateLimit", MAX_RATE, details).unwrap_or(0),
         previous_secret: None,
         slow_until: None,
+        traceparent: traceparent(obj, details).unwrap_or(false),
     }
 }
 
@@ -159,6 +161,8 @@ struct Created<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     signing_secret: Option<&'a str>,
     status: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    traceparent: bool,
     url: &'a str,
 }
 
@@ -265,6 +269,7 @@ fn created_json(
             subscriptions::Status::Disabled => "disabled",
             _ => "active",
         }),
+        traceparent: sub.options.traceparent,
         url: &sub.url,
     })
     .map_err(ApiError::internal)

@@ -330,10 +330,11 @@ impl Route {
         }
     }
 
-    /// The body size limit of this route: a load's on event ingest.
-    pub fn body_limit(&self) -> usize {
-        match self.access() {
-            Access::Ingest => INGEST_BODY_LIMIT,
+    /// The body size limit of this route and `method`: a load's on event ingest (its
+    /// `POST`), the API's on anything else.
+    pub fn body_limit(&self, method: &str) -> usize {
+        match (self.access(), method) {
+            (Access::Ingest, "POST") => INGEST_BODY_LIMIT,
             _ => API_BODY_LIMIT,
         }
     }
@@ -435,8 +436,9 @@ fn admit(route: &Route, req: &Request) -> Result<(), ApiError> {
     if !route.methods().contains(&req.method.as_str()) {
         return Err(ApiError::method_not_allowed(route.methods()));
     }
-    if req.body_truncated || req.body.len() > route.body_limit() {
-        return Err(ApiError::payload_too_large(route.body_limit()));
+    let limit = route.body_limit(&req.method);
+    if req.body_truncated || req.body.len() > limit {
+        return Err(ApiError::payload_too_large(limit));
     }
     Ok(())
 }

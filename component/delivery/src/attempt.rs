@@ -30,8 +30,12 @@ pub(crate) fn outgoing<K: Kv>(
     body: Rc<Vec<u8>>,
 ) -> Result<Outgoing, Unreadable> {
     let mut out = signed(env, &d.id, &d.event_type, sub, url, body)?;
-    if env.settings.trace_context {
-        let trace = publish_trace(env, d);
+    let (host, receiver) = (env.settings.trace_context, sub.options.traceparent);
+    if !host && !receiver {
+        return Ok(out);
+    }
+    let trace = publish_trace(env, d);
+    if host {
         out.headers.push((
             trace::HOST_HEADER.into(),
             trace::host_header(
@@ -41,6 +45,11 @@ pub(crate) fn outgoing<K: Kv>(
                 trace.as_deref(),
             ),
         ));
+    }
+    // The receiver's: the publish's context (a host that makes a span of the attempt puts
+    // that span in its place).
+    if let (true, Some(trace)) = (receiver, trace) {
+        out.headers.push(("traceparent".into(), trace));
     }
     Ok(out)
 }

@@ -92,6 +92,9 @@ pub struct DeliveryOptions {
     /// Not an option but the receiver's state: until when it counts as slow (an attempt took
     /// a second or more, or timed out), which puts it under the default in-flight cap.
     pub slow_until: Option<u64>,
+    /// Whether its deliveries carry a W3C `traceparent` naming the trace their event was
+    /// published in (bit 2 of the flags byte: no new format).
+    pub traceparent: bool,
 }
 
 impl DeliveryOptions {
@@ -216,8 +219,8 @@ impl Subscription {
             .list(&self.fanout_seqs, |w, n| w.u64(*n))
             .opt(self.disabled_entries.0, Writer::u64)
             .opt(self.disabled_entries.1, Writer::u64)
-            // The scheme in bit 0, FIFO ordering in bit 1.
-            .u8(o.scheme as u8 | (o.ordering as u8) << 1)
+            // The scheme in bit 0, FIFO ordering in bit 1, `traceparent` in bit 2.
+            .u8(o.scheme as u8 | (o.ordering as u8) << 1 | u8::from(o.traceparent) << 2)
             .list(&o.headers, |w, (n, v)| w.str(n).str(v))
             .opt(o.previous_secret.as_ref(), |w, (s, until)| {
                 s.write(w);
@@ -323,14 +326,16 @@ impl Subscription {
         };
         let options = match version >= 3 {
             true => {
-                // The scheme in bit 0, FIFO ordering in bit 1; any other bit is damage.
+                // The scheme in bit 0, FIFO ordering in bit 1, `traceparent` in bit 2; any
+                // other bit is damage.
                 let flags = r.u8()?;
-                if flags > 3 {
+                if flags > 7 {
                     return None;
                 }
                 DeliveryOptions {
                     scheme: [Scheme::Spec, Scheme::Standard][usize::from(flags & 1)],
-                    ordering: [Ordering::Unordered, Ordering::Fifo][usize::from(flags >> 1)],
+                    ordering: [Ordering::Unordered, Ordering::Fifo][usize::from(flags >> 1 & 1)],
+                    traceparent: flags & 4 != 0,
                     headers: r.list(8, |r| Some((r.str()?, r.str()?)))?,
                     previous_secret: r.opt(|r| Some((secret(r)?, r.u64()?)))?,
                     ..DeliveryOptions::default()
@@ -424,6 +429,7 @@ mod tests {
                 max_in_flight: 4,
                 rate_limit: 20,
                 slow_until: Some(1_767_226_000_000),
+                traceparent: true,
             },
         }
     }
@@ -472,14 +478,14 @@ mod tests {
         let bytes = sub.encode();
         assert_eq!(bytes[0], SUBSCRIPTION_V5);
         assert_eq!(Subscription::decode(&bytes).expect("decode"), sub);
-        // An unknown scheme is a damaged record.
+        // A flag no version defines is a damaged record.
         let mut bad = Subscription {
             options: DeliveryOptions::default(),
             ..sub
         }
         .encode();
         let at = bad.len() - 13;
-        bad[at] = 7;
+        bad[at] = 8;
         assert!(Subscription::decode(&bad).is_err());
     }
 

@@ -172,6 +172,9 @@ pub struct PartnerDetail<'a> {
     pub(crate) rate_limit: Option<u32>,
     pub(crate) signature_scheme: &'static str,
     pub(crate) status: &'static str,
+    /// Whether deliveries carry a `traceparent` (shown only when they do).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) traceparent: bool,
     pub(crate) url: &'a str,
 }
 
@@ -230,6 +233,7 @@ pub fn partner_detail(sub: &Subscription) -> PartnerDetail<'_> {
         rate_limit: (sub.options.rate_limit > 0).then_some(sub.options.rate_limit),
         signature_scheme: sub.options.scheme.name(),
         status: if active { "active" } else { "disabled" },
+        traceparent: sub.options.traceparent,
         url: &sub.url,
     }
 }

@@ -25,6 +25,8 @@ pub struct OptionsChange {
     pub max_in_flight: Option<u16>,
     /// The rate limit (0: none).
     pub rate_limit: Option<u32>,
+    /// Whether deliveries carry the W3C `traceparent` of their event's trace.
+    pub traceparent: Option<bool>,
     /// A new URL or event types, changed in the same write ([`crate::retarget`]).
     pub target: crate::retarget::Target,
 }
@@ -82,6 +84,9 @@ pub fn update_options<K: Kv>(
         }
         if let Some(n) = change.rate_limit {
             sub.options.rate_limit = n;
+        }
+        if let Some(on) = change.traceparent {
+            sub.options.traceparent = on;
         }
         secret
     };

@@ -251,6 +251,7 @@ mod tests {
             ordering: None,
             max_in_flight: None,
             rate_limit: None,
+            traceparent: None,
             target: Target {
                 url: Some(NEW.to_owned()),
                 event_types: Some(vec!["load.updated".to_owned()]),

@@ -1,7 +1,8 @@
 //! Traces on `serve` (`--otlp-endpoint`): an OTLP/HTTP receiver inside the test decodes what
 //! `serve` exports with the OpenTelemetry project's own protobuf types and checks the spans
 //! of a publish with a `traceparent`, delivered to two subscriptions, one of which fails its
-//! first attempt and is retried (retry delays set to 1 s).
+//! first attempt and is retried (retry delays set to 1 s); the other asked for `traceparent`
+//! on its deliveries.
 
 use crate::common::*;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -33,13 +34,18 @@ fn a_publish_and_its_attempts_are_one_trace_with_the_attempts_under_the_publish(
     let mut server = Proc::start(&args, &dir);
     let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
     let mut subs = Vec::new();
-    for recv in [&ok, &flaky] {
-        let body = json!({"url": recv.url("/in"), "eventTypes": ["load.created"]});
-        subs.push(
-            create_subscription(&rt, &base, &key, &body)["id"]
-                .as_str()
-                .map(str::to_owned),
+    for (recv, traceparent) in [(&ok, true), (&flaky, false)] {
+        let body = json!({
+            "url": recv.url("/in"),
+            "eventTypes": ["load.created"],
+            "traceparent": traceparent,
+        });
+        let created = create_subscription(&rt, &base, &key, &body);
+        assert_eq!(
+            created["traceparent"].as_bool(),
+            traceparent.then_some(true)
         );
+        subs.push(created["id"].as_str().map(str::to_owned));
     }
     let headers = [
         ("content-type".to_owned(), "application/json".to_owned()),
@@ -61,11 +67,20 @@ fn a_publish_and_its_attempts_are_one_trace_with_the_attempts_under_the_publish(
             .expect("eventId")
             .to_owned();
     wait_for("the retry", || flaky.hits() >= 2 && ok.hits() >= 1);
-    // The receivers never see the host's header; they were not asked to see a traceparent.
+    // The receivers never see the host's header; only the one that asked gets a traceparent.
     for r in ok.received().iter().chain(&flaky.received()) {
         assert_eq!(r.header("x-edgehook-trace"), None);
-        assert_eq!(r.header("traceparent"), None);
     }
+    assert!(
+        flaky
+            .received()
+            .iter()
+            .all(|r| r.header("traceparent").is_none())
+    );
+    let sent = ok.received()[0]
+        .header("traceparent")
+        .expect("a traceparent for the subscription that asked")
+        .to_owned();
     let spans = wait_for("the spans", || {
         let spans = exported(&collector);
         let attempts = spans.iter().filter(|s| s.name == "POST delivery").count();
@@ -109,6 +124,12 @@ fn a_publish_and_its_attempts_are_one_trace_with_the_attempts_under_the_publish(
             int_of(s, "http.response.status_code").expect("status"),
         ));
     }
+    // Its traceparent names its attempt's span, in the publish's trace.
+    let ok_attempt = spans
+        .iter()
+        .find(|s| text_of(s, "edgehook.subscription_id").as_deref() == subs[0].as_deref())
+        .expect("the attempt that asked");
+    assert_eq!(sent, format!("00-{TRACE}-{}-01", hex(&ok_attempt.span_id)));
     attempts.sort();
     let (ok_sub, flaky_sub) = (subs[0].clone().expect("id"), subs[1].clone().expect("id"));
     let mut expected = vec![

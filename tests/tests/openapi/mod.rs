@@ -267,7 +267,8 @@ enum Auth<'a> {
 }
 
 /// A request to an operation that passes every check before the one under test: a path
-/// with well-formed ids, the documented credentials, required headers and a valid body.
+/// with well-formed ids and the required query parameters, the documented credentials,
+/// required headers and a valid body.
 fn generic_request(
     doc: &Value,
     op: &Op<'_>,
@@ -299,6 +300,19 @@ fn generic_request(
         })
         .collect::<Vec<_>>()
         .join("/");
+    // Required query parameters, with their documented examples.
+    let query: Vec<String> = params
+        .iter()
+        .filter(|p| p["in"] == "query" && p["required"] == true)
+        .map(|p| {
+            let name = p["name"].as_str().expect("name");
+            format!("{name}={}", p["example"].as_str().expect("an example"))
+        })
+        .collect();
+    let path = match query.is_empty() {
+        true => path,
+        false => format!("{path}?{}", query.join("&")),
+    };
     let mut headers: Vec<(String, String)> = Vec::new();
     if let Auth::Bearer(token) = auth {
         headers.push(("authorization".into(), bearer(token)));
