@@ -7,16 +7,12 @@
 //! `secret_unreadable`, a log line naming the subscription.
 
 use crate::common::*;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
 use edgehook_component::model::ids::SubscriptionId;
 use edgehook_component::subscriptions::Subscription;
 use edgehook_runtime::store::KvBackend;
 use edgehook_sim::sim::Simulation;
 use edgehook_sim::simnet::Received;
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use std::time::Duration;
 
 const K1: &str = "1111111111111111111111111111111111111111111111111111111111111111";
@@ -50,25 +46,13 @@ fn verifies(secret: &str, r: &Received) -> bool {
                 edgehook_testkit::signature::verifies(secret, ts.as_deref(), Some(s), &r.body)
             });
     }
-    let key = STANDARD
-        .decode(secret.strip_prefix("whsec_").expect("whsec_"))
-        .expect("base64 secret");
-    let (Some(id), Some(ts), Some(sigs)) = (
-        header(r, "webhook-id"),
-        header(r, "webhook-timestamp"),
-        header(r, "webhook-signature"),
-    ) else {
-        return false;
-    };
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("key");
-    mac.update(format!("{id}.{ts}.").as_bytes());
-    mac.update(&r.body);
-    let expected = mac.finalize().into_bytes();
-    sigs.split(' ').any(|s| {
-        s.strip_prefix("v1,")
-            .and_then(|b| STANDARD.decode(b).ok())
-            .is_some_and(|b| b == expected.as_slice())
-    })
+    edgehook_testkit::signature::verifies_standard(
+        secret,
+        r.header("webhook-id"),
+        r.header("webhook-timestamp"),
+        r.header("webhook-signature"),
+        &r.body,
+    )
 }
 
 /// The store keys whose key or value holds any form of any of `secrets`.
