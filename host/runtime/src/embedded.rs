@@ -6,8 +6,15 @@
 //!   and hands it to the operating system before the write returns (its default
 //!   `PersistMode::Buffer`); a reopened store replays the journal.
 //! - **A power loss loses at most the [`Durability`] window.** A thread of the store fsyncs
-//!   the journal every [`Durability::Every`] period (100 ms by default);
-//!   [`Durability::Always`] fsyncs after every write instead.
+//!   the journal every [`Durability::Every`] period (100 ms by default).
+//! - **Under [`Durability::Always`] a write returns only after an fsync that began after it
+//!   was applied**, and the writes in flight share one ([`GroupCommit`]): the fsync runs
+//!   outside the write lock, and a writer whose write an fsync already covers, begun or
+//!   finished, does not sync again. A failed fsync fails every write it was to cover, even
+//!   if a later one succeeds (fjall then refuses further writes: a failed fsync may have
+//!   dropped what it could not write). fjall holds its journal's lock during an fsync, so
+//!   writes still wait for the fsync in progress; what the group saves is the fsyncs after
+//!   it.
 //! - **Compare-and-swap and increment are atomic.** Every write takes one mutex, so a read
 //!   followed by a write cannot interleave with another write (fjall's own single-writer
 //!   transactions serialize writers the same way); reads take no lock. A batch is one fjall
@@ -28,7 +35,8 @@ use std::fs::{File, OpenOptions};
 use std::ops::Bound;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 /// When acknowledged writes reach stable storage.
@@ -97,6 +105,8 @@ struct Shared {
     /// Held by every write (see the module docs).
     writes: Mutex<()>,
     always: bool,
+    /// The syncs of [`Durability::Always`].
+    commit: GroupCommit,
     counters: Arc<MemoryStore>,
     _lock: File,
 }
@@ -146,6 +156,7 @@ impl FjallStore {
             kv,
             writes: Mutex::new(()),
             always: durability == Durability::Always,
+            commit: GroupCommit::default(),
             counters: Arc::new(MemoryStore::new()),
             _lock: lock,
         });
@@ -203,15 +214,24 @@ impl FjallStore {
         })
     }
 
-    /// Runs the write `f` under the write lock, then syncs if every write must be.
+    /// The fsyncs made under [`Durability::Always`] so far (one per group of writes; none
+    /// under [`Durability::Every`]): for tests and metrics.
+    pub fn syncs(&self) -> u64 {
+        self.shared().commit.syncs()
+    }
+
+    /// Runs the write `f` under the write lock; then, if every write must be synced, waits
+    /// for a sync that covers it (after the lock is let go: see [`GroupCommit`]).
     fn write<T>(&self, f: impl FnOnce(&Keyspace) -> StoreResult<T>) -> StoreResult<T> {
-        let _guard = self.writes();
-        let out = f(&self.shared().kv)?;
-        if self.shared().always {
-            self.shared()
-                .db
-                .persist(PersistMode::SyncData)
-                .map_err(err)?;
+        let shared = self.shared();
+        let (out, seq) = {
+            let _guard = self.writes();
+            let out = f(&shared.kv)?;
+            (out, shared.always.then(|| shared.commit.applied()))
+        };
+        if let Some(seq) = seq {
+            let sync = || shared.db.persist(PersistMode::SyncData).map_err(err);
+            shared.commit.wait(seq, sync)?;
         }
         Ok(out)
     }
@@ -305,6 +325,113 @@ impl KvBackend for FjallStore {
             }
             batch.commit().map_err(err)
         })
+    }
+}
+
+/// Group commit: writes numbered in the order they were applied share the syncs that cover
+/// them. A writer applies its write and takes its number ([`GroupCommit::applied`]) under
+/// the store's write lock, lets the lock go, then waits ([`GroupCommit::wait`]): the first
+/// waiter to take the sync lock whose write no sync has covered yet reads the last number
+/// applied, runs the sync and records how far it reached; the writers it reached, waiting
+/// behind it or arriving later, return with its result without syncing again. A sync that
+/// began before a write was applied never counts for it. The sync itself is passed in, so
+/// tests can make one slow or fail.
+#[derive(Debug, Default)]
+pub struct GroupCommit {
+    /// The number of the last write applied.
+    applied: AtomicU64,
+    /// How far the syncs have reached (`Synced::upto`), for waiters that need no lock.
+    upto: AtomicU64,
+    /// Set once a sync has failed: waiters then always read the outcome under the lock.
+    failed_once: AtomicBool,
+    /// Held while a sync runs, and while a waiter reads the outcome of its own.
+    synced: Mutex<Synced>,
+    /// Syncs run.
+    syncs: AtomicU64,
+}
+
+/// The outcome of the syncs so far ([`GroupCommit`]).
+#[derive(Debug, Default)]
+struct Synced {
+    /// Every write numbered up to this has had the sync that covers it (succeeded, unless
+    /// one of `failed` names it).
+    upto: u64,
+    /// Failed syncs some of whose writers have not been told yet.
+    failed: Vec<FailedSync>,
+}
+
+/// A sync that failed, and the writes it was to cover.
+#[derive(Debug)]
+struct FailedSync {
+    first: u64,
+    last: u64,
+    error: StoreError,
+    /// Its writers not told yet (each number is one writer).
+    untold: u64,
+}
+
+impl GroupCommit {
+    /// Numbers a write that has just been applied; to be called under the store's write
+    /// lock, so that the numbers follow the order the writes were applied in.
+    pub fn applied(&self) -> u64 {
+        self.applied.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Returns once write `seq` (from [`GroupCommit::applied`]) is covered by a sync that
+    /// began after it was applied: at once if such a sync has finished, after the one in
+    /// progress if that began late enough, else after running `sync` here, which covers
+    /// every write applied when it begins. The result is that sync's: the error of a failed
+    /// one reaches every write it was to cover, also once a later sync has succeeded.
+    pub fn wait(&self, seq: u64, sync: impl FnOnce() -> StoreResult<()>) -> StoreResult<()> {
+        // The failure is recorded before `upto` moves past it, so reading `upto` first
+        // sees any failure that covers `seq`.
+        if self.upto.load(Ordering::Acquire) >= seq && !self.failed_once.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = synced.upto;
+        if before < seq {
+            let reach = self.applied.load(Ordering::Acquire);
+            let outcome = sync();
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            if let Err(error) = outcome {
+                self.failed_once.store(true, Ordering::Release);
+                synced.failed.push(FailedSync {
+                    first: before + 1,
+                    last: reach,
+                    error,
+                    untold: reach - before,
+                });
+            }
+            synced.upto = reach;
+            self.upto.store(reach, Ordering::Release);
+        }
+        synced.tell(seq)
+    }
+
+    /// The syncs run so far: for tests and metrics.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+}
+
+impl Synced {
+    /// The outcome for write `seq`, which a sync has covered: the error of the failed sync
+    /// that was to cover it, if one was.
+    fn tell(&mut self, seq: u64) -> StoreResult<()> {
+        let Some(i) = self
+            .failed
+            .iter()
+            .position(|f| (f.first..=f.last).contains(&seq))
+        else {
+            return Ok(());
+        };
+        let failed = &mut self.failed[i];
+        failed.untold -= 1;
+        if failed.untold == 0 {
+            return Err(self.failed.swap_remove(i).error);
+        }
+        Err(failed.error.clone())
     }
 }
 

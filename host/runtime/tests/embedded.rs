@@ -1,19 +1,24 @@
 //! The embedded store's promises: an acknowledged write survives the process
 //! being killed (`kill -9` of a child process that writes, then the store reopened), one
 //! process at a time, a directory of another format refused with a clear message (never read
-//! as empty), a backup taken while writes go on, owner-only files, and the `counters` bucket
-//! kept out of the engine. The key-value rules themselves are the conformance suite's
+//! as empty), a backup taken while writes go on, owner-only files, the `counters` bucket
+//! kept out of the engine, and the group commit of `Durability::Always` (writers share
+//! fsyncs, none returns before a sync that began after its write, a failed sync fails every
+//! write it was to cover). The key-value rules themselves are the conformance suite's
 //! (`kv_conformance`).
 
 use edgehook_component::model::ids::ClientId;
 use edgehook_component::storage::keys;
-use edgehook_runtime::embedded::{self, Durability, FjallStore};
-use edgehook_runtime::store::KvBackend;
+use edgehook_runtime::embedded::{self, Durability, FjallStore, GroupCommit};
+use edgehook_runtime::store::{KvBackend, StoreError, StoreResult};
 use edgehook_testkit::{DEADLINE, temp_dir};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, mpsc};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// The child's store directory ([`child_writes_until_killed`]).
@@ -214,4 +219,167 @@ fn a_copy_made_while_writes_go_on_is_one_consistent_store() {
     let offline = embedded::backup(&dir.join("store"), &dir.join("offline")).expect("backup");
     assert_eq!(offline.keys, 10_000);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn writers_in_flight_under_always_share_fsyncs_and_every_write_survives_a_reopen() {
+    const THREADS: u64 = 8;
+    const EACH: u64 = 150;
+    let dir = temp_dir("embedded-group");
+    let store = embedded::open(&dir, Durability::Always).expect("open");
+    let start = Arc::new(Barrier::new(THREADS as usize));
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for n in t * EACH..(t + 1) * EACH {
+                    store.set(&format!("g{n:06}"), &value(n)).expect("set");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    let (writes, syncs) = (THREADS * EACH, store.syncs());
+    assert!(syncs < writes, "{syncs} fsyncs for {writes} writes");
+    drop(store);
+    let store = open(&dir);
+    for n in 0..writes {
+        assert_eq!(
+            store.get(&format!("g{n:06}")),
+            Ok(Some(value(n))),
+            "write {n}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_lone_writer_under_always_gets_an_fsync_per_write() {
+    let dir = temp_dir("embedded-lone");
+    let store = embedded::open(&dir, Durability::Always).expect("open");
+    for n in 0..20u64 {
+        store.set(&format!("k{n:08}"), &value(n)).expect("set");
+    }
+    // A compare-and-swap that writes nothing is synced too: what it read was durable.
+    assert_eq!(store.compare_and_swap("k00000000", None, b"no"), Ok(false));
+    assert_eq!(store.increment("count", 2), Ok(2));
+    let pair = [("a".to_owned(), value(1)), ("b".to_owned(), value(2))];
+    store.set_many(&pair).expect("set_many");
+    store.delete("k00000001").expect("delete");
+    assert_eq!(store.syncs(), 24);
+    drop(store);
+    let store = open(&dir);
+    assert_eq!(store.get("k00000019"), Ok(Some(value(19))));
+    assert_eq!(store.get("k00000001"), Ok(None));
+    assert_eq!(store.get("b"), Ok(Some(value(2))));
+    assert_eq!(store.syncs(), 0, "none under Durability::Every");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sync that counts its runs in `runs` and answers `outcome`.
+fn counted(
+    runs: &Arc<AtomicU64>,
+    outcome: StoreResult<()>,
+) -> impl FnOnce() -> StoreResult<()> + Send + use<> {
+    let runs = runs.clone();
+    move || {
+        runs.fetch_add(1, Ordering::SeqCst);
+        outcome
+    }
+}
+
+/// Write `seq` waited for on a thread of its own, led by a sync that tells `began` when it
+/// starts and then waits for `end`'s outcome.
+fn slow_leader(
+    commit: &Arc<GroupCommit>,
+    seq: u64,
+) -> (
+    JoinHandle<StoreResult<()>>,
+    mpsc::Receiver<()>,
+    mpsc::Sender<StoreResult<()>>,
+) {
+    let (began_tx, began) = mpsc::channel();
+    let (end, end_rx) = mpsc::channel();
+    let commit = commit.clone();
+    let leader = std::thread::spawn(move || {
+        commit.wait(seq, move || {
+            began_tx.send(()).expect("test waits");
+            end_rx.recv().expect("an outcome")
+        })
+    });
+    (leader, began, end)
+}
+
+fn waiter(
+    commit: &Arc<GroupCommit>,
+    seq: u64,
+    sync: impl FnOnce() -> StoreResult<()> + Send + 'static,
+) -> JoinHandle<StoreResult<()>> {
+    let commit = commit.clone();
+    std::thread::spawn(move || commit.wait(seq, sync))
+}
+
+#[test]
+fn a_sync_covers_the_writes_applied_before_it_began_and_no_later_one() {
+    let commit = Arc::new(GroupCommit::default());
+    let (first, second) = (commit.applied(), commit.applied());
+    let (leader, began, end) = slow_leader(&commit, first);
+    began.recv().expect("the sync began");
+    let late = commit.applied();
+    let (covered_runs, late_runs) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let covered = waiter(&commit, second, counted(&covered_runs, Ok(())));
+    let own = waiter(&commit, late, counted(&late_runs, Ok(())));
+    end.send(Ok(())).expect("the leader waits");
+    assert_eq!(leader.join().expect("leader"), Ok(()));
+    assert_eq!(covered.join().expect("covered"), Ok(()));
+    assert_eq!(own.join().expect("late"), Ok(()));
+    assert_eq!(
+        covered_runs.load(Ordering::SeqCst),
+        0,
+        "covered: no sync of its own"
+    );
+    assert_eq!(
+        late_runs.load(Ordering::SeqCst),
+        1,
+        "applied after: a sync of its own"
+    );
+    assert_eq!(commit.syncs(), 2);
+    // Covered already: returns at once.
+    assert_eq!(commit.wait(second, || panic!("synced again")), Ok(()));
+}
+
+#[test]
+fn a_failed_sync_fails_every_write_it_was_to_cover_even_after_a_later_one_succeeds() {
+    let disk = || StoreError::Backend("store: fsync: I/O error".to_owned());
+    let commit = Arc::new(GroupCommit::default());
+    let (first, second, third) = (commit.applied(), commit.applied(), commit.applied());
+    let (leader, began, end) = slow_leader(&commit, first);
+    began.recv().expect("the sync began");
+    let runs = Arc::new(AtomicU64::new(0));
+    let follower = waiter(&commit, second, counted(&runs, Ok(())));
+    end.send(Err(disk())).expect("the leader waits");
+    assert_eq!(leader.join().expect("leader"), Err(disk()));
+    assert_eq!(follower.join().expect("follower"), Err(disk()));
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "no sync of its own");
+    // A write applied after the failed sync began gets a sync of its own, which succeeds;
+    // the third write, applied before it began and asking only now, still gets its failure.
+    let fourth = commit.applied();
+    assert_eq!(commit.wait(fourth, counted(&runs, Ok(()))), Ok(()));
+    assert_eq!(commit.wait(third, counted(&runs, Ok(()))), Err(disk()));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(commit.syncs(), 2);
+}
+
+#[test]
+fn one_writer_at_a_time_syncs_each_write() {
+    let commit = GroupCommit::default();
+    let runs = Arc::new(AtomicU64::new(0));
+    for _ in 0..5 {
+        let seq = commit.applied();
+        assert_eq!(commit.wait(seq, counted(&runs, Ok(()))), Ok(()));
+    }
+    assert_eq!((runs.load(Ordering::SeqCst), commit.syncs()), (5, 5));
 }
