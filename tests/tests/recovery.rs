@@ -255,3 +255,30 @@ fn a_subscription_enabled_meanwhile_is_not_probed() {
         .expect("advance");
     assert!(pings(&sim).is_empty(), "the probe found it enabled");
 }
+
+/// `recover_delays_ms` sets the back-off: two probes, 2 s after the disable and 5 s after the
+/// first failed, then none.
+#[test]
+fn the_back_off_comes_from_recover_delays_ms() {
+    let mut sim = sim_with(
+        86,
+        &[
+            ("auto_recover", "true"),
+            ("disable_after_failures", "1"),
+            ("recover_delays_ms", "2000, 5000"),
+        ],
+    );
+    let (key, id, _) = disabled_by_failures(&mut sim, vec![Reply::Status(503)]);
+    let disabled_at = disabled_at(&mut sim, &id);
+    sim.advance(Duration::from_secs(HOUR)).expect("advance");
+    let times: Vec<u64> = pings(&sim).iter().map(|p| p.at_ms).collect();
+    assert_eq!(times.len(), 2, "two delays, two probes: {times:?}");
+    let waits = [times[0] - disabled_at, times[1] - times[0]];
+    for (waited, delay) in waits.into_iter().zip([2000, 5000]) {
+        assert!(
+            (delay..delay + 1000).contains(&waited),
+            "{waited} ms for {delay}"
+        );
+    }
+    assert_eq!(status(&mut sim, &id, &key), "disabled");
+}

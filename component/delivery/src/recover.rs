@@ -1,7 +1,8 @@
 //! Recovery by itself (opt-in: `auto_recover`): a subscription disabled for a failure streak
 //! (not by a person, not by a `410 Gone`) is probed with a signed `webhook.ping`
-//! [`PROBE_DELAYS_MS`] after its disable, then after each probe that failed, until the last
-//! (then it stays disabled). A probe answered 2xx enables it as its owner's enable does,
+//! after its disable, then after each probe that failed, by the delays of the
+//! `recover_delays_ms` setting (10 minutes, then 1, 6 and 24 hours on by default), until the
+//! last (then it stays disabled). A probe answered 2xx enables it as its owner's enable does,
 //! replays what failed or was skipped since the disable as an enable with `replaySince`
 //! does, records the probe in its delivery history (a delivered `webhook.ping`), and raises
 //! `subscription.enabled` (reason `recovered`) to the operator and the partner.
@@ -16,7 +17,7 @@ use crate::history::history_log;
 use crate::ping::{PING_EVENT, Ping, ping_body, send_ping};
 use crate::scan::SecondScan;
 use crate::sender::Sender;
-use crate::timers::{PROBE_DELAYS_MS, REPEATED_FAILURES, TIMERS_PER_TICK, Timer, schedule};
+use crate::timers::{REPEATED_FAILURES, TIMERS_PER_TICK, Timer, schedule};
 use edgehook_model::env::Env;
 use edgehook_model::error::ApiError;
 use edgehook_model::ids::{EventId, Generate, SubscriptionId};
@@ -106,7 +107,7 @@ pub(crate) fn probe<K: Kv>(
     if ping.succeeded() {
         return recovered(env, &sub, &ping, &event_id, &body);
     }
-    match PROBE_DELAYS_MS.get(n as usize) {
+    match env.settings.recover_delays_ms.before_probe(n as usize + 1) {
         Some(delay) => {
             let next = Timer::Probe {
                 sub: sub.id.clone(),

@@ -73,10 +73,6 @@ pub(crate) fn schedule<K: Kv>(env: &Env<'_, K>, at_ms: u64, timer: &Timer) -> Re
 /// The disable reason of a failure streak (the one disable a probe may undo).
 pub const REPEATED_FAILURES: &str = "repeated_failures";
 
-/// When each probe of a recovery is sent (`recover.rs`): after the disable, then after the
-/// probe before it.
-pub const PROBE_DELAYS_MS: [u64; 4] = [600_000, 3_600_000, 21_600_000, 86_400_000];
-
 /// Queues the first probe of `sub`, just disabled for `reason`, if the operator allows
 /// recovery (`auto_recover`) and the reason is a failure streak. Best effort, as the
 /// disable's alert.
@@ -84,13 +80,15 @@ pub(crate) fn schedule_first_probe<K: Kv>(env: &Env<'_, K>, sub: &Subscription, 
     let Some(disabled_at) = sub.disabled_at else {
         return;
     };
-    if env.settings.auto_recover && reason == REPEATED_FAILURES {
+    let first = env.settings.recover_delays_ms.before_probe(1);
+    if let Some(delay) = first.filter(|_| env.settings.auto_recover && reason == REPEATED_FAILURES)
+    {
         let timer = Timer::Probe {
             sub: sub.id.clone(),
             disabled_at,
             n: 1,
         };
-        let queued = schedule(env, env.now_ms + PROBE_DELAYS_MS[0], &timer);
+        let queued = schedule(env, env.now_ms + delay, &timer);
         env.best_effort("first probe (due queue)", queued);
     }
 }

@@ -25,6 +25,10 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("seal_key", None),
     ("seal_previous_key", Some("")),
     ("auto_recover", Some("false")),
+    (
+        "recover_delays_ms",
+        Some("600000,3600000,21600000,86400000"),
+    ),
 ];
 
 /// The component's settings, parsed and defaulted.
@@ -75,6 +79,37 @@ pub struct Settings {
     /// `webhook.ping` (10 min, 1 h, 6 h and 24 h on) and enabled again, with a replay of
     /// what it missed, when a probe is answered 2xx.
     pub auto_recover: bool,
+    /// When each recovery probe is sent: the first this long after the disable, each next
+    /// this long after the probe before it failed (`recover_delays_ms`).
+    pub recover_delays_ms: ProbeDelays,
+}
+
+/// The most probes one recovery may send (`recover_delays_ms` lists at most this many).
+pub const MAX_PROBES: usize = 8;
+
+/// The delays of a recovery's probes, in milliseconds: 1 to [`MAX_PROBES`] of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeDelays {
+    ms: [u64; MAX_PROBES],
+    len: usize,
+}
+
+impl ProbeDelays {
+    /// The design's back-off: 10 minutes, then 1 hour, 6 hours and 24 hours on.
+    pub const DEFAULT: ProbeDelays = ProbeDelays {
+        ms: [600_000, 3_600_000, 21_600_000, 86_400_000, 0, 0, 0, 0],
+        len: 4,
+    };
+
+    /// The delay before probe `n` (1-based); `None` past the last.
+    pub fn before_probe(&self, n: usize) -> Option<u64> {
+        self.as_slice().get(n.checked_sub(1)?).copied()
+    }
+
+    /// Every delay, in order.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.ms[..self.len]
+    }
 }
 
 impl std::fmt::Debug for Settings {
@@ -102,6 +137,7 @@ impl std::fmt::Debug for Settings {
             )
             .field("seal", &self.seal)
             .field("auto_recover", &self.auto_recover)
+            .field("recover_delays_ms", &self.recover_delays_ms.as_slice())
             .finish()
     }
 }
@@ -157,6 +193,7 @@ impl Settings {
                 previous: given.seal_key("seal_previous_key")?,
             },
             auto_recover: given.flag("auto_recover")?,
+            recover_delays_ms: given.recover_delays()?,
         })
     }
 }
@@ -217,20 +254,57 @@ impl<S: AsRef<str>> Given<S> {
     }
 
     fn retry_delays(&self) -> Result<[u64; 2], ConfigError> {
-        let raw = self.value("retry_delays_ms").unwrap_or_default();
-        let delays: Vec<u64> = raw
-            .split(',')
-            .filter_map(|d| d.trim().parse::<u64>().ok())
-            .filter(|d| (1000..=86_400_000).contains(d))
-            .collect();
-        <[u64; 2]>::try_from(delays).map_err(|_| ConfigError {
-            key: "retry_delays_ms".to_owned(),
+        let (ms, len) = self.delays("retry_delays_ms", 86_400_000)?;
+        match (len, ms) {
+            (2, [first, second, ..]) => Ok([first, second]),
+            _ => Err(self.bad_delays("retry_delays_ms", "two delays", 86_400_000)),
+        }
+    }
+
+    /// The probes' delays: the built-in back-off when not given (nothing to parse on the
+    /// way of every request), else 1 to [`MAX_PROBES`] delays of 1 s to 7 days.
+    fn recover_delays(&self) -> Result<ProbeDelays, ConfigError> {
+        const WEEK_MS: u64 = 7 * 86_400_000;
+        if !self.given("recover_delays_ms") {
+            return Ok(ProbeDelays::DEFAULT);
+        }
+        let (ms, len) = self.delays("recover_delays_ms", WEEK_MS)?;
+        Ok(ProbeDelays { ms, len })
+    }
+
+    /// Whether `key` was given a value that is not empty.
+    fn given(&self, key: &str) -> bool {
+        KEYS.iter()
+            .position(|(name, _)| *name == key)
+            .and_then(|i| self.0[i].as_ref())
+            .is_some_and(|v| !v.as_ref().trim().is_empty())
+    }
+
+    /// A comma-separated list of 1 to [`MAX_PROBES`] delays in ms, each from 1000 to `max`.
+    fn delays(&self, key: &str, max: u64) -> Result<([u64; MAX_PROBES], usize), ConfigError> {
+        let raw = self.value(key).unwrap_or_default();
+        let mut ms = [0; MAX_PROBES];
+        let mut len = 0;
+        for part in raw.split(',') {
+            let delay = part.trim().parse::<u64>().ok();
+            match (delay.filter(|d| (1000..=max).contains(d)), ms.get_mut(len)) {
+                (Some(d), Some(slot)) => *slot = d,
+                _ => return Err(self.bad_delays(key, "1 to 8 delays", max)),
+            }
+            len += 1;
+        }
+        Ok((ms, len))
+    }
+
+    fn bad_delays(&self, key: &str, count: &str, max: u64) -> ConfigError {
+        let raw = self.value(key).unwrap_or_default();
+        ConfigError {
+            key: key.to_owned(),
             problem: format!(
-                "expected two delays in ms, each from 1000 to 86400000, e.g. 60000,300000; \
-                 got {}",
+                "expected {count} in ms separated by commas, each from 1000 to {max}; got {}",
                 crate::error::quoted(raw)
             ),
-        })
+        }
     }
 
     /// A sealing key: 64 hex digits (32 bytes), or unset.
@@ -411,6 +485,43 @@ mod tests {
             assert_eq!(err.key, key);
             assert!(!err.problem.contains(&hex[1..9]), "{}", err.problem);
         }
+    }
+
+    #[test]
+    fn recover_delays_are_one_to_eight_delays_of_a_second_to_a_week() {
+        assert_eq!(Settings::default().recover_delays_ms, ProbeDelays::DEFAULT);
+        let text = KEYS.iter().find(|(k, _)| *k == "recover_delays_ms");
+        let text = text.and_then(|(_, d)| *d).expect("a default");
+        let parsed = Settings::from_pairs([("recover_delays_ms", text)]).expect("parses");
+        assert_eq!(
+            parsed.recover_delays_ms,
+            ProbeDelays::DEFAULT,
+            "the default's text"
+        );
+        let s = Settings::from_pairs([("recover_delays_ms", " 1000, 604800000 ")]).expect("valid");
+        assert_eq!(s.recover_delays_ms.as_slice(), [1000, 604_800_000]);
+        assert_eq!(s.recover_delays_ms.before_probe(2), Some(604_800_000));
+        assert_eq!(s.recover_delays_ms.before_probe(3), None);
+        assert_eq!(s.recover_delays_ms.before_probe(0), None);
+        let eight = "1000,1000,1000,1000,1000,1000,1000,1000";
+        let s = Settings::from_pairs([("recover_delays_ms", eight)]).expect("eight");
+        assert_eq!(s.recover_delays_ms.as_slice().len(), MAX_PROBES);
+        for bad in [
+            "999",
+            "604800001",
+            "1000,",
+            "1000,x",
+            "1000,1000,1000,1000,1000,1000,1000,1000,1000",
+        ] {
+            let err = Settings::from_pairs([("recover_delays_ms", bad)]).expect_err(bad);
+            assert_eq!(err.key, "recover_delays_ms");
+            assert!(err.problem.contains(&format!("{bad:?}")), "{}", err.problem);
+        }
+        let err = Settings::from_pairs([("retry_delays_ms", "60000,x,300000")]).expect_err("x");
+        assert_eq!(
+            err.key, "retry_delays_ms",
+            "a part that does not parse is an error"
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@
 //! and the walk checks that the tick route reports it due then and does not send it early.
 //! [`spin_retries_through_the_tick_route`] runs a retry for real: with `retry_delays_ms` at
 //! one second and the opportunistic tick off, only the tick route sends attempt 2.
+//! `spin/recovery.rs` runs `auto_recover` the same way, its probes a second apart.
 
 mod at_rest;
 mod counters;
@@ -43,6 +44,7 @@ mod options;
 mod portal;
 mod portal_files;
 mod production;
+mod recovery;
 mod rotation;
 
 use edgehook_sim::spin;

@@ -29,7 +29,7 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// The test kit's receiver over HTTPS on a free port of 127.0.0.1 (certificate for
 /// `127.0.0.1` issued by a fresh CA), every request kept. Paths `/ok/...` answer 200,
 /// `/fail/...` 500, `/gone/...` 410, `/flaky/...` 500 to its first request and 200 after,
-/// others 404.
+/// `/back/...` 500 to its first three (one delivery's attempts) and 200 after, others 404.
 pub struct Receiver(edgehook_testkit::receiver::Receiver);
 
 /// The answer to `request` by its path, `earlier` the requests before it.
@@ -41,6 +41,8 @@ fn by_path(request: &Received, earlier: &[Received]) -> Answer {
         Some("gone") => 410,
         Some("flaky") if seen == 0 => 500,
         Some("flaky") => 200,
+        Some("back") if seen < 3 => 500,
+        Some("back") => 200,
         _ => 404,
     };
     Answer::status(status).body("receiver says hi")
