@@ -9,17 +9,22 @@ It walks the operator story (find a disabled subscription, enable it again, repl
 watch the progress, delivery search and attempts, keys), the XSS checks (a subscription
 whose URL and header names try to inject script: rendered as text, no script runs) and, with
 --partner, the partner story (open a portal link, create a subscription, copy its secret,
-send a test delivery, see it arrive, the delivery log, a resend, a replay, rotate, delete). Each main
-screen is saved as a PNG in DIR. Every wait is a condition with a deadline (Selenium's
-explicit waits); the only network is 127.0.0.1 (the server and this script's receiver).
+send a test delivery, see it arrive, the delivery log, a resend, a replay, rotate, the
+Notices page: a notification endpoint registered, a disable's signed notice received and
+verified, the endpoint removed; delete). Each main screen is saved as a PNG in DIR. Every
+wait is a condition with a deadline (Selenium's explicit waits); the only network is
+127.0.0.1 (the server and this script's receiver).
 """
 
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import shutil
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -90,6 +95,11 @@ class Receiver:
     def requests(self, path_prefix):
         with self.lock:
             return [(p, h) for p, h, _ in self.received if p.startswith(path_prefix)]
+
+    def posts(self, path_prefix):
+        """Every request under `path_prefix`: path, headers and raw body."""
+        with self.lock:
+            return [r for r in self.received if r[0].startswith(path_prefix)]
 
 
 class Api:
@@ -511,6 +521,7 @@ class Walk:
         assert "load.created" in found.text and "succeeded" in found.text, found.text
         self.labelled("find a load")
         self.shot("partner-find-load")
+        self.partner_notices()
         self.section("Active")
         self.button(f"Open {sub_id}").click()
         self.visible("#subscription-panel")
@@ -524,6 +535,74 @@ class Walk:
             const done = arguments[arguments.length - 1];
             fetch('/v1/portal/sessions/current', {credentials: 'same-origin'}).then((r) => done(r.status));""")
         assert status == 401, f"the session still answers {status} after signing out"
+
+    def partner_notices(self):
+        """The Notices page: register the notification endpoint (its secret once), hear of a
+        disable through it, signed with that secret, then remove it."""
+        d = self.driver
+        path = "/v1/notification-endpoint"
+        self.section("Notices")
+        self.visible("#no-notification-endpoint")
+        url = self.receiver.url + "/notices"
+        self.visible("main form input[name=url]").send_keys(url)
+        self.button("Save the notification URL").click()
+        secret = self.visible("#notification-out .secret-value").get_attribute("value")
+        assert secret.startswith("whsec_"), secret
+        self.wait("the endpoint shown", lambda: url in self.find("#notification-endpoint").text)
+        self.labelled("notices")
+        self.shot("partner-notices")
+
+        # A reload: the endpoint is still there, its secret is not shown again.
+        d.refresh()
+        self.wait("the session again", lambda: self.finds("#client-id") and self.find("#client-id").text == "acme")
+        self.section("Notices")
+        self.wait("the endpoint after a reload", lambda: url in self.find("#notification-endpoint").text)
+        assert not self.finds(".secret-value"), "the notification secret shown again"
+        assert secret not in d.page_source, "the notification secret in the page after a reload"
+
+        # The operator disables one of acme's subscriptions: the receiver gets a signed notice.
+        self.api.ok("POST", f"/internal/v1/subscriptions/{self.flaky}/disable", {"reason": "notice_walk"})
+
+        def disabled_notice():
+            for _, headers, body in self.receiver.posts("/notices"):
+                if headers.get("x-service-event") == "subscription.disabled":
+                    return headers, body
+            return None
+        headers, body = self.wait("the subscription.disabled notice", disabled_notice)
+        timestamp = headers.get("x-service-timestamp", "")
+        assert timestamp.isdigit() and abs(time.time() - int(timestamp)) <= 300, timestamp
+        expected = hmac.new(
+            secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(expected, headers.get("x-service-signature", "")), \
+            "the notice is not signed with the notification secret"
+        assert headers.get("x-service-delivery-id", "").startswith("dlv_"), headers
+        notice = json.loads(body)
+        assert (notice["type"], notice["subscriptionId"], notice["reason"], notice["status"]) == (
+            "subscription.disabled", self.flaky, "notice_walk", "disabled"), notice
+        assert b"whsec_" not in body, body
+
+        # The page shows what the API says.
+        endpoint = self.api.ok("GET", path, bearer=self.key)["data"]
+        assert "signingSecret" not in endpoint, endpoint
+        self.section("Notices")
+        self.wait("the endpoint redrawn", lambda: url in self.find("#notification-endpoint").text)
+        shown = self.find("#notification-endpoint")
+        terms = [e.text for e in self.finds("dt", shown)]
+        values = self.finds("dd", shown)
+        page = dict(zip(terms, values))
+        assert page["URL"].text == endpoint["url"], (page["URL"].text, endpoint)
+        assert page["Notices"].text == ", ".join(endpoint["eventTypes"]), (page["Notices"].text, endpoint)
+        for term, field in [("Registered", "createdAt"), ("Changed", "updatedAt")]:
+            when = self.find("time", page[term]).get_attribute("datetime")
+            assert when == d.execute_script(
+                "return new Date(arguments[0]).toISOString()", endpoint[field]), (term, when, endpoint)
+
+        # Removed through the page: the API no longer has it.
+        self.button("Remove", shown).click()
+        self.wait("removed", lambda: "Removed" in self.find("#notification-out").text)
+        self.visible("#no-notification-endpoint")
+        status, doc = self.api.call("GET", path, bearer=self.key)
+        assert status == 404, (status, doc)
 
     def run(self):
         try:
