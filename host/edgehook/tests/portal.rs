@@ -203,6 +203,8 @@ fn the_portal_walks_the_operator_and_partner_stories_in_chromium() {
         "partner-subscriptions",
         "partner-created",
         "partner-delivery-log",
+        "partner-find-load",
+        "partner-notices",
     ] {
         let png = std::fs::read(screens.join(format!("{screen}.png")))
             .unwrap_or_else(|e| panic!("screenshot {screen}: {e}"));
