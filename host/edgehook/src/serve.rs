@@ -6,6 +6,7 @@ use bytes::{Bytes, BytesMut};
 use edgehook_component::model::error::ApiError;
 use edgehook_runtime::log::{REQUESTS, now_ms};
 use edgehook_runtime::otlp;
+use edgehook_runtime::store::KvStore;
 use edgehook_runtime::{Baseline, HostEnv, HttpResponse, POOL_INSTANCES, Rest, Runtime, Warm};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -344,18 +345,33 @@ impl Server {
         };
         let req = hyper::Request::from_parts(parts, Full::new(buf));
         let (response, rest) = self.warm.handle_detached(req).await?;
+        // Nothing is answered before the store holds it as durably as it promises
+        // (`--fsync-always`: on disk).
+        let settled = self.env.kv.settle().await;
         // The client has its answer; work the component does after it (attempt 1 of an
         // accepted event) finishes on its own, and keeps its instance until then.
         match rest {
             Rest::Ended(outcome) => report_rest(outcome.map_err(anyhow::Error::from)),
             Rest::Running(task) => {
                 let guard = self.inflight.subscribe();
+                let kv = self.env.kv.clone();
                 tokio::spawn(async move {
                     let _guard = guard;
                     let _permit = permit;
                     report_rest(Rest::Running(task).finish().await);
+                    settle_after(&kv, "the work after an answer").await;
                 });
             }
+        }
+        if let Err(e) = settled {
+            tracing::error!(error = %e, "store sync before an answer failed");
+            let unsynced = ApiError::new(
+                503,
+                "store_unavailable",
+                "The service's storage could not make the change durable; it may or may not \
+                 have taken effect. Retry later (with the same Idempotency-Key).",
+            );
+            return Ok(host_error(unsynced.with_header("retry-after", "1")));
         }
         Ok(response)
     }
@@ -435,6 +451,7 @@ impl Server {
             };
             last_tick = Instant::now();
             let ticked = self.warm.tick().await;
+            settle_after(&self.env.kv, "a tick").await;
             drop(permit);
             match ticked {
                 Ok(report) => {
@@ -454,6 +471,14 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// Syncs what an invocation that answers nobody (`what`) wrote, as an answer would
+/// ([`KvStore::settle`]); a failure is logged (every later answer fails too).
+async fn settle_after(kv: &KvStore, what: &str) {
+    if let Err(e) = kv.settle().await {
+        tracing::error!(error = %e, "store sync after {what} failed");
     }
 }
 

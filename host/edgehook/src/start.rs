@@ -58,7 +58,8 @@ pub struct ServeArgs {
           default_value_t = edgehook_runtime::gate::DEFAULT_PER_TARGET as u32,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_connections_per_target: u32,
-    /// Flush the store to disk after every write instead of every 100 ms.
+    /// Answer nothing before it is on disk: the embedded store syncs before every answer
+    /// (one sync shared by the requests in flight) instead of every 100 ms.
     #[arg(long)]
     pub fsync_always: bool,
     /// The store: the embedded one, or Redis (`--kv`).
@@ -196,7 +197,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             }
             None => {
                 let durability = if args.fsync_always {
-                    Durability::Always
+                    Durability::Answer
                 } else {
                     Durability::DEFAULT
                 };

@@ -7,6 +7,13 @@
 //!   `PersistMode::Buffer`); a reopened store replays the journal.
 //! - **A power loss loses at most the [`Durability`] window.** A thread of the store fsyncs
 //!   the journal every [`Durability::Every`] period (100 ms by default).
+//! - **Under [`Durability::Answer`] (`serve --fsync-always`) nothing is answered before it
+//!   is on stable storage:** a write returns once applied, and the host calls
+//!   [`KvBackend::settle`] before an answer leaves and when an invocation ends; one fsync
+//!   then covers every write applied before it, those of the other requests in flight too
+//!   ([`GroupCommit::barrier`]). A request costs one fsync, shared, however many writes it
+//!   made. The sync thread of [`Durability::Every`] runs as well, for writes no answer
+//!   follows. After a failed fsync every barrier fails: the store must be opened again.
 //! - **Under [`Durability::Always`] a write returns only after an fsync that began after it
 //!   was applied**, and the writes in flight share one ([`GroupCommit`]): the fsync runs
 //!   outside the write lock, and a writer whose write an fsync already covers, begun or
@@ -42,8 +49,14 @@ use std::time::Duration;
 /// When acknowledged writes reach stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// Before the write returns: survives a power loss at once, costs an fsync per write.
+    /// Before the write returns: survives a power loss at once, costs an fsync per write
+    /// (shared by the writes in flight).
     Always,
+    /// Before the answer that follows the write ([`KvBackend::settle`], which the host calls
+    /// before it answers): what was answered survives a power loss, for one fsync a request
+    /// (shared by the requests in flight); writes no answer follows are synced on
+    /// [`Durability::DEFAULT`]'s timer.
+    Answer,
     /// On a timer: survives a process crash at once, a power loss once the interval has
     /// passed.
     Every(Duration),
@@ -51,8 +64,11 @@ pub enum Durability {
 
 impl Durability {
     /// `serve`'s default: stable storage within 100 ms.
-    pub const DEFAULT: Durability = Durability::Every(Duration::from_millis(100));
+    pub const DEFAULT: Durability = Durability::Every(EVERY);
 }
+
+/// The period of [`Durability::DEFAULT`]'s sync thread.
+const EVERY: Duration = Duration::from_millis(100);
 
 /// fjall's database directory in the store's directory.
 pub const DB_DIR: &str = "fjall";
@@ -99,13 +115,20 @@ fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl Shared {
+    /// Syncs fjall's journal to stable storage.
+    fn sync(&self) -> StoreResult<()> {
+        self.db.persist(PersistMode::SyncData).map_err(err)
+    }
+}
+
 struct Shared {
     db: Database,
     kv: Keyspace,
     /// Held by every write (see the module docs).
     writes: Mutex<()>,
-    always: bool,
-    /// The syncs of [`Durability::Always`].
+    durability: Durability,
+    /// The syncs of [`Durability::Always`] and [`Durability::Answer`].
     commit: GroupCommit,
     counters: Arc<MemoryStore>,
     _lock: File,
@@ -155,12 +178,17 @@ impl FjallStore {
             db,
             kv,
             writes: Mutex::new(()),
-            always: durability == Durability::Always,
+            durability,
             commit: GroupCommit::default(),
             counters: Arc::new(MemoryStore::new()),
             _lock: lock,
         });
-        if let Durability::Every(period) = durability {
+        let period = match durability {
+            Durability::Every(period) => Some(period),
+            Durability::Answer => Some(EVERY),
+            Durability::Always => None,
+        };
+        if let Some(period) = period {
             sync_thread(Arc::downgrade(&shared), gate.clone(), period)?;
         }
         Ok(FjallStore {
@@ -214,24 +242,25 @@ impl FjallStore {
         })
     }
 
-    /// The fsyncs made under [`Durability::Always`] so far (one per group of writes; none
-    /// under [`Durability::Every`]): for tests and metrics.
+    /// The fsyncs made under [`Durability::Always`] (one per group of writes) and
+    /// [`Durability::Answer`] (one per group of answers) so far, the sync thread's not
+    /// counted: for tests and metrics.
     pub fn syncs(&self) -> u64 {
         self.shared().commit.syncs()
     }
 
-    /// Runs the write `f` under the write lock; then, if every write must be synced, waits
-    /// for a sync that covers it (after the lock is let go: see [`GroupCommit`]).
+    /// Runs the write `f` under the write lock, numbering it for the group commit; then, if
+    /// every write must be synced, waits for a sync that covers it (after the lock is let
+    /// go: see [`GroupCommit`]).
     fn write<T>(&self, f: impl FnOnce(&Keyspace) -> StoreResult<T>) -> StoreResult<T> {
         let shared = self.shared();
         let (out, seq) = {
             let _guard = self.writes();
             let out = f(&shared.kv)?;
-            (out, shared.always.then(|| shared.commit.applied()))
+            (out, shared.commit.applied())
         };
-        if let Some(seq) = seq {
-            let sync = || shared.db.persist(PersistMode::SyncData).map_err(err);
-            shared.commit.wait(seq, sync)?;
+        if shared.durability == Durability::Always {
+            shared.commit.wait(seq, || shared.sync())?;
         }
         Ok(out)
     }
@@ -250,6 +279,15 @@ impl KvBackend for FjallStore {
     /// "The tail under load").
     fn writes_may_stall(&self) -> bool {
         true
+    }
+
+    /// Under [`Durability::Answer`], returns once every write applied so far is synced.
+    fn settle(&self) -> StoreResult<()> {
+        let shared = self.shared();
+        match shared.durability {
+            Durability::Answer => shared.commit.barrier(|| shared.sync()),
+            Durability::Always | Durability::Every(_) => Ok(()),
+        }
     }
 
     fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -389,24 +427,50 @@ impl GroupCommit {
             return Ok(());
         }
         let mut synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = synced.upto;
-        if before < seq {
-            let reach = self.applied.load(Ordering::Acquire);
-            let outcome = sync();
-            self.syncs.fetch_add(1, Ordering::Relaxed);
-            if let Err(error) = outcome {
-                self.failed_once.store(true, Ordering::Release);
-                synced.failed.push(FailedSync {
-                    first: before + 1,
-                    last: reach,
-                    error,
-                    untold: reach - before,
-                });
-            }
-            synced.upto = reach;
-            self.upto.store(reach, Ordering::Release);
+        if synced.upto < seq {
+            self.lead(&mut synced, sync);
         }
         synced.tell(seq)
+    }
+
+    /// Returns once every write applied so far (numbered by [`GroupCommit::applied`], which
+    /// did not wait) is covered by a sync that began after it was applied: at once if one
+    /// has finished, else after the one in progress if that began late enough, else after
+    /// running `sync` here. Fails for good once any sync has failed: a write it was to cover
+    /// may be lost, and no later barrier can say otherwise.
+    pub fn barrier(&self, sync: impl FnOnce() -> StoreResult<()>) -> StoreResult<()> {
+        let seq = self.applied.load(Ordering::Acquire);
+        if self.upto.load(Ordering::Acquire) >= seq && !self.failed_once.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+        if synced.upto < seq {
+            self.lead(&mut synced, sync);
+        }
+        match synced.failed.first() {
+            Some(failed) => Err(failed.error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `sync` as the leader of a group (holding the sync lock, `synced`): it covers
+    /// every write applied when it begins, and its outcome is recorded for them.
+    fn lead(&self, synced: &mut Synced, sync: impl FnOnce() -> StoreResult<()>) {
+        let before = synced.upto;
+        let reach = self.applied.load(Ordering::Acquire);
+        let outcome = sync();
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(error) = outcome {
+            self.failed_once.store(true, Ordering::Release);
+            synced.failed.push(FailedSync {
+                first: before + 1,
+                last: reach,
+                error,
+                untold: reach - before,
+            });
+        }
+        synced.upto = reach;
+        self.upto.store(reach, Ordering::Release);
     }
 
     /// The syncs run so far: for tests and metrics.

@@ -87,6 +87,13 @@ pub trait KvBackend: Send + Sync + 'static {
     fn writes_may_stall(&self) -> bool {
         false
     }
+    /// Returns once every write applied so far is as durable as the store promises an
+    /// answer (the embedded store under `serve --fsync-always`: synced to disk). The host
+    /// calls it before an answer leaves and when an invocation ends; by default there is
+    /// nothing to wait for.
+    fn settle(&self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// A store operation in flight at a [`RemoteKv`].
@@ -200,6 +207,16 @@ impl KvStore {
         match self {
             KvStore::Local(kv) => kv.get_many(keys),
             KvStore::Remote(kv) => kv.get_many(keys).await,
+        }
+    }
+
+    /// Waits until every write applied so far is as durable as an answer needs
+    /// ([`KvBackend::settle`]; a remote store's writes are as durable as its server makes
+    /// them when they return).
+    pub async fn settle(&self) -> StoreResult<()> {
+        match self {
+            KvStore::Local(kv) => write_locally(kv.as_ref(), || kv.settle()),
+            KvStore::Remote(_) => Ok(()),
         }
     }
 

@@ -2,9 +2,11 @@
 //! being killed (`kill -9` of a child process that writes, then the store reopened), one
 //! process at a time, a directory of another format refused with a clear message (never read
 //! as empty), a backup taken while writes go on, owner-only files, the `counters` bucket
-//! kept out of the engine, and the group commit of `Durability::Always` (writers share
+//! kept out of the engine, the group commit of `Durability::Always` (writers share
 //! fsyncs, none returns before a sync that began after its write, a failed sync fails every
-//! write it was to cover). The key-value rules themselves are the conformance suite's
+//! write it was to cover), and `Durability::Answer`'s one sync a settle (writes wait for
+//! none; a settle covers every write before it, shared by the settles in flight; after a
+//! failed sync every settle fails). The key-value rules themselves are the conformance suite's
 //! (`kv_conformance`).
 
 use edgehook_component::model::ids::ClientId;
@@ -382,4 +384,123 @@ fn one_writer_at_a_time_syncs_each_write() {
         assert_eq!(commit.wait(seq, counted(&runs, Ok(()))), Ok(()));
     }
     assert_eq!((runs.load(Ordering::SeqCst), commit.syncs()), (5, 5));
+}
+
+#[test]
+fn under_answer_writes_wait_for_no_sync_and_a_settle_syncs_them_all_at_once() {
+    let dir = temp_dir("embedded-answer");
+    let store = embedded::open(&dir, Durability::Answer).expect("open");
+    for n in 0..20u64 {
+        store.set(&format!("k{n:08}"), &value(n)).expect("set");
+    }
+    assert_eq!(store.compare_and_swap("k00000000", None, b"no"), Ok(false));
+    assert_eq!(store.syncs(), 0, "no write waited for a sync");
+    store.settle().expect("settle");
+    assert_eq!(store.syncs(), 1, "one sync for 21 writes");
+    store.settle().expect("settle");
+    assert_eq!(store.syncs(), 1, "nothing new: nothing to sync");
+    store.delete("k00000001").expect("delete");
+    store.settle().expect("settle");
+    assert_eq!(store.syncs(), 2);
+    drop(store);
+    let store = open(&dir);
+    assert_eq!(store.get("k00000019"), Ok(Some(value(19))));
+    assert_eq!(store.get("k00000001"), Ok(None));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn settles_in_flight_share_syncs_and_every_write_survives_a_reopen() {
+    const THREADS: u64 = 8;
+    const ROUNDS: u64 = 20;
+    let dir = temp_dir("embedded-answer-group");
+    let store = embedded::open(&dir, Durability::Answer).expect("open");
+    let start = Arc::new(Barrier::new(THREADS as usize));
+    let requests: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (store, start) = (store.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for round in 0..ROUNDS {
+                    // A request: a few writes, then the settle before its answer.
+                    for i in 0..5 {
+                        let n = (t * ROUNDS + round) * 5 + i;
+                        store.set(&format!("r{n:06}"), &value(n)).expect("set");
+                    }
+                    store.settle().expect("settle");
+                }
+            })
+        })
+        .collect();
+    for request in requests {
+        request.join().expect("request");
+    }
+    let (settles, syncs) = (THREADS * ROUNDS, store.syncs());
+    assert!(syncs < settles, "{syncs} fsyncs for {settles} settles");
+    drop(store);
+    let store = open(&dir);
+    for n in 0..THREADS * ROUNDS * 5 {
+        assert_eq!(
+            store.get(&format!("r{n:06}")),
+            Ok(Some(value(n))),
+            "write {n}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_barrier_syncs_what_was_applied_before_it_and_nothing_twice() {
+    let commit = Arc::new(GroupCommit::default());
+    assert_eq!(commit.barrier(|| panic!("nothing applied")), Ok(()));
+    commit.applied();
+    let (began_tx, began) = mpsc::channel();
+    let (end, end_rx) = mpsc::channel::<StoreResult<()>>();
+    let slow = {
+        let commit = commit.clone();
+        std::thread::spawn(move || {
+            commit.barrier(move || {
+                began_tx.send(()).expect("test waits");
+                end_rx.recv().expect("an outcome")
+            })
+        })
+    };
+    began.recv().expect("the sync began");
+    commit.applied();
+    let runs = Arc::new(AtomicU64::new(0));
+    let late = {
+        let (commit, sync) = (commit.clone(), counted(&runs, Ok(())));
+        std::thread::spawn(move || commit.barrier(sync))
+    };
+    end.send(Ok(())).expect("the leader waits");
+    assert_eq!(slow.join().expect("slow"), Ok(()));
+    assert_eq!(late.join().expect("late"), Ok(()));
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "applied after the first began: its own"
+    );
+    assert_eq!(commit.barrier(|| panic!("synced again")), Ok(()));
+    assert_eq!(commit.syncs(), 2);
+}
+
+#[test]
+fn after_a_failed_sync_every_barrier_fails() {
+    let disk = || StoreError::Backend("store: fsync: I/O error".to_owned());
+    let commit = GroupCommit::default();
+    commit.applied();
+    assert_eq!(commit.barrier(|| Err(disk())), Err(disk()));
+    assert_eq!(
+        commit.barrier(|| panic!("covered")),
+        Err(disk()),
+        "nothing new"
+    );
+    commit.applied();
+    let runs = Arc::new(AtomicU64::new(0));
+    assert_eq!(
+        commit.barrier(counted(&runs, Ok(()))),
+        Err(disk()),
+        "a later one succeeds"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

@@ -1,10 +1,12 @@
 //! `serve`'s own tests: idle and slow connections, every instance taken, a host error's
-//! envelope, the timer, shutdown while an attempt hangs, and a long response (more than one write).
+//! envelope, the timer, shutdown while an attempt hangs, a long response (more than one
+//! write), and the store settled before an answer leaves.
 
 use super::*;
 use edgehook_runtime::outbound::{Outbound, OutboundFuture};
-use edgehook_runtime::store::{KvStore, MemoryStore};
+use edgehook_runtime::store::{KvBackend, KvStore, MemoryStore, StoreError, StoreResult};
 use edgehook_testkit::http::request;
+use edgehook_testkit::{DEADLINE, POLL};
 use std::collections::BTreeMap;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
@@ -251,4 +253,78 @@ async fn a_long_response_arrives_whole_and_framed_by_its_length() {
     assert!(!head.contains("transfer-encoding"), "{head}");
     let json: serde_json::Value = serde_json::from_str(body).expect("the whole body is JSON");
     assert_eq!(json["data"].as_array().map(Vec::len), Some(30));
+}
+
+/// The in-memory store, counting its settles ([`KvBackend::settle`]) and failing them once
+/// told to (as a disk whose fsync fails).
+#[derive(Default)]
+struct Settling {
+    inner: MemoryStore,
+    settles: std::sync::atomic::AtomicU64,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl KvBackend for Settling {
+    fn get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn set(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.inner.set(key, value)
+    }
+    fn delete(&self, key: &str) -> StoreResult<()> {
+        self.inner.delete(key)
+    }
+    fn list_keys(&self, cursor: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        self.inner.list_keys(cursor, limit)
+    }
+    fn increment(&self, key: &str, delta: i64) -> StoreResult<i64> {
+        self.inner.increment(key, delta)
+    }
+    fn compare_and_swap(&self, key: &str, old: Option<&[u8]>, new: &[u8]) -> StoreResult<bool> {
+        self.inner.compare_and_swap(key, old, new)
+    }
+    fn settle(&self) -> StoreResult<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.settles.fetch_add(1, SeqCst);
+        match self.fail.load(SeqCst) {
+            true => Err(StoreError::Backend("store: fsync: I/O error".to_owned())),
+            false => Ok(()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_leaves_once_the_store_settled_and_a_failed_settle_is_a_503() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = Arc::new(Settling::default());
+    let config = [("admin_token", "t")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let env = HostEnv {
+        kv: KvStore::Local(store.clone()),
+        config: Arc::new(config.into_iter().collect()),
+        clock: None,
+        outbound: Arc::new(Hang(Arc::new(Notify::new()))),
+        seed: None,
+        guest_log: None,
+        metrics: None,
+    };
+    let (addr, _stop) = serving(Server::new(env).expect("server")).await;
+    // The timer's first tick, at start, settles what it wrote.
+    let ticked = edgehook_testkit::poll(DEADLINE, POLL, || store.settles.load(SeqCst) >= 1);
+    assert!(ticked.is_ok(), "the tick settles");
+    let key = b"POST /internal/v1/clients/acme/keys HTTP/1.1\r\nHost: x\r\n\
+        Authorization: Bearer t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let before = store.settles.load(SeqCst);
+    let got = exchange(addr, key).await;
+    assert!(got.starts_with("HTTP/1.1 201"), "{got}");
+    assert!(
+        store.settles.load(SeqCst) > before,
+        "settled before the answer"
+    );
+    store.fail.store(true, SeqCst);
+    let got = exchange(addr, key).await;
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    assert!(got.contains(r#""code":"store_unavailable""#), "{got}");
+    assert!(got.contains("may or may not"), "{got}");
+    assert!(got.contains(r#""requestId":"req_"#), "{got}");
+    assert!(got.to_lowercase().contains("retry-after: 1"), "{got}");
 }
