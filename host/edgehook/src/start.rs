@@ -58,8 +58,8 @@ pub struct ServeArgs {
           default_value_t = edgehook_runtime::gate::DEFAULT_PER_TARGET as u32,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_connections_per_target: u32,
-    /// Answer nothing before it is on disk: the embedded store syncs before every answer
-    /// (one sync shared by the requests in flight) instead of every 100 ms.
+    /// Answer and send nothing before it is on disk: the embedded store syncs before every
+    /// answer and attempt (one sync shared by those in flight) instead of every 100 ms.
     #[arg(long)]
     pub fsync_always: bool,
     /// The store: the embedded one, or Redis (`--kv`).
@@ -209,7 +209,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 (KvStore::Local(kv), Some(store), name)
             }
         };
-        let env = crate::metrics::served_env(kv, config, &net)?;
+        let mut env = crate::metrics::served_env(kv, config, &net)?;
+        if args.fsync_always {
+            env.outbound = edgehook_runtime::outbound::settle_first(env.kv.clone(), env.outbound);
+        }
         let metrics_listener = crate::metrics::bind(&args.metrics_listen).await?;
         let endpoint = crate::metrics::Endpoint::new(Runtime::serving()?, env.clone());
         let mut server = Server::new(env)?;

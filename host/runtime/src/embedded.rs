@@ -9,7 +9,8 @@
 //!   the journal every [`Durability::Every`] period (100 ms by default).
 //! - **Under [`Durability::Answer`] (`serve --fsync-always`) nothing is answered before it
 //!   is on stable storage:** a write returns once applied, and the host calls
-//!   [`KvBackend::settle`] before an answer leaves and when an invocation ends; one fsync
+//!   [`KvBackend::settle`] before an answer or an attempt leaves and when an invocation
+//!   ends; one fsync
 //!   then covers every write applied before it, those of the other requests in flight too
 //!   ([`GroupCommit::barrier`]). A request costs one fsync, shared, however many writes it
 //!   made. The sync thread of [`Durability::Every`] runs as well, for writes no answer

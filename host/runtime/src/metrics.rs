@@ -479,6 +479,12 @@ impl KvBackend for Metered<dyn KvBackend> {
         };
         Some(Arc::new(counters))
     }
+    fn writes_may_stall(&self) -> bool {
+        self.inner.writes_may_stall()
+    }
+    fn settle(&self) -> StoreResult<()> {
+        self.inner.settle()
+    }
 }
 
 impl Metered<dyn RemoteKv> {

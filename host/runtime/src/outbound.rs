@@ -1,7 +1,9 @@
 //! Outgoing HTTP from the component (`wasi:http/outgoing-handler`): the [`Outbound`] trait
 //! every sender implements (the production one is [`crate::net::NetOutbound`]; the
-//! simulator's scripted network is another), and [`NoNetwork`], which sends nothing.
+//! simulator's scripted network is another), [`NoNetwork`], which sends nothing, and
+//! [`settle_first`], which sends only once the store has settled.
 
+use crate::store::KvStore;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -45,6 +47,40 @@ impl WasiHttpHooks for Hooks {
         Box::new(async move {
             let response = sent.await?;
             Ok((response, Box::new(async { Ok(()) }) as IoFuture))
+        })
+    }
+}
+
+/// Sends through `inner` once the store has settled ([`KvStore::settle`]): nothing leaves
+/// the process before what it reflects is as durable as an answer (`serve --fsync-always`:
+/// on disk), so a delivery never goes out for an event, or under a claim, that a power loss
+/// could still take. One settle covers every write applied before it: the attempts of a
+/// batch share one sync. A failed settle fails the attempt (an internal error, retried as
+/// any failed attempt) rather than send it.
+pub fn settle_first(kv: KvStore, inner: Arc<dyn Outbound>) -> Arc<dyn Outbound> {
+    Arc::new(SettleFirst { kv, inner })
+}
+
+struct SettleFirst {
+    kv: KvStore,
+    inner: Arc<dyn Outbound>,
+}
+
+impl Outbound for SettleFirst {
+    fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> OutboundFuture {
+        let (kv, inner) = (self.kv.clone(), self.inner.clone());
+        Box::pin(async move {
+            if let Err(e) = kv.settle().await {
+                tracing::error!(error = %e, "store sync before an attempt failed");
+                return Err(HttpError::InternalError(Some(format!(
+                    "store sync failed: {e}"
+                ))));
+            }
+            inner.send(request, options).await
         })
     }
 }

@@ -12,7 +12,7 @@
 use edgehook_component::model::ids::ClientId;
 use edgehook_component::storage::keys;
 use edgehook_runtime::embedded::{self, Durability, FjallStore, GroupCommit};
-use edgehook_runtime::store::{KvBackend, StoreError, StoreResult};
+use edgehook_runtime::store::{KvBackend, KvStore, StoreError, StoreResult};
 use edgehook_testkit::{DEADLINE, temp_dir};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -503,4 +503,24 @@ fn after_a_failed_sync_every_barrier_fails() {
         "a later one succeeds"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// `serve` runs the store behind its metrics (`KvStore::metered`): what the store does
+/// beyond its operations, the settle of `Durability::Answer` and the hand-off of a write
+/// that may stall, must reach it through them.
+#[test]
+fn the_metered_store_settles_and_stalls_as_the_store_beneath() {
+    let dir = temp_dir("embedded-metered");
+    let store = embedded::open(&dir, Durability::Answer).expect("open");
+    let metrics = Arc::new(edgehook_runtime::metrics::Metrics::new());
+    let KvStore::Local(metered) = KvStore::Local(Arc::new(store.clone())).metered(metrics) else {
+        panic!("a local store stays local");
+    };
+    assert!(metered.writes_may_stall(), "a write may stall: handed off");
+    metered.set("k", b"v").expect("set");
+    assert_eq!(store.syncs(), 0);
+    metered.settle().expect("settle");
+    assert_eq!(store.syncs(), 1, "the settle reached the store");
+    drop((metered, store));
+    let _ = std::fs::remove_dir_all(&dir);
 }

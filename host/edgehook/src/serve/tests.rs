@@ -33,6 +33,12 @@ impl Outbound for Hang {
 /// A store with one subscription to `load.created` at an endpoint that never answers
 /// (attempts hang for two minutes); `sent` is notified at each attempt. Admin token `t`.
 async fn hanging_subscription(sent: Arc<Notify>) -> HostEnv {
+    let kv = KvStore::Local(Arc::new(MemoryStore::new()));
+    subscription_on(kv, Arc::new(Hang(sent))).await
+}
+
+/// [`hanging_subscription`] on `kv`, its attempts sent through `outbound`.
+async fn subscription_on(kv: KvStore, outbound: Arc<dyn Outbound>) -> HostEnv {
     let config: BTreeMap<String, String> = [
         ("admin_token", "t"),
         ("allow_private_targets", "true"),
@@ -43,10 +49,10 @@ async fn hanging_subscription(sent: Arc<Notify>) -> HostEnv {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     let env = HostEnv {
-        kv: KvStore::Local(Arc::new(MemoryStore::new())),
+        kv,
         config: Arc::new(config),
         clock: None,
-        outbound: Arc::new(Hang(sent)),
+        outbound,
         seed: None,
         guest_log: None,
         metrics: None,
@@ -327,4 +333,41 @@ async fn an_answer_leaves_once_the_store_settled_and_a_failed_settle_is_a_503() 
     assert!(got.contains("may or may not"), "{got}");
     assert!(got.contains(r#""requestId":"req_"#), "{got}");
     assert!(got.to_lowercase().contains("retry-after: 1"), "{got}");
+}
+
+/// A network that refuses every request at once, counting them.
+#[derive(Default)]
+struct Refuse(std::sync::atomic::AtomicU64);
+
+impl Outbound for Refuse {
+    fn send(&self, _: http::Request<WasiBody>, _: Option<RequestOptions>) -> OutboundFuture {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_fsync_always_an_attempt_leaves_only_once_the_store_settled() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let store = Arc::new(Settling::default());
+    let net = Arc::new(Refuse::default());
+    let kv = KvStore::Local(store.clone());
+    let outbound = edgehook_runtime::outbound::settle_first(kv.clone(), net.clone());
+    let env = subscription_on(kv, outbound).await;
+    let rt = Runtime::embedded().expect("runtime");
+    let publish = || {
+        let mut r = req("POST", "/internal/v1/events", "t", r#"{"id":"L"}"#);
+        let event = http::HeaderValue::from_static("load.created");
+        r.headers_mut().insert("x-service-event", event);
+        r
+    };
+    store.fail.store(true, SeqCst);
+    let accepted = rt.handle(&env, publish()).await.expect("publish");
+    assert_eq!(accepted.status, 202);
+    assert_eq!(net.0.load(SeqCst), 0, "not sent: the store did not settle");
+    assert!(store.settles.load(SeqCst) >= 1);
+    store.fail.store(false, SeqCst);
+    let accepted = rt.handle(&env, publish()).await.expect("publish");
+    assert_eq!(accepted.status, 202);
+    assert_eq!(net.0.load(SeqCst), 1, "sent once settled");
 }
