@@ -282,6 +282,10 @@ impl KvBackend for FjallStore {
         true
     }
 
+    fn settles(&self) -> bool {
+        self.shared().durability == Durability::Answer
+    }
+
     /// Under [`Durability::Answer`], returns once every write applied so far is synced.
     fn settle(&self) -> StoreResult<()> {
         let shared = self.shared();

@@ -479,8 +479,8 @@ impl KvBackend for Metered<dyn KvBackend> {
         };
         Some(Arc::new(counters))
     }
-    fn writes_may_stall(&self) -> bool {
-        self.inner.writes_may_stall()
+    fn settles(&self) -> bool {
+        self.inner.settles()
     }
     fn settle(&self) -> StoreResult<()> {
         self.inner.settle()

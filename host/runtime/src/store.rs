@@ -87,10 +87,15 @@ pub trait KvBackend: Send + Sync + 'static {
     fn writes_may_stall(&self) -> bool {
         false
     }
+    /// Whether [`KvBackend::settle`] has anything to do (the embedded store under `serve
+    /// --fsync-always`): when not, [`KvStore::settle`] does not call it.
+    fn settles(&self) -> bool {
+        false
+    }
     /// Returns once every write applied so far is as durable as the store promises an
     /// answer (the embedded store under `serve --fsync-always`: synced to disk). The host
-    /// calls it before an answer leaves and when an invocation ends; by default there is
-    /// nothing to wait for.
+    /// calls it before an answer or an attempt leaves and when an invocation ends; by
+    /// default there is nothing to wait for.
     fn settle(&self) -> StoreResult<()> {
         Ok(())
     }
@@ -215,8 +220,12 @@ impl KvStore {
     /// them when they return).
     pub async fn settle(&self) -> StoreResult<()> {
         match self {
-            KvStore::Local(kv) => write_locally(kv.as_ref(), || kv.settle()),
-            KvStore::Remote(_) => Ok(()),
+            // A sync may take milliseconds: the runtime's other work moves off the thread.
+            KvStore::Local(kv) if kv.settles() => match multi_thread() {
+                true => tokio::task::block_in_place(|| kv.settle()),
+                false => kv.settle(),
+            },
+            KvStore::Local(_) | KvStore::Remote(_) => Ok(()),
         }
     }
 
@@ -236,15 +245,18 @@ impl KvStore {
 /// against 695 ms (BENCHMARKS.md, "The embedded store").
 fn write_locally<T>(kv: &dyn KvBackend, write: impl FnOnce() -> T) -> T {
     // The backend asked first: a store whose writes never stall (memory) pays nothing more.
-    let multi_thread = || {
-        tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
-    };
     if kv.writes_may_stall() && multi_thread() {
         tokio::task::block_in_place(write)
     } else {
         write()
     }
+}
+
+/// Whether this is a worker of a multi-threaded tokio runtime (which `block_in_place`
+/// needs).
+fn multi_thread() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// Which store operations fail on purpose (simulation only).

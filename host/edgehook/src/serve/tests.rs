@@ -289,6 +289,9 @@ impl KvBackend for Settling {
     fn compare_and_swap(&self, key: &str, old: Option<&[u8]>, new: &[u8]) -> StoreResult<bool> {
         self.inner.compare_and_swap(key, old, new)
     }
+    fn settles(&self) -> bool {
+        true
+    }
     fn settle(&self) -> StoreResult<()> {
         use std::sync::atomic::Ordering::SeqCst;
         self.settles.fetch_add(1, SeqCst);
