@@ -1,6 +1,7 @@
 //! Delivery options on `serve` against a real loopback receiver: a subscription's own
 //! headers arrive with the delivery, and a 503 with `Retry-After` holds the retry back at
-//! least that long (the retry delays are set to 1 s, Retry-After asks for 3 s).
+//! least that long (the retry delays are set to 1 s, Retry-After asks for 3 s); and
+//! `--fsync-always` delivering, retrying and keeping what it answered across a restart.
 
 use crate::common::*;
 use edgehook::cli::Remote;
@@ -196,5 +197,50 @@ fn a_slow_receiver_does_not_slow_a_fast_one() {
         b <= (a * 3).max(a + Duration::from_millis(100)),
         "fast receiver p99: {a:?} alone, {b:?} beside the slow one"
     );
+    drop(server);
+}
+
+/// `serve --fsync-always` (one sync before each answer and each attempt) runs the whole
+/// path: a subscription made, an event accepted and delivered signed, a retry after a
+/// failed attempt, and what it answered still there after a restart on the same data.
+#[test]
+fn serve_with_fsync_always_delivers_and_keeps_what_it_answered() {
+    let dir = temp_dir("fsync-always");
+    let rt = rt();
+    let recv = Receiver::builder().answer_by(|_, earlier| match earlier {
+        [] => Answer::status(500),
+        _ => Answer::status(200),
+    });
+    let recv = rt.block_on(recv.start());
+    let mut args = serve_to_loopback("retry_delays_ms=1000,1000").to_vec();
+    args.push("--fsync-always");
+    let mut server = Proc::start(&args, &dir);
+    let (base, operator, key) = operator_and_key(&rt, &dir, &mut server);
+    let body = json!({"url": recv.url("/in"), "eventTypes": ["load.created"]});
+    let created = create_subscription(&rt, &base, &key, &body);
+    let secret = created["signingSecret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    publish_event(&rt, &operator, "load.created", br#"{"id":"L1"}"#);
+    wait_for("attempt 2", || recv.hits() >= 2);
+    for r in recv.received() {
+        assert!(edgehook_testkit::signature::verifies(
+            &secret,
+            r.header("x-service-timestamp"),
+            r.header("x-service-signature"),
+            &r.body
+        ));
+    }
+    drop(server);
+    let mut server = Proc::start(&args, &dir);
+    let partner = Remote::new(&format!("http://{}", server.address()), &key).expect("client");
+    let id = created["id"].as_str().expect("id");
+    let (status, text) = rt
+        .block_on(partner.call("GET", &format!("/v1/webhooks/{id}/deliveries"), None, &[]))
+        .expect("deliveries");
+    assert_eq!(status, 200, "{text}");
+    let list: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(list["data"][0]["status"], "succeeded", "{text}");
     drop(server);
 }
