@@ -241,8 +241,9 @@ impl KvStore {
 /// Runs `write`, a write to the local backend `kv`. Where `kv`'s writes may stall and this is
 /// a worker of a multi-threaded tokio runtime, the runtime hands the thread's other work to
 /// another thread meanwhile (`block_in_place`), so one stalled write does not hold the
-/// server's requests and reads: at 250 events/s x 33 on the embedded store, p99 97 ms
-/// against 695 ms (BENCHMARKS.md, "The embedded store").
+/// server's requests and reads. `serve`'s store is the metered one, which does not pass
+/// [`KvBackend::writes_may_stall`] on: its writes run on their thread (docs/design/storage.md,
+/// "The tail under load": what handing them off would gain is not measured yet).
 fn write_locally<T>(kv: &dyn KvBackend, write: impl FnOnce() -> T) -> T {
     // The backend asked first: a store whose writes never stall (memory) pays nothing more.
     if kv.writes_may_stall() && multi_thread() {
